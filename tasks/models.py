@@ -1,0 +1,63 @@
+"""Model identity and placement: where a `ModelSpec` lives on disk, which device/dtype it runs in, its fingerprint.
+
+Loaders are cached per process (`functools.cache` on the frozen spec), so a stage loads each model once however many
+shards it runs, and a Dask worker loads it once for all the shards it is given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import logging
+from functools import cache
+from pathlib import Path
+
+import torch
+
+from tasks.params import ModelSpec
+
+log = logging.getLogger(__name__)
+PACKAGE_SCHEME = "pkg:"
+
+
+def resolve_path(model_id: str) -> str:
+    """`pkg:module/sub/dir` -> that folder inside an installed package; anything else is returned as is."""
+    if not model_id.startswith(PACKAGE_SCHEME):
+        return model_id
+    package, _, sub = model_id.removeprefix(PACKAGE_SCHEME).partition("/")
+    return str(importlib.resources.files(package).joinpath(sub))
+
+
+def resolve_device(spec: ModelSpec) -> torch.device:
+    if spec.device != "auto":
+        return torch.device(spec.device)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    log.warning("no GPU found: %s runs on CPU", spec.id)
+    return torch.device("cpu")
+
+
+def resolve_dtype(spec: ModelSpec, device: torch.device) -> torch.dtype:
+    """`auto` is fp32 on CPU, bf16 on GPUs that have it, fp16 on the others."""
+    if spec.dtype != "auto":
+        return getattr(torch, spec.dtype)
+    if device.type != "cuda":
+        return torch.float32
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+@cache
+def fingerprint(spec: ModelSpec) -> str:
+    """`id@revision` for hub models; a hash of every file for a local folder (its revision is its content)."""
+    path = Path(resolve_path(spec.id))
+    if not path.exists():
+        return f"{spec.id}@{spec.revision or 'main'}"
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(path).as_posix().encode())
+        digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return f"{spec.id}#{digest.hexdigest()[:16]}"
+
+
+def hub_kwargs(spec: ModelSpec) -> dict:
+    return {"revision": spec.revision} if spec.revision else {}

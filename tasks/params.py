@@ -1,0 +1,123 @@
+"""Typed, frozen views of `params.yaml`: one model per DVC stage section.
+
+`params.yaml` is the single source of every knob. A value that differs between profiles is written as a mapping
+keyed by profile name (`{demo: ..., paper: ...}`); `load_section` picks the branch named by the top-level `profile`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PROFILES = frozenset({"demo", "paper"})
+PARAMS_FILE = Path("params.yaml")
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelSpec(Frozen):
+    """A model's identity (hub id or local path + pinned revision) and where/how it runs."""
+
+    id: str
+    revision: str | None = None
+    device: str = "auto"
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+
+
+class EngineParams(Frozen):
+    """How stages are cut into cached shards and where they run (the shard cache is Prefect's result store)."""
+
+    shard_size: int = Field(64, ge=1, description="average captions per content-defined shard")
+    dask_address: str | None = Field(None, description="a Dask scheduler to map shards over; None runs locally")
+
+
+class TinyModelsParams(Frozen):
+    seed: int = 0
+    vocab_size: int = Field(1000, ge=300)
+    max_length: int = Field(128, ge=16)
+
+
+class NounsParams(Frozen):
+    tags: tuple[str, ...] = ("NN", "NNS")
+
+
+class CandidatesParams(Frozen):
+    model: ModelSpec
+    top_k: int = Field(10, ge=1)
+    batch_size: int = Field(64, ge=1)
+    keep_tags: tuple[str, ...] = ("NN", "NNS", "NNP")
+
+
+class SimilarityParams(Frozen):
+    model: ModelSpec
+    lower: float = 0.8
+    upper: float = 0.91
+    batch_size: int = Field(128, ge=1)
+
+    @model_validator(mode="after")
+    def _window(self) -> SimilarityParams:
+        if not self.lower < self.upper:
+            raise ValueError(f"similarity window needs lower < upper, got ({self.lower}, {self.upper}]")
+        return self
+
+
+class PerplexityParams(Frozen):
+    model: ModelSpec
+    batch_size: int = Field(16, ge=1)
+
+
+P = TypeVar("P", bound=BaseModel)
+
+
+def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
+    """`["similarity.upper=0.9"]` -> `{"similarity.upper": 0.9}` (values parsed as YAML scalars)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--param expects key=value, got {pair!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def _apply(raw: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    for dotted, value in overrides.items():
+        node = raw
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return raw
+
+
+def _pick_profile(node: Any, profile: str) -> Any:
+    if isinstance(node, dict):
+        if node and set(node) <= PROFILES:
+            if profile not in node:
+                raise ValueError(f"no value for profile {profile!r} in {node}")
+            return _pick_profile(node[profile], profile)
+        return {k: _pick_profile(v, profile) for k, v in node.items()}
+    return node
+
+
+def read_params(path: Path = PARAMS_FILE, overrides: Mapping[str, Any] = {}) -> dict[str, Any]:
+    """The whole file with overrides applied (profile branches still unresolved)."""
+    raw = yaml.safe_load(Path(path).read_text()) or {}
+    return _apply(raw, overrides)
+
+
+def load_section(model: type[P], section: str, raw: Mapping[str, Any]) -> P:
+    """Validate one section of `raw`, resolved for its `profile`."""
+    profile = raw.get("profile", "demo")
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {profile!r}")
+    return model.model_validate(_pick_profile(raw.get(section, {}), profile))
+
+
+# --- image stages (generate, filter) ---------------------------------------------------------------------------
