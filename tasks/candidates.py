@@ -19,12 +19,12 @@ from tasks import nouns
 from tasks.models import hub_kwargs, resolve_device, resolve_dtype, resolve_path
 from tasks.params import CandidatesParams, ModelSpec
 
-CANDIDATES_SCHEMA = {
+SCHEMA = {
     "caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "position": pl.Int64, "start": pl.Int64,
     "end": pl.Int64, "original_word": pl.String, "substitute": pl.String, "mlm_score": pl.Float64,
     "candidate": pl.String,
 }
-REJECTS_SCHEMA = {**CANDIDATES_SCHEMA, "stage": pl.String, "reason": pl.String}
+REJECTS_SCHEMA = {**SCHEMA, "stage": pl.String, "reason": pl.String}
 _WORD = re.compile(r"[^\W\d_]+(?:[-'][^\W\d_]+)*")
 # Word-start markers of byte-level BPE (RoBERTa, GPT-2) and SentencePiece vocabularies.
 _WORD_START = ("Ġ", "▁")
@@ -122,4 +122,4 @@ def run(sites: pl.DataFrame, params: CandidatesParams, mlm: MaskedLM) -> tuple[p
                 kept.append(row)
             else:
                 rejects.append({**row, "stage": "candidates", "reason": reason})
-    return pl.DataFrame(kept, schema=CANDIDATES_SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)
+    return pl.DataFrame(kept, schema=SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)

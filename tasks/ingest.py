@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-CAPTIONS_SCHEMA = {"caption_id": pl.String, "image_id": pl.String, "caption": pl.String}
+SCHEMA = {"caption_id": pl.String, "image_id": pl.String, "caption": pl.String}
 REJECTS_SCHEMA = {"caption_id": pl.String, "line": pl.Int64, "caption": pl.String, "reason": pl.String}
 
 
@@ -82,4 +82,4 @@ def read_captions(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
             kept.append({"caption_id": row["caption_id"], "image_id": _image_id(row["caption_id"]), "caption": caption})
         else:
             rejects.append({"caption_id": row["caption_id"], "line": row["line"], "caption": caption, "reason": reason})
-    return pl.DataFrame(kept, schema=CAPTIONS_SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)
+    return pl.DataFrame(kept, schema=SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)

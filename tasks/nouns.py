@@ -14,7 +14,7 @@ import polars as pl
 
 from tasks.params import NounsParams
 
-SITES_SCHEMA = {
+SCHEMA = {
     "caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "position": pl.Int64, "start": pl.Int64,
     "end": pl.Int64, "original_word": pl.String, "tag": pl.String, "n_tokens": pl.Int64,
 }
@@ -70,7 +70,7 @@ def run(captions: pl.DataFrame, params: NounsParams, models: None = None) -> tup
         sites.extend(found)
         if not found:
             rejects.append({**row, "reason": "no_noun"})
-    return pl.DataFrame(sites, schema=SITES_SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)
+    return pl.DataFrame(sites, schema=SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)
 
 
 def load_models(params: NounsParams) -> None:

@@ -121,3 +121,60 @@ def load_section(model: type[P], section: str, raw: Mapping[str, Any]) -> P:
 
 
 # --- image stages (generate, filter) ---------------------------------------------------------------------------
+
+
+class ClipSpec(ModelSpec):
+    """An open_clip model: `id` is the architecture, `pretrained` a tag (`openai`) or a checkpoint path; `config` is
+    an architecture JSON to register first (its file stem must equal `id`), for architectures open_clip lacks."""
+
+    id: str = "ViT-L-14"
+    pretrained: str = "openai"
+    config: str | None = None
+
+
+class AdaptiveParams(Frozen):
+    """Over-generation in rounds of `round_samples`, stopping a pair once `min_accepted` samples pass the filter."""
+
+    enabled: bool = False
+    min_accepted: int = Field(1, ge=1)
+    round_samples: int = Field(10, ge=1)
+
+
+class GenerateParams(Frozen):
+    """Paired Prompt-to-Prompt sampling. `guidance_scale` and `p2p_fraction` are U(lo, hi) ranges drawn per sample."""
+
+    diffusion: ModelSpec = ModelSpec(id="stable-diffusion-v1-5/stable-diffusion-v1-5")
+    vae: ModelSpec | None = Field(ModelSpec(id="stabilityai/sd-vae-ft-mse"),
+                                  description="replaces the diffusion folder's vae/ (None keeps it); only its id and "
+                                              "revision count: it runs on the diffusion spec's device and dtype")
+    clip: ClipSpec = ClipSpec()
+    size: int = Field(512, ge=8, description="image height and width in pixels")
+    steps: int = Field(100, ge=1, description="Euler-ancestral steps")
+    n_samples: int = Field(100, ge=1, description="samples (seeds) per caption pair")
+    guidance_scale: tuple[float, float] = (7.5, 15.0)
+    p2p_fraction: tuple[float, float] = (0.1, 0.9)
+    p2p_mode: Literal["self", "word_swap"] = "self"
+    seed: int = 0
+    batch_samples: int = Field(4, ge=1, description="samples per UNet call (4 rows each); halved on CUDA OOM")
+    top_k_images: int = Field(4, ge=0, description="samples per pair whose images are stored, by clip_dir")
+    black_threshold: int = Field(4, ge=0, le=255, description="an image with every pixel <= this is black")
+    clip_batch_size: int = Field(32, ge=1)
+    adaptive: AdaptiveParams = AdaptiveParams()
+
+    @model_validator(mode="after")
+    def _ranges(self) -> GenerateParams:
+        (g_lo, g_hi), (p_lo, p_hi) = self.guidance_scale, self.p2p_fraction
+        if not g_lo <= g_hi:
+            raise ValueError(f"guidance_scale needs lo <= hi, got {self.guidance_scale}")
+        if not 0.0 <= p_lo <= p_hi <= 1.0:
+            raise ValueError(f"p2p_fraction needs 0 <= lo <= hi <= 1, got {self.p2p_fraction}")
+        return self
+
+
+class FilterParams(Frozen):
+    """CLIP thresholds, all inclusive (`score >= min`); among passing samples the highest clip_dir wins."""
+
+    min_text_image_o: float = Field(0.2, description="sim(C_o, I_o)")
+    min_text_image_c: float = Field(0.2, description="sim(C_c, I_c)")
+    min_image_image: float = Field(0.7, description="sim(I_o, I_c)")
+    min_clip_dir: float = Field(0.2, description="cos(E_I(I_c) - E_I(I_o), E_T(C_c) - E_T(C_o))")

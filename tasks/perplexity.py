@@ -18,14 +18,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 
 from tasks.models import hub_kwargs, resolve_device, resolve_dtype, resolve_path
 from tasks.params import ModelSpec, PerplexityParams
-from tasks.similarity import SIMILARITY_SCHEMA
+from tasks import similarity
 
-COUNTERFACTUAL_SCHEMA = {
+SCHEMA = {
     "caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "counterfactual": pl.String,
     "position": pl.Int64, "start": pl.Int64, "end": pl.Int64, "original_word": pl.String, "substitute": pl.String,
     "mlm_score": pl.Float64, "similarity": pl.Float64, "perplexity": pl.Float64,
 }
-REJECTS_SCHEMA = {**SIMILARITY_SCHEMA, "perplexity": pl.Float64, "stage": pl.String, "reason": pl.String}
+REJECTS_SCHEMA = {**similarity.SCHEMA, "perplexity": pl.Float64, "stage": pl.String, "reason": pl.String}
 
 
 @dataclass(frozen=True)
@@ -95,9 +95,9 @@ def run(similar: pl.DataFrame, params: PerplexityParams, lm: CausalLM) -> tuple[
     best = ranked.unique("caption_id", keep="first", maintain_order=True)
     outranked = ranked.join(best.select("caption_id", "position", "substitute"),
                             on=["caption_id", "position", "substitute"], how="anti")
-    rejects = pl.concat([scored.filter(pl.col("reason").is_not_null()),
-                         outranked.with_columns(reason=pl.lit("outranked"))]).select(list(REJECTS_SCHEMA))
-    winners = best.rename({"candidate": "counterfactual"}).select(list(COUNTERFACTUAL_SCHEMA))
+    rejects = pl.concat([f.select(list(REJECTS_SCHEMA)) for f in (
+        scored.filter(pl.col("reason").is_not_null()), outranked.with_columns(reason=pl.lit("outranked")))])
+    winners = best.rename({"candidate": "counterfactual"}).select(list(SCHEMA))
     order = similar.select("caption_id").unique(maintain_order=True).with_row_index("_order")
     winners = winners.join(order, on="caption_id").sort("_order").drop("_order")
     return winners, rejects

@@ -10,12 +10,12 @@ from functools import cache
 import polars as pl
 from sentence_transformers import SentenceTransformer
 
-from tasks.candidates import CANDIDATES_SCHEMA
+from tasks import candidates
 from tasks.models import hub_kwargs, resolve_device, resolve_path
 from tasks.params import ModelSpec, SimilarityParams
 
-SIMILARITY_SCHEMA = {**CANDIDATES_SCHEMA, "similarity": pl.Float64}
-REJECTS_SCHEMA = {**SIMILARITY_SCHEMA, "stage": pl.String, "reason": pl.String}
+SCHEMA = {**candidates.SCHEMA, "similarity": pl.Float64}
+REJECTS_SCHEMA = {**SCHEMA, "stage": pl.String, "reason": pl.String}
 
 
 @cache
@@ -46,18 +46,19 @@ def cosine(encoder: SentenceTransformer, pairs: list[tuple[str, str]], batch_siz
     return (a * b).sum(-1).tolist()
 
 
-def run(candidates: pl.DataFrame, params: SimilarityParams, encoder: SentenceTransformer):
+def run(frame: pl.DataFrame, params: SimilarityParams, encoder: SentenceTransformer):
     """(passing candidates + similarity, rejects) for a `candidates` frame."""
-    unique = sorted(set(candidates["caption"]) | set(candidates["candidate"]))
+    unique = sorted(set(frame["caption"]) | set(frame["candidate"]))
     length = dict(zip(unique, map(len, encoder.tokenizer(unique)["input_ids"])))
     fits = pl.Series([max(length[c], length[d]) <= encoder.max_seq_length
-                      for c, d in zip(candidates["caption"], candidates["candidate"])], dtype=pl.Boolean)
-    scored = candidates.filter(fits)
+                      for c, d in zip(frame["caption"], frame["candidate"])], dtype=pl.Boolean)
+    scored = frame.filter(fits)
     sims = cosine(encoder, list(zip(scored["caption"], scored["candidate"])), params.batch_size)
     scored = scored.with_columns(similarity=pl.Series(sims, dtype=pl.Float64))
     reasons = [window_reason(s, params.lower, params.upper) for s in sims]
     scored = scored.with_columns(reason=pl.Series(reasons, dtype=pl.String), stage=pl.lit("similarity"))
-    too_long = candidates.filter(~fits).with_columns(
+    too_long = frame.filter(~fits).with_columns(
         similarity=pl.lit(None, pl.Float64), stage=pl.lit("similarity"), reason=pl.lit("too_long_for_similarity"))
-    rejects = pl.concat([scored.filter(pl.col("reason").is_not_null()), too_long]).select(list(REJECTS_SCHEMA))
-    return scored.filter(pl.col("reason").is_null()).select(list(SIMILARITY_SCHEMA)), rejects
+    failed = scored.filter(pl.col("reason").is_not_null())
+    rejects = pl.concat([f.select(list(REJECTS_SCHEMA)) for f in (failed, too_long)])
+    return scored.filter(pl.col("reason").is_null()).select(list(SCHEMA)), rejects

@@ -1,0 +1,32 @@
+# Two entry points: `make demo` (the whole DAG on the bundled captions, offline) and `make test`.
+# Both create .venv from requirements.lock on first use.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+SHARED := $(abspath ../shared)
+# NLTK tagger data: the copy in ../shared when present, else NLTK's own download into .nltk_data.
+NLTK_DATA ?= $(if $(wildcard $(SHARED)/nltk_data),$(SHARED)/nltk_data,$(abspath .nltk_data))
+export NLTK_DATA
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: demo test setup
+
+$(BIN)/.installed: requirements.lock pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.lock
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $@
+
+$(NLTK_DATA):
+	$(BIN)/python -m nltk.downloader -d $(NLTK_DATA) punkt_tab averaged_perceptron_tagger_eng
+
+setup: $(BIN)/.installed | $(NLTK_DATA)
+
+demo: setup
+	$(BIN)/dvc repro
+
+test: setup
+	$(BIN)/pytest

@@ -1,0 +1,102 @@
+"""Caption-engine flows: ingest -> nouns -> candidates -> similarity -> perplexity.
+
+Each step is runnable alone (`stage_flow`, what the DVC stages call) on a parquet of the previous step's schema, and
+`captions_flow` chains them for any caption file. Every step writes its output, `<output>.rejects.parquet` and a
+metrics dict (row counts, rejects by reason, shards computed vs. taken from the cache).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from prefect import flow, get_run_logger, task
+from prefect.task_runners import ThreadPoolTaskRunner
+from pydantic import BaseModel
+
+from flows.io import read_frame, rejects_path, write_frame
+from flows.sharding import run_sharded
+from tasks import candidates, ingest, nouns, similarity
+from tasks.params import CandidatesParams, EngineParams, NounsParams, PerplexityParams, SimilarityParams
+from tasks.params import load_section
+
+
+@dataclass(frozen=True)
+class CaptionStage:
+    module: str
+    params: type[BaseModel]
+    input_schema: dict
+    previous: str
+
+
+STAGES = {
+    "nouns": CaptionStage("tasks.nouns", NounsParams, ingest.SCHEMA, "ingest"),
+    "candidates": CaptionStage("tasks.candidates", CandidatesParams, nouns.SCHEMA, "nouns"),
+    "similarity": CaptionStage("tasks.similarity", SimilarityParams, candidates.SCHEMA, "candidates"),
+    "perplexity": CaptionStage("tasks.perplexity", PerplexityParams, similarity.SCHEMA, "similarity"),
+}
+
+
+def task_runner(engine: EngineParams):
+    """Local by default (one shard at a time: the models already use every core); Dask when an address is set."""
+    if engine.dask_address:
+        from prefect_dask import DaskTaskRunner
+
+        return DaskTaskRunner(address=engine.dask_address)
+    return ThreadPoolTaskRunner(max_workers=1)
+
+
+def stage_metrics(stage: str, rows_in: int, kept: pl.DataFrame, rejects: pl.DataFrame, **extra: int) -> dict:
+    reasons = Counter(rejects["reason"].to_list()) if "reason" in rejects.columns else Counter()
+    return {"stage": stage, "rows_in": rows_in, "rows_out": kept.height, "rejects": dict(sorted(reasons.items())),
+            **extra}
+
+
+@task
+def ingest_task(source: Path, output: Path) -> dict:
+    """Ingest needs no model and no shards: it reads the file once."""
+    kept, rejects = ingest.read_captions(source)
+    write_frame(kept, output)
+    write_frame(rejects, rejects_path(output))
+    return stage_metrics("ingest", kept.height + rejects.height, kept, rejects)
+
+
+def _run_stage(stage: str, source: Path, output: Path, raw: dict[str, Any]) -> dict:
+    spec = STAGES[stage]
+    params = load_section(spec.params, stage, raw)
+    engine = load_section(EngineParams, "engine", raw)
+    frame = read_frame(source, spec.input_schema, spec.previous)
+    result = run_sharded(stage, spec.module, frame, params, engine.shard_size)
+    write_frame(result.kept, output)
+    write_frame(result.rejects, rejects_path(output))
+    metrics = stage_metrics(stage, frame.height, result.kept, result.rejects, shards=result.shards,
+                            shards_computed=result.shards_computed)
+    get_run_logger().info("%s: %d rows in, %d out, %d/%d shards computed", stage, frame.height,
+                          result.kept.height, result.shards_computed, result.shards)
+    return metrics
+
+
+@flow(name="caption-stage")
+def stage_flow(stage: str, source: Path, output: Path, raw: dict[str, Any]) -> dict:
+    """One caption step over `source`, written to `output` (+ rejects); returns its metrics."""
+    return _run_stage(stage, source, output, raw)
+
+
+def intermediate(output: Path, stage: str) -> Path:
+    """Where `captions_flow` keeps a step's output: `<output stem>_steps/<stage>.parquet`."""
+    return output.parent / f"{output.stem}_steps" / f"{stage}.parquet"
+
+
+@flow(name="captions")
+def captions_flow(source: Path, output: Path, raw: dict[str, Any]) -> list[dict]:
+    """Steps 1-5 on any caption file; intermediates and their rejects kept beside `output`."""
+    metrics = [ingest_task(source, intermediate(output, "ingest"))]
+    previous = intermediate(output, "ingest")
+    for stage in STAGES:
+        target = output if stage == "perplexity" else intermediate(output, stage)
+        metrics.append(_run_stage(stage, previous, target, raw))
+        previous = target
+    return metrics

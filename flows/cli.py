@@ -1,0 +1,107 @@
+"""`cfgen`: the command line that users and the DVC stages run.
+
+Every command reads `params.yaml` (or `--params-file`) with `--param key=value` overrides; each step reads only
+its own section plus `profile` and `engine`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.table import Table
+
+from flows.io import write_json
+from tasks.params import PARAMS_FILE, EngineParams, load_section, parse_overrides, read_params
+
+app = typer.Typer(help="Counterfactual image-text dataset engine.", no_args_is_help=True, add_completion=False)
+console = Console(stderr=True)
+
+ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
+                                                        "similarity.upper=0.9 (repeatable)")]
+ParamsFile = Annotated[Path, typer.Option("--params-file", help="the params file to read")]
+MetricsOption = Annotated[Path | None, typer.Option("--metrics", help="also write the step's metrics here (JSON)")]
+
+
+@app.callback()
+def main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s",
+                        handlers=[RichHandler(console=console, show_path=False)])
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Prefect API call otherwise
+
+
+def _raw(params_file: Path, param: list[str] | None) -> dict[str, Any]:
+    return read_params(params_file, parse_overrides(param or []))
+
+
+def _report(metrics: list[dict], path: Path | None) -> None:
+    table = Table("step", "rows in", "rows out", "rejects", "shards computed / total")
+    for m in metrics:
+        rejects = ", ".join(f"{k}={v}" for k, v in m["rejects"].items()) or "-"
+        shards = f"{m['shards_computed']}/{m['shards']}" if "shards" in m else "-"
+        table.add_row(m["stage"], str(m["rows_in"]), str(m["rows_out"]), rejects, shards)
+    console.print(table)
+    if path:
+        write_json(metrics[0] if len(metrics) == 1 else {m["stage"]: m for m in metrics}, path)
+
+
+def _with_runner(flow_fn, raw: dict[str, Any]):
+    from flows.captions import task_runner
+
+    return flow_fn.with_options(task_runner=task_runner(load_section(EngineParams, "engine", raw)))
+
+
+@app.command()
+def captions(source: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
+             metrics: MetricsOption = None) -> None:
+    """Steps 1-5 (ingest, nouns, candidates, similarity, perplexity) on a COCO JSON or TSV caption file."""
+    from flows.captions import captions_flow
+
+    raw = _raw(params_file, param)
+    _report(_with_runner(captions_flow, raw)(source, output, raw), metrics)
+
+
+@app.command()
+def ingest(source: Path, output: Path, metrics: MetricsOption = None) -> None:
+    """Step 1: COCO caption JSON or `caption_id<TAB>caption` TSV -> captions parquet (+ rejects)."""
+    from flows.captions import ingest_task
+
+    _report([ingest_task.fn(source, output)], metrics)
+
+
+def _step_command(stage: str):
+    def command(source: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
+                metrics: MetricsOption = None) -> None:
+        from flows.captions import stage_flow
+
+        raw = _raw(params_file, param)
+        _report([_with_runner(stage_flow, raw)(stage, source, output, raw)], metrics)
+
+    command.__doc__ = f"Run the {stage} step alone on a parquet of the previous step's schema."
+    return command
+
+
+for _stage in ("nouns", "candidates", "similarity", "perplexity"):
+    app.command(_stage)(_step_command(_stage))
+
+
+@app.command("tiny-models")
+def tiny_models(source: Path, output: Path, param: ParamOption = None,
+                params_file: ParamsFile = PARAMS_FILE) -> None:
+    """Build the demo profile's tiny random models from a caption file (offline, seeded, deterministic)."""
+    from tasks import ingest as ingest_logic
+    from tasks import tiny_text
+    from tasks.params import TinyModelsParams
+
+    params = load_section(TinyModelsParams, "tiny_models", _raw(params_file, param))
+    captions, _ = ingest_logic.read_captions(source)
+    for name, path in tiny_text.build(captions["caption"].to_list(), output, params).items():
+        console.print(f"{name}: {path}")
+
+
+if __name__ == "__main__":
+    app()
