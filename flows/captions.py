@@ -79,7 +79,7 @@ def _run_stage(stage: str, source: Path, output: Path, raw: dict[str, Any]) -> d
     return metrics
 
 
-@flow(name="caption-stage")
+@flow(name="caption-stage", task_runner=ThreadPoolTaskRunner(max_workers=1))
 def stage_flow(stage: str, source: Path, output: Path, raw: dict[str, Any]) -> dict:
     """One caption step over `source`, written to `output` (+ rejects); returns its metrics."""
     return _run_stage(stage, source, output, raw)
@@ -90,7 +90,7 @@ def intermediate(output: Path, stage: str) -> Path:
     return output.parent / f"{output.stem}_steps" / f"{stage}.parquet"
 
 
-@flow(name="captions")
+@flow(name="captions", task_runner=ThreadPoolTaskRunner(max_workers=1))
 def captions_flow(source: Path, output: Path, raw: dict[str, Any]) -> list[dict]:
     """Steps 1-5 on any caption file; intermediates and their rejects kept beside `output`."""
     metrics = [ingest_task(source, intermediate(output, "ingest"))]

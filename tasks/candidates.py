@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cached_property
 
 import polars as pl
 import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from tasks import nouns
-from tasks.models import hub_kwargs, resolve_device, resolve_dtype, resolve_path
+from tasks.models import hub_kwargs, load_once, resolve_device, resolve_dtype, resolve_path
 from tasks.params import CandidatesParams, ModelSpec
 
 SCHEMA = {
@@ -49,7 +49,7 @@ class MaskedLM:
         return min(self.tokenizer.model_max_length, self.model.config.max_position_embeddings - 2)
 
 
-@cache
+@load_once
 def load_masked_lm(spec: ModelSpec) -> MaskedLM:
     path, device = resolve_path(spec.id), resolve_device(spec)
     tokenizer = AutoTokenizer.from_pretrained(path, **hub_kwargs(spec))

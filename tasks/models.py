@@ -1,7 +1,7 @@
 """Model identity and placement: where a `ModelSpec` lives on disk, which device/dtype it runs in, its fingerprint.
 
-Loaders are cached per process (`functools.cache` on the frozen spec), so a stage loads each model once however many
-shards it runs, and a Dask worker loads it once for all the shards it is given.
+Loaders are wrapped in `load_once`: cached per process on the frozen spec and serialised by a lock, so a stage loads
+each model once however many shards (or threads) it runs, and a Dask worker once for all the shards it is given.
 """
 
 from __future__ import annotations
@@ -9,7 +9,10 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 import logging
-from functools import cache
+import threading
+from collections.abc import Callable
+from functools import cache, wraps
+from typing import TypeVar
 from pathlib import Path
 
 import torch
@@ -18,6 +21,21 @@ from tasks.params import ModelSpec
 
 log = logging.getLogger(__name__)
 PACKAGE_SCHEME = "pkg:"
+_LOAD_LOCK = threading.RLock()
+T = TypeVar("T")
+
+
+def load_once(loader: Callable[[ModelSpec], T]) -> Callable[[ModelSpec], T]:
+    """Cache `loader` per spec; concurrent first calls load once (transformers' lazy init is not thread-safe)."""
+    cached = cache(loader)
+
+    @wraps(loader)
+    def load(spec: ModelSpec) -> T:
+        with _LOAD_LOCK:
+            return cached(spec)
+
+    load.cache_clear = cached.cache_clear
+    return load
 
 
 def resolve_path(model_id: str) -> str:

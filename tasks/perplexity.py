@@ -10,13 +10,12 @@ one row per caption that had a survivor; every other candidate is a reject (`out
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
 import polars as pl
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
-from tasks.models import hub_kwargs, resolve_device, resolve_dtype, resolve_path
+from tasks.models import hub_kwargs, load_once, resolve_device, resolve_dtype, resolve_path
 from tasks.params import ModelSpec, PerplexityParams
 from tasks import similarity
 
@@ -38,7 +37,7 @@ class CausalLM:
         return min(self.tokenizer.model_max_length, self.model.config.max_position_embeddings)
 
 
-@cache
+@load_once
 def load_causal_lm(spec: ModelSpec) -> CausalLM:
     path, device = resolve_path(spec.id), resolve_device(spec)
     tokenizer = AutoTokenizer.from_pretrained(path, **hub_kwargs(spec))

@@ -5,20 +5,19 @@ Output: the candidate rows that pass, plus `similarity`. Each unique sentence (o
 
 from __future__ import annotations
 
-from functools import cache
 
 import polars as pl
 from sentence_transformers import SentenceTransformer
 
 from tasks import candidates
-from tasks.models import hub_kwargs, resolve_device, resolve_path
+from tasks.models import hub_kwargs, load_once, resolve_device, resolve_path
 from tasks.params import ModelSpec, SimilarityParams
 
 SCHEMA = {**candidates.SCHEMA, "similarity": pl.Float64}
 REJECTS_SCHEMA = {**SCHEMA, "stage": pl.String, "reason": pl.String}
 
 
-@cache
+@load_once
 def load_encoder(spec: ModelSpec) -> SentenceTransformer:
     return SentenceTransformer(resolve_path(spec.id), device=str(resolve_device(spec)), **hub_kwargs(spec)).eval()
 

