@@ -117,8 +117,8 @@ def run(sites: pl.DataFrame, params: CandidatesParams, mlm: MaskedLM) -> tuple[p
                    "candidate": site["caption"][:site["start"]] + fill + site["caption"][site["end"]:]}
             reason = "duplicate_fill" if fill in seen else reject_reason(
                 mlm.is_word_start(token), fill, site, params.keep_tags)
-            seen.add(fill)
             if reason is None:
+                seen.add(fill)
                 kept.append(row)
             else:
                 rejects.append({**row, "stage": "candidates", "reason": reason})

@@ -33,7 +33,7 @@ def _read_tsv(path: Path) -> list[dict]:
         caption_id, sep, caption = raw.partition(b"\t")
         if not sep:
             raise MalformedInput(f"{path}:{line_no}: expected 'caption_id<TAB>caption', found no tab")
-        rows.append({"caption_id": caption_id.decode("utf-8", "replace").strip(), "line": line_no, "raw": caption})
+        rows.append({"caption_id": caption_id.strip(), "line": line_no, "raw": caption})
     return rows
 
 
@@ -56,16 +56,19 @@ def _read_coco_json(path: Path) -> list[dict]:
     return rows
 
 
-def _decode(raw: bytes | str) -> tuple[str, str | None]:
-    """The caption text, and why it is rejected (None when kept)."""
+def _decode(raw: bytes | str) -> tuple[str, bool]:
+    """Text that is safe to store, and whether the input was valid UTF-8."""
     if isinstance(raw, bytes):
         try:
-            raw = raw.decode("utf-8")
+            return raw.decode("utf-8"), True
         except UnicodeDecodeError:
-            return raw.decode("utf-8", "replace"), "non_utf8"
-    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in raw):  # surrogateescape'd bytes from JSON
-        return raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), "non_utf8"
-    return raw, None if raw.strip() else "empty_caption"
+            return raw.decode("utf-8", "replace"), False
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in raw):  # undecodable JSON bytes, or lone surrogate escapes
+        try:
+            return raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), False
+        except UnicodeEncodeError:
+            return raw.encode("utf-8", "replace").decode("utf-8"), False
+    return raw, True
 
 
 def read_captions(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -74,12 +77,13 @@ def read_captions(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     rows = _read_coco_json(path) if path.suffix == ".json" else _read_tsv(path)
     kept, rejects, seen = [], [], set()
     for row in rows:
-        caption, reason = _decode(row["raw"])
-        if reason is None and row["caption_id"] in seen:
-            reason = "duplicate_id"
+        caption_id, id_ok = _decode(row["caption_id"])
+        caption, caption_ok = _decode(row["raw"])
+        reason = ("non_utf8" if not (id_ok and caption_ok) else "empty_caption" if not caption.strip()
+                  else "duplicate_id" if caption_id in seen else None)
         if reason is None:
-            seen.add(row["caption_id"])
-            kept.append({"caption_id": row["caption_id"], "image_id": _image_id(row["caption_id"]), "caption": caption})
+            seen.add(caption_id)
+            kept.append({"caption_id": caption_id, "image_id": _image_id(caption_id), "caption": caption})
         else:
-            rejects.append({"caption_id": row["caption_id"], "line": row["line"], "caption": caption, "reason": reason})
+            rejects.append({"caption_id": caption_id, "line": row["line"], "caption": caption, "reason": reason})
     return pl.DataFrame(kept, schema=SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)

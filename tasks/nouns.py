@@ -19,8 +19,8 @@ SCHEMA = {
     "end": pl.Int64, "original_word": pl.String, "tag": pl.String, "n_tokens": pl.Int64,
 }
 REJECTS_SCHEMA = {"caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "reason": pl.String}
-# word_tokenize rewrites double quotes as Penn Treebank quotes; the source text has '"'.
-_QUOTE_TOKENS = {"``": ('"', "``"), "''": ('"', "''")}
+# word_tokenize rewrites double quotes as Penn Treebank quotes (and an opening '' as ``); the source has '"' or ''.
+_QUOTE_TOKENS = {"``": ('"', "``", "''"), "''": ('"', "''")}
 
 
 class Token(NamedTuple):

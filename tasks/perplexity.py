@@ -89,11 +89,10 @@ def run(similar: pl.DataFrame, params: PerplexityParams, lm: CausalLM) -> tuple[
         reason=pl.Series(reasons, dtype=pl.String),
         stage=pl.lit("perplexity"),
     )
-    ranked = scored.filter(pl.col("reason").is_null()).sort(
+    ranked = scored.with_row_index("_row").filter(pl.col("reason").is_null()).sort(
         ["caption_id", "perplexity", "position", "substitute"], maintain_order=True)
     best = ranked.unique("caption_id", keep="first", maintain_order=True)
-    outranked = ranked.join(best.select("caption_id", "position", "substitute"),
-                            on=["caption_id", "position", "substitute"], how="anti")
+    outranked = ranked.join(best.select("_row"), on="_row", how="anti")
     rejects = pl.concat([f.select(list(REJECTS_SCHEMA)) for f in (
         scored.filter(pl.col("reason").is_not_null()), outranked.with_columns(reason=pl.lit("outranked")))])
     winners = best.rename({"candidate": "counterfactual"}).select(list(SCHEMA))

@@ -37,6 +37,8 @@ def window_reason(similarity: float, lower: float, upper: float) -> str | None:
 
 def cosine(encoder: SentenceTransformer, pairs: list[tuple[str, str]], batch_size: int) -> list[float]:
     """cos(E(a), E(b)) per pair; every distinct sentence is embedded once."""
+    if not pairs:
+        return []
     sentences = sorted({s for pair in pairs for s in pair})
     emb = encoder.encode(sentences, batch_size=batch_size, convert_to_tensor=True, normalize_embeddings=True)
     index = {s: i for i, s in enumerate(sentences)}
