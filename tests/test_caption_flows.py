@@ -124,11 +124,11 @@ def test_captions_flow_end_to_end(tmp_path, result_store, caption_raw_params):
 @pytest.mark.slow
 def test_a_killed_cli_run_resumes_and_ends_byte_identical(tmp_path, tiny_text_models):
     """SIGKILL `cfgen candidates` mid-stage, rerun: finished shards are not recomputed, output identical."""
-    raw = {"profile": "demo", "engine": {"shard_size": 32},
+    raw = {"profile": "demo", "engine": {"shard_size": 16},
            "candidates": {"model": {"id": str(tiny_text_models["mlm"])}, "batch_size": 16}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     captions = tmp_path / "captions.parquet"
-    write_frame(coco_captions(600), captions)
+    write_frame(coco_captions(300), captions)
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(ROOT)}
     cli = [sys.executable, "-m", "flows.cli"]
     subprocess.run([*cli, "nouns", str(captions), "nouns.parquet"], cwd=tmp_path, env=env, check=True)
