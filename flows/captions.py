@@ -49,7 +49,7 @@ def task_runner(engine: EngineParams):
     return ThreadPoolTaskRunner(max_workers=1)
 
 
-def stage_metrics(stage: str, rows_in: int, kept: pl.DataFrame, rejects: pl.DataFrame, **extra: int) -> dict:
+def stage_metrics(stage: str, rows_in: int, kept: pl.DataFrame, rejects: pl.DataFrame, **extra: Any) -> dict:
     reasons = Counter(rejects["reason"].to_list()) if "reason" in rejects.columns else Counter()
     return {"stage": stage, "rows_in": rows_in, "rows_out": kept.height, "rejects": dict(sorted(reasons.items())),
             **extra}

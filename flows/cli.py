@@ -39,11 +39,11 @@ def _raw(params_file: Path, param: list[str] | None) -> dict[str, Any]:
 
 
 def _report(metrics: list[dict], path: Path | None) -> None:
-    table = Table("step", "rows in", "rows out", "rejects", "shards computed / total")
+    table = Table("step", "rows in", "rows out", "rejects", "counters")
     for m in metrics:
         rejects = ", ".join(f"{k}={v}" for k, v in m["rejects"].items()) or "-"
-        shards = f"{m['shards_computed']}/{m['shards']}" if "shards" in m else "-"
-        table.add_row(m["stage"], str(m["rows_in"]), str(m["rows_out"]), rejects, shards)
+        counters = ", ".join(f"{k}={v}" for k, v in m.items() if k not in {"stage", "rows_in", "rows_out", "rejects"})
+        table.add_row(m["stage"], str(m["rows_in"]), str(m["rows_out"]), rejects, counters or "-")
     console.print(table)
     if path:
         write_json(metrics[0] if len(metrics) == 1 else {m["stage"]: m for m in metrics}, path)
@@ -89,18 +89,45 @@ for _stage in ("nouns", "candidates", "similarity", "perplexity"):
     app.command(_stage)(_step_command(_stage))
 
 
+ImagesOption = Annotated[Path, typer.Option("--images", help="content-addressed image store (PNG)")]
+
+
+@app.command()
+def images(pairs: Path, output: Path, image_root: ImagesOption = Path("data/images"), param: ParamOption = None,
+           params_file: ParamsFile = PARAMS_FILE, metrics: MetricsOption = None) -> None:
+    """Over-generate scored image pairs for a counterfactual_captions parquet (one cached task per pair)."""
+    from flows.images import generate_flow
+
+    raw = _raw(params_file, param)
+    _report([_with_runner(generate_flow, raw)(pairs, output, image_root, raw)], metrics)
+
+
+@app.command("filter")
+def filter_command(scores: Path, output: Path, image_root: ImagesOption = Path("data/images"),
+                   selected_images: Annotated[Path, typer.Option(help="where the winners' PNGs are copied")] =
+                   Path("data/processed/images"), param: ParamOption = None,
+                   params_file: ParamsFile = PARAMS_FILE, metrics: MetricsOption = None) -> None:
+    """CLIP thresholds + best-CLIP_dir selection on a score table (never regenerates, except unstored winners)."""
+    from flows.images import filter_flow
+
+    raw = _raw(params_file, param)
+    _report([filter_flow(scores, output, image_root, selected_images, raw)], metrics)
+
+
 @app.command("tiny-models")
 def tiny_models(source: Path, output: Path, param: ParamOption = None,
                 params_file: ParamsFile = PARAMS_FILE) -> None:
     """Build the demo profile's tiny random models from a caption file (offline, seeded, deterministic)."""
     from tasks import ingest as ingest_logic
-    from tasks import tiny_text
+    from tasks import tiny_images, tiny_text
     from tasks.params import TinyModelsParams
 
     params = load_section(TinyModelsParams, "tiny_models", _raw(params_file, param))
     captions, _ = ingest_logic.read_captions(source)
-    for name, path in tiny_text.build(captions["caption"].to_list(), output, params).items():
-        console.print(f"{name}: {path}")
+    tiny_text.build(captions["caption"].to_list(), output, params)
+    tiny_images.build_tiny_diffusion(output / "diffusion", params.seed)
+    tiny_images.build_tiny_clip(output / "clip", params.seed)
+    console.print(f"tiny models written to {output}")
 
 
 if __name__ == "__main__":

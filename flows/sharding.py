@@ -12,8 +12,10 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 import polars as pl
 from prefect import task
@@ -71,10 +73,11 @@ def shard_key(stage: str, shard: pl.DataFrame, params: BaseModel, code: str, fin
 
 
 @task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
-def run_shard(module: str, shard: pl.DataFrame, params: BaseModel, key: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+def run_shard(module: str, shard: pl.DataFrame, params: BaseModel, key: str,
+              kwargs: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One shard through a stage; the models come from the stage's per-process loader cache."""
     logic = importlib.import_module(module)
-    return logic.run(shard, params, logic.load_models(params))
+    return logic.run(shard, params, logic.load_models(params), **kwargs)
 
 
 @dataclass(frozen=True)
@@ -85,13 +88,29 @@ class ShardedResult:
     shards_computed: int
 
 
-def run_sharded(stage: str, module: str, frame: pl.DataFrame, params: BaseModel, shard_size: int) -> ShardedResult:
-    """Map a stage over content-defined shards (on the current flow's task runner) and concatenate in order."""
+def run_sharded(stage: str, module: str, frame: pl.DataFrame, params: BaseModel, shard_size: int,
+                kwargs: dict[str, Any] | None = None, keyed: BaseModel | None = None,
+                recompute: Callable[[pl.DataFrame], bool] = lambda kept: False) -> ShardedResult:
+    """Map a stage over content-defined shards (on the current flow's task runner) and concatenate in order.
+
+    `kwargs` go to the stage's `run` (only `keyed` of them counts in the cache key); a cached shard result for
+    which `recompute(kept)` is true (e.g. its files are gone) is computed again.
+    """
     logic = importlib.import_module(module)
     shards = content_shards(frame, shard_size)
     code, prints = code_version(logic), model_fingerprints(params)
-    keys = [shard_key(stage, s, params, code, prints) for s in shards]
-    futures = run_shard.with_options(name=stage).map(unmapped(module), shards, unmapped(params), keys)
+    extra = keyed.model_dump_json() if keyed is not None else ""
+    keys = [shard_key(stage, s, params, code + extra, prints) for s in shards]
+    shard_task = run_shard.with_options(name=stage)
+    futures = shard_task.map(unmapped(module), shards, unmapped(params), keys, unmapped(kwargs or {}))
+    wait(futures)
+    stale = [i for i, f in enumerate(futures) if f.state.name == "Cached" and recompute(f.result()[0])]
+    if stale:
+        redo = shard_task.with_options(refresh_cache=True).map(
+            unmapped(module), [shards[i] for i in stale], unmapped(params), [keys[i] for i in stale],
+            unmapped(kwargs or {}))
+        for i, future in zip(stale, redo):
+            futures[i] = future
     wait(futures)
     results = [f.result() for f in futures]
     kept = pl.concat([r[0] for r in results]) if results else pl.DataFrame(schema=logic.SCHEMA)

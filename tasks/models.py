@@ -25,14 +25,14 @@ _LOAD_LOCK = threading.RLock()
 T = TypeVar("T")
 
 
-def load_once(loader: Callable[[ModelSpec], T]) -> Callable[[ModelSpec], T]:
-    """Cache `loader` per spec; concurrent first calls load once (transformers' lazy init is not thread-safe)."""
+def load_once(loader: Callable[..., T]) -> Callable[..., T]:
+    """Cache `loader` per (frozen) specs; concurrent first calls load once (lazy weight init is not thread-safe)."""
     cached = cache(loader)
 
     @wraps(loader)
-    def load(spec: ModelSpec) -> T:
+    def load(*specs: ModelSpec | None) -> T:
         with _LOAD_LOCK:
-            return cached(spec)
+            return cached(*specs)
 
     load.cache_clear = cached.cache_clear
     return load

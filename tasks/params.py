@@ -125,7 +125,8 @@ def load_section(model: type[P], section: str, raw: Mapping[str, Any]) -> P:
 
 class ClipSpec(ModelSpec):
     """An open_clip model: `id` is the architecture, `pretrained` a tag (`openai`) or a checkpoint path; `config` is
-    an architecture JSON to register first (its file stem must equal `id`), for architectures open_clip lacks."""
+    an architecture JSON to register first (its file stem must equal `id`), for architectures open_clip lacks.
+    `revision` is unused: a tag names fixed weights."""
 
     id: str = "ViT-L-14"
     pretrained: str = "openai"
