@@ -69,7 +69,7 @@ def _run_stage(stage: str, source: Path, output: Path, raw: dict[str, Any]) -> d
     params = load_section(spec.params, stage, raw)
     engine = load_section(EngineParams, "engine", raw)
     frame = read_frame(source, spec.input_schema, spec.previous)
-    result = run_sharded(stage, spec.module, frame, params, engine.shard_size)
+    result = run_sharded(stage, spec.module, frame, params, engine)
     write_frame(result.kept, output)
     write_frame(result.rejects, rejects_path(output))
     metrics = stage_metrics(stage, frame.height, result.kept, result.rejects, shards=result.shards,

@@ -15,13 +15,15 @@ from typing import Any
 
 import polars as pl
 from prefect import flow, get_run_logger
+from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.captions import stage_metrics
 from flows.io import read_frame, rejects_path, write_frame
 from flows.sharding import run_sharded
 from tasks import filter as clip_filter
 from tasks import generate
-from tasks.params import FilterParams, GenerateParams, load_section
+from tasks.models import set_torch_threads
+from tasks.params import EngineParams, FilterParams, GenerateParams, load_section
 
 PER_PAIR = 1  # shard size: every caption pair is its own cached task
 
@@ -34,13 +36,14 @@ def images_missing(root: Path):
     return missing
 
 
-@flow(name="generate")
+@flow(name="generate", task_runner=ThreadPoolTaskRunner(max_workers=1))
 def generate_flow(pairs_path: Path, output: Path, image_root: Path, raw: dict[str, Any]) -> dict:
     """Score rows for every sample of every caption pair in `pairs_path`; top-K PNGs under `image_root`."""
     params = load_section(GenerateParams, "generate", raw)
     filter_params = load_section(FilterParams, "filter", raw) if params.adaptive.enabled else None
     pairs = read_frame(pairs_path, generate.PAIR_COLUMNS, "perplexity")
-    result = run_sharded("generate", "tasks.generate", pairs, params, PER_PAIR,
+    engine = load_section(EngineParams, "engine", raw)
+    result = run_sharded("generate", "tasks.generate", pairs, params, engine, PER_PAIR,
                          kwargs={"image_root": Path(image_root), "filter_params": filter_params},
                          keyed=filter_params, recompute=images_missing(Path(image_root)))
     write_frame(result.kept, output)
@@ -68,6 +71,7 @@ def regenerate_missing(selected: pl.DataFrame, raw: dict[str, Any], image_root: 
     if missing.is_empty():
         return selected
     params = load_section(GenerateParams, "generate", raw)
+    set_torch_threads(load_section(EngineParams, "engine", raw).torch_threads)  # as the shard tasks did
     models = generate.load_models(params)
     rows = []
     for row in missing.iter_rows(named=True):

@@ -23,8 +23,8 @@ from prefect.futures import wait
 from prefect.utilities.annotations import unmapped
 from pydantic import BaseModel
 
-from tasks.models import fingerprint
-from tasks.params import ModelSpec
+from tasks.models import fingerprint, set_torch_threads
+from tasks.params import EngineParams, ModelSpec
 
 GROUP = "caption_id"
 
@@ -73,9 +73,10 @@ def shard_key(stage: str, shard: pl.DataFrame, params: BaseModel, code: str, fin
 
 
 @task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
-def run_shard(module: str, shard: pl.DataFrame, params: BaseModel, key: str,
-              kwargs: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def run_shard(module: str, shard: pl.DataFrame, params: BaseModel, key: str, kwargs: dict[str, Any],
+              torch_threads: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One shard through a stage; the models come from the stage's per-process loader cache."""
+    set_torch_threads(torch_threads)
     logic = importlib.import_module(module)
     return logic.run(shard, params, logic.load_models(params), **kwargs)
 
@@ -88,8 +89,8 @@ class ShardedResult:
     shards_computed: int
 
 
-def run_sharded(stage: str, module: str, frame: pl.DataFrame, params: BaseModel, shard_size: int,
-                kwargs: dict[str, Any] | None = None, keyed: BaseModel | None = None,
+def run_sharded(stage: str, module: str, frame: pl.DataFrame, params: BaseModel, engine: EngineParams,
+                shard_size: int | None = None, kwargs: dict[str, Any] | None = None, keyed: BaseModel | None = None,
                 recompute: Callable[[pl.DataFrame], bool] = lambda kept: False) -> ShardedResult:
     """Map a stage over content-defined shards (on the current flow's task runner) and concatenate in order.
 
@@ -97,18 +98,18 @@ def run_sharded(stage: str, module: str, frame: pl.DataFrame, params: BaseModel,
     which `recompute(kept)` is true (e.g. its files are gone) is computed again.
     """
     logic = importlib.import_module(module)
-    shards = content_shards(frame, shard_size)
+    shards = content_shards(frame, shard_size or engine.shard_size)
     code, prints = code_version(logic), model_fingerprints(params)
     extra = keyed.model_dump_json() if keyed is not None else ""
     keys = [shard_key(stage, s, params, code + extra, prints) for s in shards]
     shard_task = run_shard.with_options(name=stage)
-    futures = shard_task.map(unmapped(module), shards, unmapped(params), keys, unmapped(kwargs or {}))
+    fixed = {"module": module, "params": params, "kwargs": kwargs or {}, "torch_threads": engine.torch_threads}
+    futures = shard_task.map(shard=shards, key=keys, **{k: unmapped(v) for k, v in fixed.items()})
     wait(futures)
     stale = [i for i, f in enumerate(futures) if f.state.name == "Cached" and recompute(f.result()[0])]
     if stale:
         redo = shard_task.with_options(refresh_cache=True).map(
-            unmapped(module), [shards[i] for i in stale], unmapped(params), [keys[i] for i in stale],
-            unmapped(kwargs or {}))
+            shard=[shards[i] for i in stale], key=[keys[i] for i in stale], **{k: unmapped(v) for k, v in fixed.items()})
         for i, future in zip(stale, redo):
             futures[i] = future
     wait(futures)

@@ -6,13 +6,14 @@ call for scoring; the top_k_images by clip_dir (ties: lower sample index) are th
 `sampling.render` of one; skipped when they were rendered alone already) and re-scored, so their rows describe exactly
 the stored PNGs and `regenerate` reproduces them pixel for pixel. Rows of unstored samples carry batched-pass scores,
 which may differ from a regenerated image's scores by float rounding. `unet_evals` counts the UNet batch rows spent
-on a sample (4 per step and render). Models hold one P2P controller, so a process runs one `run` at a time.
+on a sample (4 per step and render). Models hold one P2P controller, so `run` calls in one process are serialised.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from tasks.sampling import (Diffusion, Prompts, Rendered, Sample, encode_prompts
                             render)
 
 log = logging.getLogger(__name__)
+_CONTROLLER_LOCK = threading.Lock()  # the loaded UNet's attention controller is per-process state
 PAIR_COLUMNS = {"caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "counterfactual": pl.String}
 SCHEMA = {
     **PAIR_COLUMNS, "sample": pl.Int64, "seed": pl.Int64, "p2p_fraction": pl.Float64, "guidance_scale": pl.Float64,
@@ -185,8 +187,9 @@ def run(pairs: pl.DataFrame, params: GenerateParams, models: ImageModels, image_
     if params.adaptive.enabled and filter_params is None:
         log.warning("adaptive over-generation needs filter_params: generating all %d samples", params.n_samples)
     batcher = Batcher(params.batch_samples)
-    rows = [row for pair in pairs.select(list(PAIR_COLUMNS)).iter_rows(named=True)
-            for row in pair_rows(pair, params, models, Path(image_root), filter_params, batcher)]
+    with _CONTROLLER_LOCK:
+        rows = [row for pair in pairs.select(list(PAIR_COLUMNS)).iter_rows(named=True)
+                for row in pair_rows(pair, params, models, Path(image_root), filter_params, batcher)]
     scores = pl.DataFrame(rows, schema=SCHEMA)
     rejects = (scores.filter(pl.col("reject_reason").is_not_null())
                .with_columns(stage=pl.lit("generate"), reason=pl.col("reject_reason")).select(list(REJECTS_SCHEMA)))

@@ -79,3 +79,9 @@ def fingerprint(spec: ModelSpec) -> str:
 
 def hub_kwargs(spec: ModelSpec) -> dict:
     return {"revision": spec.revision} if spec.revision else {}
+
+
+def set_torch_threads(threads: int | None) -> None:
+    """Pin CPU intra-op threads for the calling thread (OpenMP settings are per thread); None keeps the default."""
+    if threads:
+        torch.set_num_threads(threads)

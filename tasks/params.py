@@ -35,6 +35,8 @@ class EngineParams(Frozen):
 
     shard_size: int = Field(64, ge=1, description="average captions per content-defined shard")
     dask_address: str | None = Field(None, description="a Dask scheduler to map shards over; None runs locally")
+    torch_threads: int | None = Field(None, ge=1, description="CPU threads per process (None: torch's default). "
+                                      "CPU float results depend on it, so runs compared bit for bit must share it")
 
 
 class TinyModelsParams(Frozen):
