@@ -7,6 +7,7 @@ metrics dict (row counts, rejects by reason, shards computed vs. taken from the 
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,24 +20,27 @@ from pydantic import BaseModel
 
 from flows.io import read_frame, rejects_path, write_frame
 from flows.sharding import run_sharded
-from tasks import candidates, ingest, nouns, similarity
+from tasks import ingest
 from tasks.params import CandidatesParams, EngineParams, NounsParams, PerplexityParams, SimilarityParams
 from tasks.params import load_section
 
 
 @dataclass(frozen=True)
 class CaptionStage:
-    module: str
+    """A step's logic module, params model, and the step whose output schema it reads (modules load lazily)."""
+
     params: type[BaseModel]
-    input_schema: dict
     previous: str
+
+    def input_schema(self) -> dict:
+        return importlib.import_module(f"tasks.{self.previous}").SCHEMA
 
 
 STAGES = {
-    "nouns": CaptionStage("tasks.nouns", NounsParams, ingest.SCHEMA, "ingest"),
-    "candidates": CaptionStage("tasks.candidates", CandidatesParams, nouns.SCHEMA, "nouns"),
-    "similarity": CaptionStage("tasks.similarity", SimilarityParams, candidates.SCHEMA, "candidates"),
-    "perplexity": CaptionStage("tasks.perplexity", PerplexityParams, similarity.SCHEMA, "similarity"),
+    "nouns": CaptionStage(NounsParams, "ingest"),
+    "candidates": CaptionStage(CandidatesParams, "nouns"),
+    "similarity": CaptionStage(SimilarityParams, "candidates"),
+    "perplexity": CaptionStage(PerplexityParams, "similarity"),
 }
 
 
@@ -68,8 +72,8 @@ def _run_stage(stage: str, source: Path, output: Path, raw: dict[str, Any]) -> d
     spec = STAGES[stage]
     params = load_section(spec.params, stage, raw)
     engine = load_section(EngineParams, "engine", raw)
-    frame = read_frame(source, spec.input_schema, spec.previous)
-    result = run_sharded(stage, spec.module, frame, params, engine)
+    frame = read_frame(source, spec.input_schema(), spec.previous)
+    result = run_sharded(stage, f"tasks.{stage}", frame, params, engine)
     write_frame(result.kept, output)
     write_frame(result.rejects, rejects_path(output))
     metrics = stage_metrics(stage, frame.height, result.kept, result.rejects, shards=result.shards,

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
 
+from flows.captions import STAGES as STEPS
 from flows.io import write_json
 from tasks.params import PARAMS_FILE, EngineParams, load_section, parse_overrides, read_params
 
@@ -85,7 +86,7 @@ def _step_command(stage: str):
     return command
 
 
-for _stage in ("nouns", "candidates", "similarity", "perplexity"):
+for _stage in STEPS:
     app.command(_stage)(_step_command(_stage))
 
 
@@ -118,16 +119,76 @@ def filter_command(scores: Path, output: Path, image_root: ImagesOption = Path("
 def tiny_models(source: Path, output: Path, param: ParamOption = None,
                 params_file: ParamsFile = PARAMS_FILE) -> None:
     """Build the demo profile's tiny random models from a caption file (offline, seeded, deterministic)."""
-    from tasks import ingest as ingest_logic
-    from tasks import tiny_images, tiny_text
-    from tasks.params import TinyModelsParams
+    from flows.pipeline import tiny_models_task
 
-    params = load_section(TinyModelsParams, "tiny_models", _raw(params_file, param))
-    captions, _ = ingest_logic.read_captions(source)
-    tiny_text.build(captions["caption"].to_list(), output, params)
-    tiny_images.build_tiny_diffusion(output / "diffusion", params.seed)
-    tiny_images.build_tiny_clip(output / "clip", params.seed)
+    tiny_models_task.fn(source, output, _raw(params_file, param))
     console.print(f"tiny models written to {output}")
+
+
+@app.command()
+def report(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+    """reports/metrics.json, figures and plot data for the current run (paths from params.yaml)."""
+    from flows.publish import report_flow
+
+    console.print_json(data=report_flow(_raw(params_file, param))["funnel"])
+
+
+@app.command()
+def export(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+    """Write the selected pairs as a Hugging Face `datasets` folder (parquet shards, images embedded)."""
+    from flows.publish import export_flow
+
+    console.print(f"{export_flow(_raw(params_file, param))} rows exported")
+
+
+@app.command()
+def datasheet(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+    """Generate the datasheet and the dataset card that embeds it."""
+    from flows.publish import datasheet_flow
+
+    datasheet_flow(_raw(params_file, param))
+
+
+@app.command()
+def publish(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+    """Push the export folder to the Hub when `export.repo_id` is set and HF_TOKEN is in the environment."""
+    from tasks.export import push_if_configured
+    from tasks.params import ExportParams
+
+    raw = _raw(params_file, param)
+    url = push_if_configured(Path(raw["paths"]["export"]), load_section(ExportParams, "export", raw))
+    console.print(f"pushed to {url}" if url else "not pushed: set export.repo_id and HF_TOKEN to publish")
+
+
+@app.command()
+def run(source: Annotated[str | None, typer.Option(help="caption file (default: paths.captions_source)")] = None,
+        profile: Annotated[str | None, typer.Option(help="demo | paper (default: params.yaml)")] = None,
+        params_file: ParamsFile = PARAMS_FILE) -> None:
+    """The whole DAG as one Prefect flow (what the scheduled deployment runs)."""
+    from flows.pipeline import dataset_flow
+
+    console.print_json(data=dataset_flow(source, profile, str(params_file)))
+
+
+@app.command()
+def serve(name: Annotated[str, typer.Option(help="deployment name")] = "refresh",
+          cron: Annotated[str, typer.Option(help="schedule")] = "0 3 * * *",
+          source: Annotated[str | None, typer.Option(help="caption file the refresh reads")] = None,
+          profile: Annotated[str | None, typer.Option(help="demo | paper")] = None,
+          params_file: ParamsFile = PARAMS_FILE) -> None:
+    """Register the cron-scheduled `cfgen-dataset` deployment on PREFECT_API_URL and serve its runs."""
+    from flows.pipeline import serve as serve_deployment
+
+    serve_deployment(name, cron, source, profile, str(params_file))
+
+
+@app.command()
+def diff(rev_a: str, rev_b: str, params_file: ParamsFile = PARAMS_FILE) -> None:
+    """Compare the dataset at two git revisions or DVC experiments; writes markdown + HTML under paths.diff."""
+    from flows.versions import write_diff
+
+    for kind, path in write_diff(rev_a, rev_b, _raw(params_file, None)["paths"]).items():
+        console.print(f"{kind}: {path}")
 
 
 if __name__ == "__main__":
