@@ -181,3 +181,31 @@ class FilterParams(Frozen):
     min_text_image_c: float = Field(0.2, description="sim(C_c, I_c)")
     min_image_image: float = Field(0.7, description="sim(I_o, I_c)")
     min_clip_dir: float = Field(0.2, description="cos(E_I(I_c) - E_I(I_o), E_T(C_c) - E_T(C_o))")
+
+
+# --- release (export, datasheet) --------------------------------------------------------------------------------
+
+
+class ExportParams(Frozen):
+    """The `datasets` folder (parquet shards under data/) and, when `repo_id` is set and HF_TOKEN given, its push."""
+
+    shard_rows: int = Field(500, ge=1, description="rows per parquet shard at most")
+    repo_id: str | None = Field(None, description="Hub dataset repo (owner/name) to push to; None never pushes")
+    private: bool = True
+    license: str = "cc-by-4.0"
+    pretty_name: str = "COCO-Counterfactuals (regenerated)"
+
+
+class DatasheetParams(Frozen):
+    """What the generated datasheet summarises: the altered-subject table's length and the human-related nouns."""
+
+    top_subjects: int = Field(20, ge=1, description="rows of the altered-subject table (paper Table 10)")
+    human_words: tuple[str, ...] = (
+        "man", "men", "woman", "women", "person", "people", "boy", "boys", "girl", "girls", "child", "children",
+        "kid", "kids", "baby", "babies", "toddler", "teenager", "adult", "adults", "lady", "ladies", "guy", "guys",
+        "gentleman", "gentlemen", "player", "players", "skier", "skiers", "surfer", "surfers", "skateboarder",
+        "snowboarder", "rider", "riders", "cyclist", "biker", "batter", "pitcher", "catcher", "umpire", "athlete",
+        "chef", "cook", "worker", "workers", "officer", "soldier", "soldiers", "doctor", "nurse", "farmer", "student",
+        "students", "tourist", "tourists", "passenger", "passengers", "pedestrian", "pedestrians", "crowd", "family",
+        "couple", "friends", "mother", "father", "son", "daughter", "wife", "husband", "bride", "groom",
+    )

@@ -1,0 +1,53 @@
+"""Dataset versions at git revisions or DVC experiments, read through `dvc.api`, and their diff reports."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from dvc.api import read
+from dvc.repo.experiments.utils import resolve_name
+from scmrepo.git import Git
+
+from tasks import diff
+
+
+def resolve(rev: str, repo: Path = Path(".")) -> str:
+    """A git revision as given, or the full ref of a DVC experiment name."""
+    scm = Git(str(repo))
+    try:
+        scm.resolve_rev(rev)
+        return rev
+    except Exception:  # scmrepo raises its own RevError subclasses; anything unresolvable may be an experiment
+        ref = resolve_name(scm, rev).get(rev)
+        if ref is None:
+            raise ValueError(f"{rev!r} is neither a git revision nor a DVC experiment in {repo}") from None
+        return str(ref)
+
+
+def load_version(rev: str, paths: dict[str, str], repo: Path = Path(".")) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+    """(counterfactual captions, selected pairs, run metrics) as of `rev`."""
+    full = resolve(rev, repo)
+
+    def parquet(key: str) -> pl.DataFrame:
+        return pl.read_parquet(io.BytesIO(read(paths[key], repo=str(repo), rev=full, mode="rb")))
+
+    metrics = json.loads(read(paths["run_metrics"], repo=str(repo), rev=full))
+    return parquet("counterfactual_captions"), parquet("selected"), metrics
+
+
+def write_diff(rev_a: str, rev_b: str, paths: dict[str, Any], repo: Path = Path(".")) -> dict[str, Path]:
+    """`reports/diff/<a>..<b>.md` and `.html` comparing the two versions; returns their paths."""
+    result = diff.diff_versions(load_version(rev_a, paths, repo), load_version(rev_b, paths, repo))
+    out = Path(paths["diff"])
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{rev_a}..{rev_b}".replace("/", "_")
+    written = {"md": out / f"{stem}.md", "html": out / f"{stem}.html", "json": out / f"{stem}.json"}
+    written["md"].write_text(diff.to_markdown(result, rev_a, rev_b))
+    written["html"].write_text(diff.to_html(result, rev_a, rev_b))
+    written["json"].write_text(json.dumps(result if isinstance(result, dict) else result.to_dict(), indent=2,
+                                          default=str))
+    return written

@@ -1,0 +1,145 @@
+"""The real `dvc` CLI on the demo DAG in a temporary git repo: which stages rerun after which param change.
+
+(a) a second `dvc repro` does nothing; (b) narrowing `similarity.upper` reruns similarity and downstream, but the
+generate stage generates only never-seen caption pairs (zero here); (c) a CLIP threshold reruns filter -> export ->
+datasheet with zero generation; (d) fewer steps regenerates every pair; `dvc exp run -S` behaves the same, and
+`cfgen diff` compares two versions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from tests.conftest import ROOT, requires_nltk
+
+pytestmark = [requires_nltk, pytest.mark.slow]
+N_CAPTIONS = 25
+
+
+def sh(repo: Path, *args: str, env: dict) -> str:
+    done = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise AssertionError(f"{' '.join(args)} failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+    return done.stdout + done.stderr
+
+
+def ran(output: str) -> list[str]:
+    return re.findall(r"Running stage '([^']+)'", output)
+
+
+def metrics(repo: Path, stage: str) -> dict:
+    return json.loads((repo / "reports" / "metrics" / f"{stage}.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory, prefect_server) -> tuple[Path, dict]:
+    """A git + DVC copy of the project (25 demo captions), reproduced once."""
+    from prefect.settings import PREFECT_API_URL
+
+    repo = tmp_path_factory.mktemp("dvc_repo")
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        if (ROOT / name).is_file() and name != "dvc.lock":
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, repo / name)
+    captions = (repo / "data/raw/demo_captions.tsv").read_text().splitlines()[:N_CAPTIONS]
+    (repo / "data/raw/demo_captions.tsv").write_text("\n".join(captions) + "\n")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(repo / ".cache")}
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
+                ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"]):
+        sh(repo, *cmd, env=env)
+    started = time.monotonic()
+    first = sh(repo, "dvc", "repro", env=env)
+    print(f"initial dvc repro: {time.monotonic() - started:.0f}s")
+    assert "datasheet" in ran(first)
+    commit(repo, env, "v1")
+    return repo, env
+
+
+def commit(repo: Path, env: dict, message: str) -> None:
+    sh(repo, "git", "add", "-A", env=env)
+    sh(repo, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message, env=env)
+
+
+def set_param(repo: Path, dotted: str, value) -> None:
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    node = params
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        node = node[part]
+    node[leaf] = value
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def timed_repro(repo: Path, env: dict, label: str) -> list[str]:
+    started = time.monotonic()
+    stages = ran(sh(repo, "dvc", "repro", env=env))
+    print(f"{label}: {time.monotonic() - started:.0f}s, reran {stages}")
+    return stages
+
+
+def test_a_second_repro_does_nothing(repo):
+    path, env = repo
+    assert timed_repro(path, env, "(a) second repro") == []
+    assert "up to date" in sh(path, "dvc", "status", env=env)
+
+
+def test_b_narrower_similarity_window_generates_no_image(repo):
+    path, env = repo
+    before = pl.read_parquet(path / "data/processed/counterfactual_captions.parquet")
+    set_param(path, "similarity.upper", float(before["similarity"].max()))  # every current winner stays inside
+    stages = timed_repro(path, env, "(b) similarity.upper")
+    assert stages[:2] == ["similarity", "perplexity"] and "generate" in stages and "candidates" not in stages
+    after = pl.read_parquet(path / "data/processed/counterfactual_captions.parquet")
+    new_pairs = after.join(before, on=["caption_id", "counterfactual"], how="anti").height
+    assert metrics(path, "generate")["pairs_generated"] == new_pairs == 0
+    commit(path, env, "narrow")
+
+
+def test_c_clip_threshold_refilters_without_generation(repo):
+    path, env = repo
+    set_param(path, "filter.min_image_image.demo", 0.99999)
+    stages = timed_repro(path, env, "(c) filter threshold")
+    assert {"filter", "export", "datasheet"} <= set(stages)
+    assert not set(stages) & {"ingest", "nouns", "candidates", "similarity", "perplexity"}
+    assert metrics(path, "generate")["pairs_generated"] == 0
+    commit(path, env, "strict")
+
+
+def test_d_fewer_steps_regenerates(repo):
+    path, env = repo
+    set_param(path, "generate.steps.demo", 3)
+    stages = timed_repro(path, env, "(d) generate.steps")
+    assert "generate" in stages
+    generated = metrics(path, "generate")
+    assert generated["pairs_generated"] == generated["pairs"] > 0
+    commit(path, env, "steps")
+
+
+def test_exp_run_and_dataset_diff(repo):
+    path, env = repo
+    started = time.monotonic()
+    out = sh(path, "dvc", "exp", "run", "-n", "wide", "-S", "similarity.upper=0.95", env=env)
+    print(f"dvc exp run -S similarity.upper=0.95: {time.monotonic() - started:.0f}s, reran {ran(out)}")
+    assert ran(out)[:2] == ["similarity", "perplexity"]
+    sh(path, "cfgen", "diff", "HEAD", "wide", env=env)
+    report = json.loads((path / "reports/diff/HEAD..wide.json").read_text())
+    head = pl.read_parquet(path / "data/processed/counterfactual_captions.parquet")
+    sh(path, "git", "stash", "-u", env=env) if False else None
+    assert report and (path / "reports/diff/HEAD..wide.html").read_text().startswith("<")
+    markdown = (path / "reports/diff/HEAD..wide.md").read_text()
+    assert "HEAD" in markdown and "wide" in markdown
+    assert head.height >= 0
