@@ -13,11 +13,11 @@ from functools import cached_property
 
 import polars as pl
 import torch
-from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase
+from transformers import AutoModelForMaskedLM, PreTrainedTokenizerBase
 
 from tasks import nouns
-from tasks.models import hub_kwargs, load_once, resolve_device, resolve_dtype, resolve_path
-from tasks.params import CandidatesParams, ModelSpec
+from tasks.models import load_pretrained
+from tasks.params import CandidatesParams
 
 SCHEMA = {
     "caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "position": pl.Int64, "start": pl.Int64,
@@ -49,16 +49,8 @@ class MaskedLM:
         return min(self.tokenizer.model_max_length, self.model.config.max_position_embeddings - 2)
 
 
-@load_once
-def load_masked_lm(spec: ModelSpec) -> MaskedLM:
-    path, device = resolve_path(spec.id), resolve_device(spec)
-    tokenizer = AutoTokenizer.from_pretrained(path, **hub_kwargs(spec))
-    model = AutoModelForMaskedLM.from_pretrained(path, dtype=resolve_dtype(spec, device), **hub_kwargs(spec))
-    return MaskedLM(tokenizer, model.to(device).eval())
-
-
 def load_models(params: CandidatesParams) -> MaskedLM:
-    return load_masked_lm(params.model)
+    return MaskedLM(*load_pretrained(params.model, AutoModelForMaskedLM))
 
 
 def masked_caption(caption: str, start: int, end: int, mask_token: str) -> str:

@@ -81,6 +81,17 @@ def hub_kwargs(spec: ModelSpec) -> dict:
     return {"revision": spec.revision} if spec.revision else {}
 
 
+@load_once
+def load_pretrained(spec: ModelSpec, model_class: type) -> tuple:
+    """(tokenizer, model in eval mode on its device and dtype) for a transformers `Auto*` model class."""
+    from transformers import AutoTokenizer
+
+    path, device = resolve_path(spec.id), resolve_device(spec)
+    tokenizer = AutoTokenizer.from_pretrained(path, **hub_kwargs(spec))
+    model = model_class.from_pretrained(path, dtype=resolve_dtype(spec, device), **hub_kwargs(spec))
+    return tokenizer, model.to(device).eval()
+
+
 def set_torch_threads(threads: int | None) -> None:
     """Pin CPU intra-op threads for the calling thread (OpenMP settings are per thread); None keeps the default."""
     if threads:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import polars as pl
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerBase
 
-from tasks.models import hub_kwargs, load_once, resolve_device, resolve_dtype, resolve_path
-from tasks.params import ModelSpec, PerplexityParams
+from tasks.models import load_pretrained
+from tasks.params import PerplexityParams
 from tasks import similarity
 
 SCHEMA = {
@@ -37,16 +37,8 @@ class CausalLM:
         return min(self.tokenizer.model_max_length, self.model.config.max_position_embeddings)
 
 
-@load_once
-def load_causal_lm(spec: ModelSpec) -> CausalLM:
-    path, device = resolve_path(spec.id), resolve_device(spec)
-    tokenizer = AutoTokenizer.from_pretrained(path, **hub_kwargs(spec))
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=resolve_dtype(spec, device), **hub_kwargs(spec))
-    return CausalLM(tokenizer, model.to(device).eval())
-
-
 def load_models(params: PerplexityParams) -> CausalLM:
-    return load_causal_lm(params.model)
+    return CausalLM(*load_pretrained(params.model, AutoModelForCausalLM))
 
 
 def token_ids(lm: CausalLM, texts: list[str]) -> list[list[int]]:

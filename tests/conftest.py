@@ -38,6 +38,19 @@ requires_nltk = needs_shared(SHARED / "nltk_data")
 requires_coco = needs_shared(COCO_CAPTIONS)
 
 
+def crash_on_call(monkeypatch, module, n: int) -> None:
+    """Make `module.run` raise on its n-th call (a crash mid-stage); the other calls run for real."""
+    original, calls = module.run, []
+
+    def run(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == n:
+            raise RuntimeError("simulated crash")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "run", run)
+
+
 @pytest.fixture(scope="session")
 def prefect_server():
     """One temporary Prefect server for the session."""

@@ -16,7 +16,7 @@ import yaml
 from flows.captions import captions_flow, stage_flow
 from flows.io import rejects_path, write_frame
 from tasks.ingest import read_captions
-from tests.conftest import COCO_CAPTIONS, DEMO_CAPTIONS, ROOT, requires_coco, requires_nltk
+from tests.conftest import COCO_CAPTIONS, DEMO_CAPTIONS, ROOT, crash_on_call, requires_coco, requires_nltk
 
 pytestmark = requires_nltk
 
@@ -69,19 +69,11 @@ def test_a_crashed_run_resumes_with_only_the_unfinished_shards(tmp_path, result_
 
     sites = tmp_path / "nouns.parquet"
     _demo_nouns(tmp_path, caption_raw_params, sites)
-    original, calls = tasks.candidates.run, []
-
-    def crash_on_third(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:
-            raise RuntimeError("simulated crash")
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(tasks.candidates, "run", crash_on_third)
-    with pytest.raises(RuntimeError, match="simulated crash"):
-        stage_flow("candidates", sites, tmp_path / "out.parquet", caption_raw_params)
+    with monkeypatch.context() as patched:
+        crash_on_call(patched, tasks.candidates, 3)
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            stage_flow("candidates", sites, tmp_path / "out.parquet", caption_raw_params)
     assert not (tmp_path / "out.parquet").exists()
-    monkeypatch.setattr(tasks.candidates, "run", original)
     resumed = stage_flow("candidates", sites, tmp_path / "out.parquet", caption_raw_params)
     assert resumed["shards_computed"] == 1 < resumed["shards"]
 
@@ -122,14 +114,17 @@ def test_captions_flow_end_to_end(tmp_path, result_store, caption_raw_params):
 
 @requires_coco
 @pytest.mark.slow
-def test_a_killed_cli_run_resumes_and_ends_byte_identical(tmp_path, tiny_text_models):
+def test_a_killed_cli_run_resumes_and_ends_byte_identical(tmp_path, tiny_text_models, prefect_server):
     """SIGKILL `cfgen candidates` mid-stage, rerun: finished shards are not recomputed, output identical."""
     raw = {"profile": "demo", "engine": {"shard_size": 16},
            "candidates": {"model": {"id": str(tiny_text_models["mlm"])}, "batch_size": 16}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     captions = tmp_path / "captions.parquet"
     write_frame(coco_captions(300), captions)
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(ROOT)}
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(ROOT),
+           "PREFECT_API_URL": PREFECT_API_URL.value()}
     cli = [sys.executable, "-m", "flows.cli"]
     subprocess.run([*cli, "nouns", str(captions), "nouns.parquet"], cwd=tmp_path, env=env, check=True)
     args = [*cli, "candidates", "nouns.parquet", "out.parquet", "--metrics", "m.json"]

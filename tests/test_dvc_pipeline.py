@@ -8,6 +8,7 @@ datasheet with zero generation; (d) fewer steps regenerates every pair; `dvc exp
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -24,7 +25,7 @@ import yaml
 from tests.conftest import ROOT, requires_nltk
 
 pytestmark = [requires_nltk, pytest.mark.slow]
-N_CAPTIONS = 25
+N_CAPTIONS = 15
 
 
 def sh(repo: Path, *args: str, env: dict) -> str:
@@ -84,9 +85,9 @@ def set_param(repo: Path, dotted: str, value) -> None:
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
-def timed_repro(repo: Path, env: dict, label: str) -> list[str]:
+def timed_repro(repo: Path, env: dict, label: str, *targets: str) -> list[str]:
     started = time.monotonic()
-    stages = ran(sh(repo, "dvc", "repro", env=env))
+    stages = ran(sh(repo, "dvc", "repro", *targets, env=env))
     print(f"{label}: {time.monotonic() - started:.0f}s, reran {stages}")
     return stages
 
@@ -97,15 +98,23 @@ def test_a_second_repro_does_nothing(repo):
     assert "up to date" in sh(path, "dvc", "status", env=env)
 
 
-def test_b_narrower_similarity_window_generates_no_image(repo):
+def test_b_narrower_similarity_window_generates_only_unseen_pairs(repo):
     path, env = repo
-    before = pl.read_parquet(path / "data/processed/counterfactual_captions.parquet")
+    output = path / "data/processed/counterfactual_captions.parquet"
+    before = pl.read_parquet(output)
     set_param(path, "similarity.upper", float(before["similarity"].max()))  # every current winner stays inside
-    stages = timed_repro(path, env, "(b) similarity.upper")
+    stages = timed_repro(path, env, "(b1) similarity.upper = max winner similarity", "perplexity")
+    assert stages == ["similarity", "perplexity"] and pl.read_parquet(output).equals(before)
+    status = sh(path, "dvc", "status", env=env)  # same C_c set: generate and filter have nothing to do
+    assert "generate:" not in status and "filter:" not in status and "report:" in status
+
+    set_param(path, "similarity.upper", float(before["similarity"].median()))  # half the winners must change
+    stages = timed_repro(path, env, "(b2) similarity.upper = median winner similarity", "generate")
     assert stages[:2] == ["similarity", "perplexity"] and "generate" in stages and "candidates" not in stages
-    after = pl.read_parquet(path / "data/processed/counterfactual_captions.parquet")
-    new_pairs = after.join(before, on=["caption_id", "counterfactual"], how="anti").height
-    assert metrics(path, "generate")["pairs_generated"] == new_pairs == 0
+    after = pl.read_parquet(output)
+    unseen = after.join(before, on=["caption_id", "counterfactual"], how="anti").height
+    generated = metrics(path, "generate")
+    assert generated["pairs"] == after.height and generated["pairs_generated"] == unseen < after.height
     commit(path, env, "narrow")
 
 
@@ -122,24 +131,38 @@ def test_c_clip_threshold_refilters_without_generation(repo):
 def test_d_fewer_steps_regenerates(repo):
     path, env = repo
     set_param(path, "generate.steps.demo", 3)
-    stages = timed_repro(path, env, "(d) generate.steps")
+    stages = timed_repro(path, env, "(d) generate.steps", "generate")
     assert "generate" in stages
     generated = metrics(path, "generate")
     assert generated["pairs_generated"] == generated["pairs"] > 0
     commit(path, env, "steps")
 
 
+def selected_at(repo: Path, rev: str | None) -> pl.DataFrame:
+    """The selected pairs at a git revision (None: the workspace)."""
+    from dvc.api import read
+
+    if rev is None:
+        return pl.read_parquet(repo / "data/processed/selected.parquet")
+    return pl.read_parquet(io.BytesIO(read("data/processed/selected.parquet", repo=str(repo), rev=rev, mode="rb")))
+
+
 def test_exp_run_and_dataset_diff(repo):
     path, env = repo
     started = time.monotonic()
-    out = sh(path, "dvc", "exp", "run", "-n", "wide", "-S", "similarity.upper=0.95", env=env)
-    print(f"dvc exp run -S similarity.upper=0.95: {time.monotonic() - started:.0f}s, reran {ran(out)}")
-    assert ran(out)[:2] == ["similarity", "perplexity"]
+    out = sh(path, "dvc", "exp", "run", "-n", "wide", "-S", "similarity.upper=0.95", "report", env=env)
+    print(f"(exp) dvc exp run -S similarity.upper=0.95: {time.monotonic() - started:.0f}s, reran {ran(out)}")
+    assert ran(out)[:2] == ["similarity", "perplexity"] and "candidates" not in ran(out)
+    head, wide = selected_at(path, "HEAD"), selected_at(path, None)  # exp run leaves its results in the workspace
     sh(path, "cfgen", "diff", "HEAD", "wide", env=env)
-    report = json.loads((path / "reports/diff/HEAD..wide.json").read_text())
-    head = pl.read_parquet(path / "data/processed/counterfactual_captions.parquet")
-    sh(path, "git", "stash", "-u", env=env) if False else None
-    assert report and (path / "reports/diff/HEAD..wide.html").read_text().startswith("<")
-    markdown = (path / "reports/diff/HEAD..wide.md").read_text()
-    assert "HEAD" in markdown and "wide" in markdown
-    assert head.height >= 0
+    pairs = json.loads((path / "reports/diff/HEAD..wide.json").read_text())["pairs"]
+    a_ids, b_ids = set(head["caption_id"]), set(wide["caption_id"])
+    assert (pairs["a"], pairs["b"]) == (len(a_ids), len(b_ids))
+    assert (pairs["added"], pairs["removed"]) == (len(b_ids - a_ids), len(a_ids - b_ids))
+    both = head.join(wide, on="caption_id", suffix="_b")
+    changed = both.filter((pl.col("counterfactual") != pl.col("counterfactual_b"))
+                          | (pl.col("image_o") != pl.col("image_o_b")) | (pl.col("image_c") != pl.col("image_c_b")))
+    assert pairs["caption_changed"] + pairs["image_changed"] == changed.height
+    assert pairs["unchanged"] == both.height - changed.height
+    assert "wide" in (path / "reports/diff/HEAD..wide.md").read_text()
+    assert (path / "reports/diff/HEAD..wide.html").read_text().lstrip().startswith("<")

@@ -12,6 +12,7 @@ from flows.captions import task_runner
 from flows.images import filter_flow, generate_flow
 from flows.io import write_frame
 from tasks.params import EngineParams
+from tests.conftest import crash_on_call
 from tests.image_fixtures import PAIRS
 
 pytest_plugins = ["tests.image_fixtures"]
@@ -60,19 +61,11 @@ def test_a_crashed_generation_resumes_without_regenerating_finished_pairs(tmp_pa
                                                                          monkeypatch):
     import tasks.generate
 
-    original, calls = tasks.generate.run, []
-
-    def crash_on_second(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("simulated crash")
-        return original(*args, **kwargs)
-
     source = pairs_file(tmp_path, pl.concat([PAIRS, MORE]))
-    monkeypatch.setattr(tasks.generate, "run", crash_on_second)
-    with pytest.raises(RuntimeError, match="simulated crash"):
-        generate_flow(source, tmp_path / "out.parquet", tmp_path / "images", raw)
-    monkeypatch.setattr(tasks.generate, "run", original)
+    with monkeypatch.context() as patched:
+        crash_on_call(patched, tasks.generate, 2)
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            generate_flow(source, tmp_path / "out.parquet", tmp_path / "images", raw)
     resumed = generate_flow(source, tmp_path / "out.parquet", tmp_path / "images", raw)
     assert resumed["pairs_generated"] == 1 and resumed["pairs"] == 3
 

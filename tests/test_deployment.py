@@ -1,0 +1,61 @@
+"""The scheduled deployment on a real (temporary) Prefect server: registered with its cron, triggered, completed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import polars as pl
+import pytest
+
+from tests.conftest import DEMO_CAPTIONS, ROOT, requires_nltk
+
+pytestmark = [requires_nltk, pytest.mark.slow]
+DEPLOYMENT = "cfgen-dataset/nightly"
+
+
+def wait_for_deployment(client, name: str, serving: subprocess.Popen, timeout: float = 180):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if serving.poll() is not None:
+            raise AssertionError(f"cfgen serve exited with {serving.returncode}")
+        try:
+            return client.read_deployment_by_name(name)
+        except Exception:  # ObjectNotFound until `serve` has registered it
+            time.sleep(1)
+    raise AssertionError(f"deployment {name} never appeared")
+
+
+def test_scheduled_deployment_runs_the_whole_dag(tmp_path, prefect_server):
+    from prefect.client.orchestration import get_client
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL
+
+    shutil.copy2(ROOT / "params.yaml", tmp_path / "params.yaml")
+    source = tmp_path / "incoming.tsv"
+    source.write_text("\n".join(DEMO_CAPTIONS.read_text().splitlines()[:10]) + "\n")
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(),
+           "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(tmp_path / "store")}
+    serving = subprocess.Popen([sys.executable, "-m", "flows.cli", "serve", "--name", "nightly", "--cron", "0 3 * * *",
+                                "--source", str(source), "--profile", "demo"],
+                               cwd=tmp_path, env=env, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=(tmp_path / "serve.log").open("w"))
+    try:
+        with get_client(sync_client=True) as client:
+            deployment = wait_for_deployment(client, DEPLOYMENT, serving)
+            assert [s.schedule.cron for s in deployment.schedules] == ["0 3 * * *"]
+            assert deployment.parameters["source"] == str(source)
+        run = run_deployment(DEPLOYMENT, timeout=600)
+        assert run.state.is_completed(), (tmp_path / "serve.log").read_text()[-3000:]
+    finally:
+        os.killpg(serving.pid, signal.SIGTERM)
+        serving.wait(timeout=60)
+    exported = pl.read_parquet(tmp_path / "data/export/data/*.parquet")
+    selected = pl.read_parquet(tmp_path / "data/processed/selected.parquet")
+    assert exported.height == selected.height > 0
+    assert set(exported["id"]) <= {line.split("\t")[0] for line in source.read_text().splitlines()}
+    assert (tmp_path / "data/export/README.md").read_text().startswith("---")
