@@ -68,8 +68,9 @@ def model_fingerprints(params: BaseModel) -> list[str]:
     return found
 
 
-def shard_key(stage: str, shard: pl.DataFrame, params: BaseModel, code: str, fingerprints: list[str]) -> str:
-    return f"{stage}-" + digest(shard.write_ndjson(), params.model_dump_json(), code, *fingerprints)
+def shard_key(stage: str, shard: pl.DataFrame, params: BaseModel, code: str, fingerprints: list[str],
+              *extra: str) -> str:
+    return f"{stage}-" + digest(shard.write_ndjson(), params.model_dump_json(), code, *fingerprints, *extra)
 
 
 @task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
@@ -100,8 +101,8 @@ def run_sharded(stage: str, module: str, frame: pl.DataFrame, params: BaseModel,
     logic = importlib.import_module(module)
     shards = content_shards(frame, shard_size or engine.shard_size)
     code, prints = code_version(logic), model_fingerprints(params)
-    extra = keyed.model_dump_json() if keyed is not None else ""
-    keys = [shard_key(stage, s, params, code + extra, prints) for s in shards]
+    extra = [keyed.model_dump_json()] if keyed is not None else []
+    keys = [shard_key(stage, s, params, code, prints, *extra) for s in shards]
     shard_task = run_shard.with_options(name=stage)
     fixed = {"module": module, "params": params, "kwargs": kwargs or {}, "torch_threads": engine.torch_threads}
     futures = shard_task.map(shard=shards, key=keys, **{k: unmapped(v) for k, v in fixed.items()})

@@ -48,6 +48,5 @@ def write_diff(rev_a: str, rev_b: str, paths: dict[str, Any], repo: Path = Path(
     written = {"md": out / f"{stem}.md", "html": out / f"{stem}.html", "json": out / f"{stem}.json"}
     written["md"].write_text(diff.to_markdown(result, rev_a, rev_b))
     written["html"].write_text(diff.to_html(result, rev_a, rev_b))
-    written["json"].write_text(json.dumps(result if isinstance(result, dict) else result.to_dict(), indent=2,
-                                          default=str))
+    written["json"].write_text(json.dumps(result, indent=2, default=str))
     return written
