@@ -18,7 +18,7 @@ from prefect import flow, get_run_logger, task
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel
 
-from flows.io import read_frame, rejects_path, write_frame
+from flows.io import read_frame, write_outputs
 from flows.sharding import run_sharded
 from tasks import ingest
 from tasks.params import CandidatesParams, EngineParams, NounsParams, PerplexityParams, SimilarityParams
@@ -63,8 +63,7 @@ def stage_metrics(stage: str, rows_in: int, kept: pl.DataFrame, rejects: pl.Data
 def ingest_task(source: Path, output: Path) -> dict:
     """Ingest needs no model and no shards: it reads the file once."""
     kept, rejects = ingest.read_captions(source)
-    write_frame(kept, output)
-    write_frame(rejects, rejects_path(output))
+    write_outputs(kept, rejects, output)
     return stage_metrics("ingest", kept.height + rejects.height, kept, rejects)
 
 
@@ -74,8 +73,7 @@ def _run_stage(stage: str, source: Path, output: Path, raw: dict[str, Any]) -> d
     engine = load_section(EngineParams, "engine", raw)
     frame = read_frame(source, spec.input_schema(), spec.previous)
     result = run_sharded(stage, f"tasks.{stage}", frame, params, engine)
-    write_frame(result.kept, output)
-    write_frame(result.rejects, rejects_path(output))
+    write_outputs(result.kept, result.rejects, output)
     metrics = stage_metrics(stage, frame.height, result.kept, result.rejects, shards=result.shards,
                             shards_computed=result.shards_computed)
     get_run_logger().info("%s: %d rows in, %d out, %d/%d shards computed", stage, frame.height,

@@ -16,6 +16,7 @@ from rich.logging import RichHandler
 from rich.table import Table
 
 from flows.captions import STAGES as STEPS
+from flows.captions import captions_flow, ingest_task, stage_flow, task_runner
 from flows.io import write_json
 from tasks.params import PARAMS_FILE, EngineParams, load_section, parse_overrides, read_params
 
@@ -51,8 +52,6 @@ def _report(metrics: list[dict], path: Path | None) -> None:
 
 
 def _with_runner(flow_fn, raw: dict[str, Any]):
-    from flows.captions import task_runner
-
     return flow_fn.with_options(task_runner=task_runner(load_section(EngineParams, "engine", raw)))
 
 
@@ -60,8 +59,6 @@ def _with_runner(flow_fn, raw: dict[str, Any]):
 def captions(source: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
              metrics: MetricsOption = None) -> None:
     """Steps 1-5 (ingest, nouns, candidates, similarity, perplexity) on a COCO JSON or TSV caption file."""
-    from flows.captions import captions_flow
-
     raw = _raw(params_file, param)
     _report(_with_runner(captions_flow, raw)(source, output, raw), metrics)
 
@@ -69,16 +66,12 @@ def captions(source: Path, output: Path, param: ParamOption = None, params_file:
 @app.command()
 def ingest(source: Path, output: Path, metrics: MetricsOption = None) -> None:
     """Step 1: COCO caption JSON or `caption_id<TAB>caption` TSV -> captions parquet (+ rejects)."""
-    from flows.captions import ingest_task
-
     _report([ingest_task.fn(source, output)], metrics)
 
 
 def _step_command(stage: str):
     def command(source: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
                 metrics: MetricsOption = None) -> None:
-        from flows.captions import stage_flow
-
         raw = _raw(params_file, param)
         _report([_with_runner(stage_flow, raw)(stage, source, output, raw)], metrics)
 

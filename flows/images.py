@@ -18,7 +18,7 @@ from prefect import flow, get_run_logger
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.captions import stage_metrics
-from flows.io import read_frame, rejects_path, write_frame
+from flows.io import read_frame, write_outputs
 from flows.sharding import run_sharded
 from tasks import filter as clip_filter
 from tasks import generate
@@ -46,8 +46,7 @@ def generate_flow(pairs_path: Path, output: Path, image_root: Path, raw: dict[st
     result = run_sharded("generate", "tasks.generate", pairs, params, engine, PER_PAIR,
                          kwargs={"image_root": Path(image_root), "filter_params": filter_params},
                          keyed=filter_params, recompute=images_missing(Path(image_root)))
-    write_frame(result.kept, output)
-    write_frame(result.rejects, rejects_path(output))
+    write_outputs(result.kept, result.rejects, output)
     unet_evals = int(result.kept["unet_evals"].sum())
     metrics = stage_metrics("generate", pairs.height, result.kept, result.rejects, pairs=result.shards,
                             pairs_generated=result.shards_computed, samples=result.kept.height,
@@ -90,8 +89,7 @@ def filter_flow(scores_path: Path, output: Path, image_root: Path, selected_imag
     selected, rejects = clip_filter.run(scores, params)
     selected = regenerate_missing(selected, raw, Path(image_root))
     copy_selected(selected, Path(image_root), Path(selected_images))
-    write_frame(selected, output)
-    write_frame(rejects, rejects_path(output))
+    write_outputs(selected, rejects, output)
     pairs, accepted = scores["caption_id"].n_unique(), selected.height
     evals = int(scores["unet_evals"].sum())
     return stage_metrics("filter", pairs, selected, rejects, pairs=pairs, accepted=accepted,

@@ -35,6 +35,12 @@ def write_frame(frame: pl.DataFrame, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def write_outputs(kept: pl.DataFrame, rejects: pl.DataFrame, output: Path) -> None:
+    """A step's output and, beside it, its rejects (`rejects_path`)."""
+    write_frame(kept, output)
+    write_frame(rejects, rejects_path(output))
+
+
 def write_json(data: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")

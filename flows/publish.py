@@ -27,7 +27,7 @@ def _paths(raw: dict[str, Any]) -> dict[str, Path]:
     return {k: Path(v) for k, v in raw["paths"].items()}
 
 
-def stage_metrics(paths: dict[str, Path]) -> dict[str, dict]:
+def read_stage_metrics(paths: dict[str, Path]) -> dict[str, dict]:
     return {s: json.loads((paths["metrics"] / f"{s}.json").read_text()) for s in STAGE_METRICS}
 
 
@@ -55,10 +55,11 @@ def _frames(paths: dict[str, Path]) -> dict[str, pl.DataFrame]:
 @flow(name="report")
 def report_flow(raw: dict[str, Any]) -> dict:
     """reports/metrics.json (funnel, rates, score means, UNet evaluations per accepted pair) + figures + plot data."""
-    paths, frames = _paths(raw), _frames(_paths(raw))
+    paths = _paths(raw)
+    frames = _frames(paths)
     funnel = report.funnel(frames["captions"], frames["nouns"], frames["candidates"], frames["counterfactuals"],
                            frames["selected"])
-    metrics = report.run_metrics(funnel, stage_metrics(paths), frames["counterfactuals"], frames["samples"],
+    metrics = report.run_metrics(funnel, read_stage_metrics(paths), frames["counterfactuals"], frames["samples"],
                                  frames["selected"])
     write_json(metrics, paths["run_metrics"])
     window = load_section(SimilarityParams, "similarity", raw)
@@ -83,14 +84,20 @@ def export_flow(raw: dict[str, Any]) -> int:
 
 @flow(name="datasheet")
 def datasheet_flow(raw: dict[str, Any]) -> None:
-    """The datasheet (reports/) and the dataset card that embeds it (export folder README.md)."""
-    paths, frames = _paths(raw), _frames(_paths(raw))
+    """The datasheet (reports/) and the dataset card that embeds it (export folder README.md).
+
+    Counts come from the report's `metrics.json` (funnel, per-stage metrics); `final` is what the export holds.
+    """
+    paths = _paths(raw)
     dp, ep = load_section(DatasheetParams, "datasheet", raw), load_section(ExportParams, "export", raw)
     exported = pl.scan_parquet(paths["export"] / "data" / "*.parquet").select("id").collect()["id"].to_list()
-    funnel = report.funnel(frames["captions"], frames["nouns"], frames["candidates"], frames["counterfactuals"],
-                           frames["selected"], exported)
-    table = datasheet.altered_subjects(frames["counterfactuals"], exported)
-    sheet = datasheet.render_datasheet(funnel, stage_metrics(paths), raw, model_ids(raw), table,
+    run = json.loads(paths["run_metrics"].read_text())
+    funnel = {step: run["funnel"][step] for step in report.FUNNEL_STEPS} | {"final": len(exported)}
+    if funnel["final"] > funnel["with_accepted_pair"]:
+        raise ValueError(f"export holds {funnel['final']} pairs but only {funnel['with_accepted_pair']} were accepted")
+    table = datasheet.altered_subjects(pl.read_parquet(paths["counterfactual_captions"]), exported)
+    stages = {stage: run["stages"][stage] for stage in STAGE_METRICS}  # DAG order (the JSON is key-sorted)
+    sheet = datasheet.render_datasheet(funnel, stages, raw, model_ids(raw), table,
                                        datasheet.human_share(table, dp.human_words), date.today().isoformat(), dp)
     paths["datasheet"].parent.mkdir(parents=True, exist_ok=True)
     paths["datasheet"].write_text(sheet)

@@ -34,7 +34,6 @@ def load_once(loader: Callable[..., T]) -> Callable[..., T]:
         with _LOAD_LOCK:
             return cached(*specs)
 
-    load.cache_clear = cached.cache_clear
     return load
 
 
