@@ -25,15 +25,10 @@ $(NLTK_DATA):
 
 setup: $(BIN)/.installed | $(NLTK_DATA)
 
-# One local Prefect server (state in .prefect/) for every stage, instead of a temporary one per stage process.
-PREFECT_PORT ?= 4242
-API := http://127.0.0.1:$(PREFECT_PORT)/api
+# One Prefect server for every stage (instead of a temporary one per stage process), stopped when dvc repro ends,
+# however it ends; a server that does not come up fails the target with its reason.
 demo: setup
-	mkdir -p .prefect
-	$(BIN)/prefect server start --host 127.0.0.1 --port $(PREFECT_PORT) >.prefect/server.log 2>&1 & server=$$!; \
-	  for i in $$(seq 120); do $(BIN)/python -c "import urllib.request as u; u.urlopen('$(API)/health', timeout=1)" \
-	    2>/dev/null && break; sleep 1; done; \
-	  PREFECT_API_URL=$(API) $(BIN)/dvc repro; status=$$?; kill $$server; exit $$status
+	$(BIN)/cfgen with-server -- $(BIN)/dvc repro
 
 test: setup
 	$(BIN)/pytest

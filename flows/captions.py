@@ -7,41 +7,19 @@ metrics dict (row counts, rejects by reason, shards computed vs. taken from the 
 
 from __future__ import annotations
 
-import importlib
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.task_runners import ThreadPoolTaskRunner
-from pydantic import BaseModel
 
 from flows.io import read_frame, write_outputs
 from flows.sharding import run_sharded
 from tasks import ingest
-from tasks.params import CandidatesParams, EngineParams, NounsParams, PerplexityParams, SimilarityParams
-from tasks.params import load_section
-
-
-@dataclass(frozen=True)
-class CaptionStage:
-    """A step's logic module, params model, and the step whose output schema it reads (modules load lazily)."""
-
-    params: type[BaseModel]
-    previous: str
-
-    def input_schema(self) -> dict:
-        return importlib.import_module(f"tasks.{self.previous}").SCHEMA
-
-
-STAGES = {
-    "nouns": CaptionStage(NounsParams, "ingest"),
-    "candidates": CaptionStage(CandidatesParams, "nouns"),
-    "similarity": CaptionStage(SimilarityParams, "candidates"),
-    "perplexity": CaptionStage(PerplexityParams, "similarity"),
-}
+from tasks.params import EngineParams, Params
+from tasks.stages import CAPTION_STEPS, STAGES
 
 
 def task_runner(engine: EngineParams):
@@ -67,38 +45,35 @@ def ingest_task(source: Path, output: Path) -> dict:
     return stage_metrics("ingest", kept.height + rejects.height, kept, rejects)
 
 
-def _run_stage(stage: str, source: Path, output: Path, raw: dict[str, Any]) -> dict:
-    spec = STAGES[stage]
-    params = load_section(spec.params, stage, raw)
-    engine = load_section(EngineParams, "engine", raw)
-    frame = read_frame(source, spec.input_schema(), spec.previous)
-    result = run_sharded(stage, f"tasks.{stage}", frame, params, engine)
+def run_step(name: str, source: Path, output: Path, params: Params) -> dict:
+    stage = STAGES[name]
+    frame = read_frame(source, stage.input, stage.after)
+    result = run_sharded(stage, frame, params)
     write_outputs(result.kept, result.rejects, output)
-    metrics = stage_metrics(stage, frame.height, result.kept, result.rejects, shards=result.shards,
-                            shards_computed=result.shards_computed)
-    get_run_logger().info("%s: %d rows in, %d out, %d/%d shards computed", stage, frame.height,
+    get_run_logger().info("%s: %d rows in, %d out, %d/%d shards computed", name, frame.height,
                           result.kept.height, result.shards_computed, result.shards)
-    return metrics
+    return stage_metrics(name, frame.height, result.kept, result.rejects, shards=result.shards,
+                         shards_computed=result.shards_computed)
 
 
 @flow(name="caption-stage", task_runner=ThreadPoolTaskRunner(max_workers=1))
-def stage_flow(stage: str, source: Path, output: Path, raw: dict[str, Any]) -> dict:
+def stage_flow(name: str, source: Path, output: Path, params: Params) -> dict:
     """One caption step over `source`, written to `output` (+ rejects); returns its metrics."""
-    return _run_stage(stage, source, output, raw)
+    return run_step(name, source, output, params)
 
 
-def intermediate(output: Path, stage: str) -> Path:
+def intermediate(output: Path, name: str) -> Path:
     """Where `captions_flow` keeps a step's output: `<output stem>_steps/<stage>.parquet`."""
-    return output.parent / f"{output.stem}_steps" / f"{stage}.parquet"
+    return output.parent / f"{output.stem}_steps" / f"{name}.parquet"
 
 
 @flow(name="captions", task_runner=ThreadPoolTaskRunner(max_workers=1))
-def captions_flow(source: Path, output: Path, raw: dict[str, Any]) -> list[dict]:
+def captions_flow(source: Path, output: Path, params: Params) -> list[dict]:
     """Steps 1-5 on any caption file; intermediates and their rejects kept beside `output`."""
     metrics = [ingest_task(source, intermediate(output, "ingest"))]
     previous = intermediate(output, "ingest")
-    for stage in STAGES:
-        target = output if stage == "perplexity" else intermediate(output, stage)
-        metrics.append(_run_stage(stage, previous, target, raw))
+    for name in CAPTION_STEPS:
+        target = output if name == "perplexity" else intermediate(output, name)
+        metrics.append(run_step(name, previous, target, params))
         previous = target
     return metrics

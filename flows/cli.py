@@ -1,12 +1,17 @@
 """`cfgen`: the command line that users and the DVC stages run.
 
-Every command reads `params.yaml` (or `--params-file`) with `--param key=value` overrides; each step reads only
-its own section plus `profile` and `engine`.
+Every command resolves `params.yaml` (or `--params-file`) with `-p key=value` overrides into one validated `Params`,
+checks its inputs, outputs and models, and only then starts work (and at most one Prefect server). A mistake in any
+of them is one line on stderr and exit code 2; `--verbose` shows the traceback. Stage modules are imported by the
+command that runs them, so a DVC stage executes only its own code.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,13 +20,14 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
 
-from flows.captions import STAGES as STEPS
-from flows.captions import captions_flow, ingest_task, stage_flow, task_runner
-from flows.io import write_json
-from tasks.params import PARAMS_FILE, EngineParams, load_section, parse_overrides, read_params
+from flows.io import check_input, write_json
+from tasks.errors import UserError
+from tasks.params import PARAMS_FILE, Params, load_params
+from tasks.stages import CAPTION_STEPS, STAGES
 
 app = typer.Typer(help="Counterfactual image-text dataset engine.", no_args_is_help=True, add_completion=False)
 console = Console(stderr=True)
+VERBOSE = {"on": False}
 
 ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
                                                         "similarity.upper=0.9 (repeatable)")]
@@ -30,14 +36,52 @@ MetricsOption = Annotated[Path | None, typer.Option("--metrics", help="also writ
 
 
 @app.callback()
-def main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="tracebacks on errors")] = False) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s",
                         handlers=[RichHandler(console=console, show_path=False)])
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Prefect API call otherwise
+    VERBOSE["on"] = verbose
+    from flows.server import stop_on_sigterm
+
+    stop_on_sigterm()
 
 
-def _raw(params_file: Path, param: list[str] | None) -> dict[str, Any]:
-    return read_params(params_file, parse_overrides(param or []))
+@contextmanager
+def user_errors():
+    """A `UserError` anywhere below becomes one line and exit code 2 (the traceback with --verbose)."""
+    try:
+        yield
+    except UserError as err:
+        if VERBOSE["on"]:
+            raise
+        console.print(f"[red]error:[/red] {err}", markup=True, highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _params(params_file: Path, param: list[str] | None) -> Params:
+    return load_params(params_file, param or [])
+
+
+def _check_models(section: Any) -> None:
+    """Every model of a params section is identifiable (a missing folder fails here, before any work)."""
+    from flows.sharding import model_fingerprints
+
+    model_fingerprints(section)
+
+
+def _check_output(source: Path, output: Path) -> None:
+    from tasks.ingest import check_distinct
+
+    check_distinct(source, output)
+
+
+def _run_flow(flow_fn: Callable, params: Params, *args: Any) -> Any:
+    """`flow_fn(*args, params)` on the engine's task runner, under one Prefect API for the whole command."""
+    from flows.captions import task_runner
+    from flows.server import prefect_api
+
+    with prefect_api():
+        return flow_fn.with_options(task_runner=task_runner(params.engine))(*args, params)
 
 
 def _report(metrics: list[dict], path: Path | None) -> None:
@@ -51,116 +95,155 @@ def _report(metrics: list[dict], path: Path | None) -> None:
         write_json(metrics[0] if len(metrics) == 1 else {m["stage"]: m for m in metrics}, path)
 
 
-def _with_runner(flow_fn, raw: dict[str, Any]):
-    return flow_fn.with_options(task_runner=task_runner(load_section(EngineParams, "engine", raw)))
-
-
 @app.command()
 def captions(source: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
              metrics: MetricsOption = None) -> None:
     """Steps 1-5 (ingest, nouns, candidates, similarity, perplexity) on a COCO JSON or TSV caption file."""
-    raw = _raw(params_file, param)
-    _report(_with_runner(captions_flow, raw)(source, output, raw), metrics)
+    with user_errors():
+        params = _params(params_file, param)
+        if not source.is_file():
+            raise UserError(f"caption file {source} does not exist")
+        _check_output(source, output)
+        for name in CAPTION_STEPS:
+            _check_models(STAGES[name].section(params))
+        from flows.captions import captions_flow
+
+        _report(_run_flow(captions_flow, params, source, output), metrics)
 
 
 @app.command()
 def ingest(source: Path, output: Path, metrics: MetricsOption = None) -> None:
     """Step 1: COCO caption JSON or `caption_id<TAB>caption` TSV -> captions parquet (+ rejects)."""
-    _report([ingest_task.fn(source, output)], metrics)
+    with user_errors():
+        if not source.is_file():
+            raise UserError(f"caption file {source} does not exist")
+        _check_output(source, output)
+        from flows.captions import ingest_task
+
+        _report([ingest_task.fn(source, output)], metrics)
 
 
-def _step_command(stage: str):
+def _step_command(name: str):
+    stage = STAGES[name]
+
     def command(source: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
                 metrics: MetricsOption = None) -> None:
-        raw = _raw(params_file, param)
-        _report([_with_runner(stage_flow, raw)(stage, source, output, raw)], metrics)
+        with user_errors():
+            params = _params(params_file, param)
+            check_input(source, stage.input, stage.after)
+            _check_output(source, output)
+            _check_models(stage.section(params))
+            from flows.captions import stage_flow
 
-    command.__doc__ = f"Run the {stage} step alone on a parquet of the previous step's schema."
+            _report([_run_flow(stage_flow, params, name, source, output)], metrics)
+
+    command.__doc__ = f"{name}: {stage.description} (reads the output of `cfgen {stage.after}`)."
     return command
 
 
-for _stage in STEPS:
-    app.command(_stage)(_step_command(_stage))
-
-
-ImagesOption = Annotated[Path, typer.Option("--images", help="content-addressed image store (PNG)")]
+for _name in CAPTION_STEPS:
+    app.command(_name)(_step_command(_name))
 
 
 @app.command()
-def images(pairs: Path, output: Path, image_root: ImagesOption = Path("data/images"), param: ParamOption = None,
-           params_file: ParamsFile = PARAMS_FILE, metrics: MetricsOption = None) -> None:
-    """Over-generate scored image pairs for a counterfactual_captions parquet (one cached task per pair)."""
-    from flows.images import generate_flow
+def generate(pairs: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
+             metrics: MetricsOption = None) -> None:
+    """Render and CLIP-score n_samples image pairs per caption pair (each sample cached by content)."""
+    with user_errors():
+        params = _params(params_file, param)
+        check_input(pairs, STAGES["generate"].input, "perplexity")
+        _check_output(pairs, output)
+        _check_models(params.generate)
+        from flows.images import generate_flow
 
-    raw = _raw(params_file, param)
-    _report([_with_runner(generate_flow, raw)(pairs, output, image_root, raw)], metrics)
+        _report([_run_flow(generate_flow, params, pairs, output)], metrics)
 
 
 @app.command("filter")
-def filter_command(scores: Path, output: Path, image_root: ImagesOption = Path("data/images"),
-                   selected_images: Annotated[Path, typer.Option(help="where the winners' PNGs are copied")] =
+def filter_command(scores: Path, output: Path,
+                   selected_images: Annotated[Path, typer.Option(help="where the winners' PNGs are written")] =
                    Path("data/processed/images"), param: ParamOption = None,
                    params_file: ParamsFile = PARAMS_FILE, metrics: MetricsOption = None) -> None:
-    """CLIP thresholds + best-CLIP_dir selection on a score table (never regenerates, except unstored winners)."""
-    from flows.images import filter_flow
+    """Thresholds on the score table, then each pair's best passing sample rendered alone (cached by content)."""
+    with user_errors():
+        params = _params(params_file, param)
+        check_input(scores, STAGES["filter"].input, "generate")
+        _check_output(scores, output)
+        _check_models(params.generate)
+        from flows.images import filter_flow
 
-    raw = _raw(params_file, param)
-    _report([filter_flow(scores, output, image_root, selected_images, raw)], metrics)
+        _report([_run_flow(filter_flow, params, scores, output, selected_images)], metrics)
 
 
 @app.command("tiny-models")
 def tiny_models(source: Path, output: Path, param: ParamOption = None,
                 params_file: ParamsFile = PARAMS_FILE) -> None:
     """Build the demo profile's tiny random models from a caption file (offline, seeded, deterministic)."""
-    from flows.pipeline import tiny_models_task
+    with user_errors():
+        params = _params(params_file, param)
+        if not source.is_file():
+            raise UserError(f"caption file {source} does not exist")
+        from tasks.tiny_models import build
 
-    tiny_models_task.fn(source, output, _raw(params_file, param))
-    console.print(f"tiny models written to {output}")
+        build(source, output, params.tiny_models)
+        console.print(f"tiny models written to {output}")
+
+
+def _release(flow_name: str, param: list[str] | None, params_file: Path) -> Any:
+    with user_errors():
+        params = _params(params_file, param)
+        import flows.publish
+
+        from flows.server import prefect_api
+
+        with prefect_api():
+            return getattr(flows.publish, flow_name)(params)
 
 
 @app.command()
 def report(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
     """reports/metrics.json, figures and plot data for the current run (paths from params.yaml)."""
-    from flows.publish import report_flow
-
-    console.print_json(data=report_flow(_raw(params_file, param))["funnel"])
+    console.print_json(data=_release("report_flow", param, params_file)["funnel"])
 
 
 @app.command()
 def export(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
     """Write the selected pairs as a Hugging Face `datasets` folder (parquet shards, images embedded)."""
-    from flows.publish import export_flow
-
-    console.print(f"{export_flow(_raw(params_file, param))} rows exported")
+    console.print(f"{_release('export_flow', param, params_file)} rows exported")
 
 
 @app.command()
 def datasheet(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
     """Generate the datasheet and the dataset card that embeds it."""
-    from flows.publish import datasheet_flow
-
-    datasheet_flow(_raw(params_file, param))
+    _release("datasheet_flow", param, params_file)
 
 
 @app.command()
 def publish(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
     """Push the export folder to the Hub when `export.repo_id` is set and HF_TOKEN is in the environment."""
-    from tasks.export import push_if_configured
-    from tasks.params import ExportParams
+    with user_errors():
+        params = _params(params_file, param)
+        from tasks.export import push_if_configured
 
-    raw = _raw(params_file, param)
-    url = push_if_configured(Path(raw["paths"]["export"]), load_section(ExportParams, "export", raw))
+        url = push_if_configured(params.paths.export, params.export)
     console.print(f"pushed to {url}" if url else "not pushed: set export.repo_id and HF_TOKEN to publish")
 
 
 @app.command()
 def run(source: Annotated[str | None, typer.Option(help="caption file (default: paths.captions_source)")] = None,
         profile: Annotated[str | None, typer.Option(help="demo | paper (default: params.yaml)")] = None,
-        params_file: ParamsFile = PARAMS_FILE) -> None:
+        param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
     """The whole DAG as one Prefect flow (what the scheduled deployment runs)."""
-    from flows.pipeline import dataset_flow
+    with user_errors():
+        extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
+        params = _params(params_file, [*(param or []), *extra])
+        if not params.paths.captions_source.is_file():
+            raise UserError(f"caption file {params.paths.captions_source} does not exist")
+        from flows.pipeline import dataset_flow
+        from flows.server import prefect_api
 
-    console.print_json(data=dataset_flow(source, profile, str(params_file)))
+        with prefect_api():
+            console.print_json(data=dataset_flow(source, profile, str(params_file), param or []))
 
 
 @app.command()
@@ -168,21 +251,37 @@ def serve(name: Annotated[str, typer.Option(help="deployment name")] = "refresh"
           cron: Annotated[str, typer.Option(help="schedule")] = "0 3 * * *",
           source: Annotated[str | None, typer.Option(help="caption file the refresh reads")] = None,
           profile: Annotated[str | None, typer.Option(help="demo | paper")] = None,
-          params_file: ParamsFile = PARAMS_FILE) -> None:
+          param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
     """Register the cron-scheduled `cfgen-dataset` deployment on PREFECT_API_URL and serve its runs."""
-    from flows.pipeline import serve as serve_deployment
+    with user_errors():
+        extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
+        _params(params_file, [*(param or []), *extra])
+        from flows.pipeline import serve as serve_deployment
 
-    serve_deployment(name, cron, source, profile, str(params_file))
+        serve_deployment(name, cron, source, profile, str(params_file), param or [])
 
 
 @app.command()
 def diff(rev_a: str, rev_b: str, params_file: ParamsFile = PARAMS_FILE) -> None:
     """Compare the dataset at two git revisions or DVC experiments; writes markdown + HTML under paths.diff."""
-    from flows.versions import write_diff
+    with user_errors():
+        paths = _params(params_file, None).paths
+        from flows.versions import write_diff
 
-    for kind, path in write_diff(rev_a, rev_b, _raw(params_file, None)["paths"]).items():
-        console.print(f"{kind}: {path}")
+        for kind, path in write_diff(rev_a, rev_b, paths).items():
+            console.print(f"{kind}: {path}")
+
+
+@app.command("with-server", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def with_server(ctx: typer.Context) -> None:
+    """Run a command (e.g. `dvc repro`) with one temporary Prefect server shared by all its processes."""
+    from flows.server import run_with_server
+
+    with user_errors():
+        if not ctx.args:
+            raise UserError("with-server needs a command, e.g. `cfgen with-server -- dvc repro`")
+        raise typer.Exit(run_with_server(ctx.args))
 
 
 if __name__ == "__main__":
-    app()
+    sys.exit(app())

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import polars as pl
 
+from tasks.errors import UserError
 
-class SchemaError(ValueError):
-    """An input file lacks columns its stage needs."""
+
+class SchemaError(UserError):
+    """An input file is missing, unreadable, or lacks columns its stage needs."""
 
 
 def rejects_path(output: Path) -> Path:
@@ -18,13 +20,23 @@ def rejects_path(output: Path) -> Path:
     return output.with_suffix(".rejects.parquet")
 
 
-def read_frame(path: Path, schema: dict[str, pl.DataType], produced_by: str) -> pl.DataFrame:
-    """The columns of `schema` from `path`, cast to their types; a clear error if any is missing."""
-    frame = pl.read_parquet(path)
-    missing = [c for c in schema if c not in frame.columns]
+def check_input(path: Path, schema: dict[str, pl.DataType], produced_by: str) -> None:
+    """Raise a one-line SchemaError unless `path` is a parquet file holding every column of `schema`."""
+    if not Path(path).is_file():
+        raise SchemaError(f"input {path} does not exist: run `cfgen {produced_by}` first")
+    try:
+        columns = pl.read_parquet_schema(path)
+    except Exception as err:  # polars raises several error types for a file that is not parquet
+        raise SchemaError(f"input {path} is not a parquet file ({type(err).__name__})") from None
+    missing = [c for c in schema if c not in columns]
     if missing:
-        raise SchemaError(f"{path}: missing columns {missing}; expected the output of `cfgen {produced_by}`")
-    return frame.select([pl.col(c).cast(t) for c, t in schema.items()])
+        raise SchemaError(f"input {path} lacks columns {missing}: expected the output of `cfgen {produced_by}`")
+
+
+def read_frame(path: Path, schema: dict[str, pl.DataType], produced_by: str) -> pl.DataFrame:
+    """The columns of `schema` from `path` (checked by `check_input`), cast to their types."""
+    check_input(path, schema, produced_by)
+    return pl.read_parquet(path, columns=list(schema)).select([pl.col(c).cast(t) for c, t in schema.items()])
 
 
 def write_frame(frame: pl.DataFrame, path: Path) -> None:

@@ -2,29 +2,30 @@
 
 A shard boundary falls before every group (rows sharing a `caption_id`) whose id hashes to 0 mod `shard_size`, so
 boundaries depend on content, not on row numbers: appending captions touches only the tail shard and new ones, and
-dropping rows changes only their own shards. A shard's cache key hashes its rows + the stage params + the fingerprints
-of the models in those params + the stage's code, so a rerun recomputes exactly the shards whose inputs changed, and
-a killed run resumes from the shards it had finished (each shard's result is persisted as soon as it completes).
+dropping rows changes only their own shards. A shard's cache key hashes its rows + the stage's keyed params + the
+contents of its models + the source of every project module the stage can run (`code.closure`), so a rerun
+recomputes exactly the shards whose inputs changed, and a killed run resumes from the shards it had finished (each
+shard's result is persisted as soon as it completes).
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
-import inspect
-from collections.abc import Callable
+import json
 from dataclasses import dataclass
-from types import ModuleType
-from typing import Any
 
 import polars as pl
 from prefect import task
-from prefect.futures import wait
+from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 from pydantic import BaseModel
 
+from flows.progress import StageProgress
+from tasks.code import code_digest
 from tasks.models import fingerprint, set_torch_threads
-from tasks.params import EngineParams, ModelSpec
+from tasks.params import ModelSpec, Params, keyed_dump
+from tasks.stages import Stage
 
 GROUP = "caption_id"
 
@@ -50,17 +51,10 @@ def content_shards(frame: pl.DataFrame, shard_size: int) -> list[pl.DataFrame]:
     return frame.with_columns(_shard=shard_no).partition_by("_shard", maintain_order=True, include_key=False)
 
 
-def code_version(logic: ModuleType) -> str:
-    """Source hash of a stage module and the `tasks` modules it uses."""
-    used = {inspect.getmodule(v) for v in vars(logic).values()}
-    modules = sorted({logic} | {m for m in used if m and m.__name__.startswith("tasks.")}, key=lambda m: m.__name__)
-    return digest(*(inspect.getsource(m) for m in modules))
-
-
-def model_fingerprints(params: BaseModel) -> list[str]:
-    """Fingerprints of every `ModelSpec` found in `params`, in field order."""
+def model_fingerprints(section: BaseModel) -> list[str]:
+    """Content identities of every model spec in a params section, in field order."""
     found = []
-    for value in dict(params).values():
+    for value in dict(section).values():
         if isinstance(value, ModelSpec):
             found.append(fingerprint(value))
         elif isinstance(value, BaseModel):
@@ -68,18 +62,19 @@ def model_fingerprints(params: BaseModel) -> list[str]:
     return found
 
 
-def shard_key(stage: str, shard: pl.DataFrame, params: BaseModel, code: str, fingerprints: list[str],
-              *extra: str) -> str:
-    return f"{stage}-" + digest(shard.write_ndjson(), params.model_dump_json(), code, *fingerprints, *extra)
+def shard_key(stage: Stage, shard: pl.DataFrame, section: BaseModel, *extra: str) -> str:
+    """Rows + keyed params + model contents + the code the stage runs (+ `extra`): all that fixes a shard's output."""
+    return f"{stage.name}-" + digest(shard.write_ndjson(), json.dumps(keyed_dump(section), sort_keys=True),
+                                     code_digest(stage.logic), *model_fingerprints(section), *extra)
 
 
 @task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
-def run_shard(module: str, shard: pl.DataFrame, params: BaseModel, key: str, kwargs: dict[str, Any],
+def run_shard(stage: Stage, shard: pl.DataFrame, section: BaseModel, key: str,
               torch_threads: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One shard through a stage; the models come from the stage's per-process loader cache."""
     set_torch_threads(torch_threads)
-    logic = importlib.import_module(module)
-    return logic.run(shard, params, logic.load_models(params), **kwargs)
+    logic = importlib.import_module(stage.logic)
+    return logic.run(shard, section, logic.load_models(section))
 
 
 @dataclass(frozen=True)
@@ -90,32 +85,18 @@ class ShardedResult:
     shards_computed: int
 
 
-def run_sharded(stage: str, module: str, frame: pl.DataFrame, params: BaseModel, engine: EngineParams,
-                shard_size: int | None = None, kwargs: dict[str, Any] | None = None, keyed: BaseModel | None = None,
-                recompute: Callable[[pl.DataFrame], bool] = lambda kept: False) -> ShardedResult:
-    """Map a stage over content-defined shards (on the current flow's task runner) and concatenate in order.
-
-    `kwargs` go to the stage's `run` (only `keyed` of them counts in the cache key); a cached shard result for
-    which `recompute(kept)` is true (e.g. its files are gone) is computed again.
-    """
-    logic = importlib.import_module(module)
-    shards = content_shards(frame, shard_size or engine.shard_size)
-    code, prints = code_version(logic), model_fingerprints(params)
-    extra = [keyed.model_dump_json()] if keyed is not None else []
-    keys = [shard_key(stage, s, params, code, prints, *extra) for s in shards]
-    shard_task = run_shard.with_options(name=stage)
-    fixed = {"module": module, "params": params, "kwargs": kwargs or {}, "torch_threads": engine.torch_threads}
-    futures = shard_task.map(shard=shards, key=keys, **{k: unmapped(v) for k, v in fixed.items()})
-    wait(futures)
-    stale = [i for i, f in enumerate(futures) if f.state.name == "Cached" and recompute(f.result()[0])]
-    if stale:
-        redo = shard_task.with_options(refresh_cache=True).map(
-            shard=[shards[i] for i in stale], key=[keys[i] for i in stale], **{k: unmapped(v) for k, v in fixed.items()})
-        for i, future in zip(stale, redo):
-            futures[i] = future
-    wait(futures)
+def run_sharded(stage: Stage, frame: pl.DataFrame, params: Params) -> ShardedResult:
+    """Map a stage over content-defined shards (on the current flow's task runner) and concatenate in order."""
+    section, engine = stage.section(params), params.engine
+    shards = content_shards(frame, engine.shard_size)
+    keys = [shard_key(stage, s, section) for s in shards]
+    with StageProgress(stage.name, len(shards), unit="shards") as progress:
+        futures = run_shard.with_options(name=stage.name).map(
+            shard=shards, key=keys, stage=unmapped(stage), section=unmapped(section),
+            torch_threads=unmapped(engine.torch_threads))
+        for _ in as_completed(futures):
+            progress.advance()
     results = [f.result() for f in futures]
-    kept = pl.concat([r[0] for r in results]) if results else pl.DataFrame(schema=logic.SCHEMA)
-    rejects = pl.concat([r[1] for r in results]) if results else pl.DataFrame(schema=logic.REJECTS_SCHEMA)
-    computed = sum(f.state.name != "Cached" for f in futures)
-    return ShardedResult(kept, rejects, len(shards), computed)
+    kept = pl.concat([r[0] for r in results]) if results else pl.DataFrame(schema=stage.output)
+    rejects = pl.concat([r[1] for r in results]) if results else pl.DataFrame(schema=stage.rejects)
+    return ShardedResult(kept, rejects, len(shards), sum(f.state.name != "Cached" for f in futures))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 from dvc.api import read
@@ -13,6 +12,7 @@ from dvc.repo.experiments.utils import resolve_name
 from scmrepo.git import Git
 
 from tasks import diff
+from tasks.params import PathsParams
 
 
 def resolve(rev: str, repo: Path = Path(".")) -> str:
@@ -28,21 +28,21 @@ def resolve(rev: str, repo: Path = Path(".")) -> str:
         return str(ref)
 
 
-def load_version(rev: str, paths: dict[str, str], repo: Path = Path(".")) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+def load_version(rev: str, paths: PathsParams, repo: Path = Path(".")) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """(counterfactual captions, selected pairs, run metrics) as of `rev`."""
     full = resolve(rev, repo)
 
     def parquet(key: str) -> pl.DataFrame:
-        return pl.read_parquet(io.BytesIO(read(paths[key], repo=str(repo), rev=full, mode="rb")))
+        return pl.read_parquet(io.BytesIO(read(str(getattr(paths, key)), repo=str(repo), rev=full, mode="rb")))
 
-    metrics = json.loads(read(paths["run_metrics"], repo=str(repo), rev=full))
+    metrics = json.loads(read(str(paths.run_metrics), repo=str(repo), rev=full))
     return parquet("counterfactual_captions"), parquet("selected"), metrics
 
 
-def write_diff(rev_a: str, rev_b: str, paths: dict[str, Any], repo: Path = Path(".")) -> dict[str, Path]:
+def write_diff(rev_a: str, rev_b: str, paths: PathsParams, repo: Path = Path(".")) -> dict[str, Path]:
     """`reports/diff/<a>..<b>.md` and `.html` comparing the two versions; returns their paths."""
     result = diff.diff_versions(load_version(rev_a, paths, repo), load_version(rev_b, paths, repo))
-    out = Path(paths["diff"])
+    out = paths.diff
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{rev_a}..{rev_b}".replace("/", "_")
     written = {"md": out / f"{stem}.md", "html": out / f"{stem}.html", "json": out / f"{stem}.json"}

@@ -15,16 +15,11 @@ import polars as pl
 import torch
 from transformers import AutoModelForMaskedLM, PreTrainedTokenizerBase
 
-from tasks import nouns
+from tasks import nouns, schemas
 from tasks.models import load_pretrained
 from tasks.params import CandidatesParams
 
-SCHEMA = {
-    "caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "position": pl.Int64, "start": pl.Int64,
-    "end": pl.Int64, "original_word": pl.String, "substitute": pl.String, "mlm_score": pl.Float64,
-    "candidate": pl.String,
-}
-REJECTS_SCHEMA = {**SCHEMA, "stage": pl.String, "reason": pl.String}
+SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
 _WORD = re.compile(r"[^\W\d_]+(?:[-'][^\W\d_]+)*")
 # Word-start markers of byte-level BPE (RoBERTa, GPT-2) and SentencePiece vocabularies.
 _WORD_START = ("Ġ", "▁")

@@ -1,11 +1,11 @@
-"""Selection over the score table alone (no models): one (I_o, I_c) sample per caption pair, or a reject.
+"""Selection: one canonically rendered (I_o, I_c) per caption pair, chosen from the screening scores.
 
-A sample passes when it was not rejected at generation and every score is a number at or above its minimum
-(`>=`; NaN and null never pass). Per pair the passing sample with the highest clip_dir wins, ties going to the
-lower sample index. Output: the winning score rows plus `needs_regeneration` (no stored PNG: run
-`generate.regenerate` on the row), sorted by caption_id; and one reject per pair without a passing sample:
-`all_samples_rejected` (every sample NaN/black) or `no_sample_passed`. Re-filtering with new thresholds is just
-another call on the same table.
+A sample passes when it was not rejected and every score is a number at or above its minimum (`>=`; NaN and null
+never pass). Per pair the passing samples are ranked by clip_dir (ties: lower sample index); the first whose
+canonical render (alone, `render.canonical`) is finite, not black and still passes every threshold wins, and its
+canonical scores are the ones exported. A candidate whose canonical render fails is a reject row
+(`canonical_<reason>`) and the next one is tried. Pairs with no winner are pair-level rejects (`sample` null):
+`all_samples_rejected` (every sample NaN/black), `no_sample_passed`, `no_canonical_render_passed`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,11 @@ from __future__ import annotations
 import polars as pl
 
 from tasks.params import FilterParams
+from tasks.schemas import PAIR, SCORE_COLUMNS, SELECTED, SELECTED_REJECTS
 
-PAIR_COLUMNS = ["caption_id", "image_id", "caption", "counterfactual"]
+SCHEMA, REJECTS_SCHEMA = SELECTED, SELECTED_REJECTS
+CANDIDATE_COLUMNS = [*PAIR, "sample", "seed", "p2p_fraction", "guidance_scale", "truncated_o", "truncated_c",
+                     "tokens_misaligned"]
 
 
 def thresholds(params: FilterParams) -> dict[str, float]:
@@ -29,17 +32,40 @@ def passing(params: FilterParams) -> pl.Expr:
     return pl.all_horizontal(pl.col("reject_reason").is_null(), *checks).fill_null(False)
 
 
-def run(scores: pl.DataFrame, params: FilterParams) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(selected samples + needs_regeneration, rejected pairs) for a `generate` score table."""
-    selected = (scores.filter(passing(params))
-                .sort(["caption_id", "clip_dir", "sample"], descending=[False, True, False])
-                .unique(subset="caption_id", keep="first", maintain_order=True)
-                .with_columns(needs_regeneration=pl.col("image_o").is_null() | pl.col("image_c").is_null()))
-    rejects = (scores.filter(~pl.col("caption_id").is_in(selected["caption_id"].implode()))
-               .group_by(PAIR_COLUMNS, maintain_order=True)
-               .agg(n_samples=pl.len(), all_rejected=pl.col("reject_reason").is_not_null().all())
-               .select(*PAIR_COLUMNS, "n_samples", stage=pl.lit("filter"),
-                       reason=pl.when("all_rejected").then(pl.lit("all_samples_rejected"))
-                       .otherwise(pl.lit("no_sample_passed")))
-               .sort("caption_id"))
-    return selected, rejects
+def ranked(scores: pl.DataFrame, params: FilterParams) -> pl.DataFrame:
+    """Passing samples, best first within each pair, pairs by caption_id; `rank` counts from 0 within a pair."""
+    return (scores.filter(passing(params)).sort(["caption_id", "clip_dir", "sample"], descending=[False, True, False])
+            .with_columns(rank=pl.int_range(pl.len()).over("caption_id")))
+
+
+def failure(measured: dict, params: FilterParams, black_threshold: int) -> str | None:
+    """Why a canonical render cannot be the winner, or None when it can."""
+    from tasks.render import reject_reason
+
+    reason = reject_reason(measured, black_threshold)
+    if reason is not None:
+        return f"canonical_{reason}"
+    for name, minimum in thresholds(params).items():
+        if not measured[name] >= minimum:
+            return f"canonical_below_{name}"
+    return None
+
+
+def unselected(scores: pl.DataFrame, selected_ids: list[str], exhausted: list[str]) -> pl.DataFrame:
+    """Pair-level rejects for every pair of `scores` without a winner; `exhausted` pairs had candidates."""
+    return (scores.filter(~pl.col("caption_id").is_in(selected_ids))
+            .group_by(list(PAIR), maintain_order=True)
+            .agg(all_rejected=pl.col("reject_reason").is_not_null().all())
+            .select(*PAIR, sample=pl.lit(None, pl.Int64), seed=pl.lit(None, pl.Int64), stage=pl.lit("filter"),
+                    reason=pl.when(pl.col("caption_id").is_in(exhausted)).then(pl.lit("no_canonical_render_passed"))
+                    .when("all_rejected").then(pl.lit("all_samples_rejected")).otherwise(pl.lit("no_sample_passed")))
+            .sort("caption_id"))
+
+
+def selected_row(candidate: dict, measured: dict, tried: int, paths: tuple[str, str]) -> dict:
+    return {**{k: candidate[k] for k in CANDIDATE_COLUMNS}, **{k: measured[k] for k in SCORE_COLUMNS},
+            "tried": tried, "image_o": paths[0], "image_c": paths[1]}
+
+
+def fallthrough_row(candidate: dict, reason: str) -> dict:
+    return {**{k: candidate[k] for k in (*PAIR, "sample", "seed")}, "stage": "filter", "reason": reason}

@@ -1,5 +1,9 @@
 """Model identity and placement: where a `ModelSpec` lives on disk, which device/dtype it runs in, its fingerprint.
 
+A fingerprint (used in shard cache keys and dataset provenance) names a model's content, never just its name: a local
+file or folder is a hash of its bytes, a hub model the commit it resolves to in the local Hugging Face cache, an
+open_clip model a hash of its architecture and weights. A model that cannot be identified raises `ModelNotFound`.
+
 Loaders are wrapped in `load_once`: cached per process on the frozen spec and serialised by a lock, so a stage loads
 each model once however many shards (or threads) it runs, and a Dask worker once for all the shards it is given.
 """
@@ -8,7 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.resources
+import json
 import logging
+import os
+import re
 import threading
 from collections.abc import Callable
 from functools import cache, wraps
@@ -17,12 +24,18 @@ from pathlib import Path
 
 import torch
 
-from tasks.params import ModelSpec
+from tasks.errors import UserError
+from tasks.params import ClipSpec, ModelSpec
 
 log = logging.getLogger(__name__)
 PACKAGE_SCHEME = "pkg:"
 _LOAD_LOCK = threading.RLock()
 T = TypeVar("T")
+COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+class ModelNotFound(UserError):
+    """A model that is neither a local path nor resolvable offline; its message is one line."""
 
 
 def load_once(loader: Callable[..., T]) -> Callable[..., T]:
@@ -63,17 +76,84 @@ def resolve_dtype(spec: ModelSpec, device: torch.device) -> torch.dtype:
     return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
 
 
+def content_hash(path: Path) -> str:
+    """16 hex of sha256 over (relative path, sha256 of bytes) of every file under `path` (a file: just itself)."""
+    if not path.exists():
+        raise ModelNotFound(f"model file {path} does not exist")
+    root, files = (path, sorted(p for p in path.rglob("*") if p.is_file())) if path.is_dir() else (path.parent, [path])
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.relative_to(root).as_posix().encode())
+        with file.open("rb") as f:
+            digest.update(hashlib.file_digest(f, "sha256").digest())
+    return digest.hexdigest()[:16]
+
+
+def hf_cache_dir() -> str:
+    """The hub cache huggingface_hub would use, read from the environment now (its `constants` are set at import)."""
+    home = os.getenv("HF_HOME", os.path.join(os.getenv("XDG_CACHE_HOME", "~/.cache"), "huggingface"))
+    cache_dir = os.getenv("HF_HUB_CACHE", os.getenv("HUGGINGFACE_HUB_CACHE", os.path.join(home, "hub")))
+    return os.path.expandvars(os.path.expanduser(cache_dir))
+
+
+def is_hub_id(model_id: str) -> bool:
+    """`org/name` that huggingface_hub accepts as a repo id (a bare `name` counts as a local path here)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        return validate_repo_id(model_id) or model_id.count("/") == 1
+    except HFValidationError:
+        return False
+
+
 @cache
 def fingerprint(spec: ModelSpec) -> str:
-    """`id@revision` for hub models; a hash of every file for a local folder (its revision is its content)."""
+    """`id#hash16` of a local file/folder's content; `id@commit` of a hub model (a pinned 40-hex revision, else the
+    snapshot its revision resolves to in the local HF cache, never the network); a `ClipSpec` -> `clip_fingerprint`.
+    Raises `ModelNotFound` (one line) when none applies."""
+    if isinstance(spec, ClipSpec):
+        return clip_fingerprint(spec)
     path = Path(resolve_path(spec.id))
-    if not path.exists():
-        return f"{spec.id}@{spec.revision or 'main'}"
-    digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(file.relative_to(path).as_posix().encode())
-        digest.update(hashlib.sha256(file.read_bytes()).digest())
-    return f"{spec.id}#{digest.hexdigest()[:16]}"
+    if path.exists():
+        return f"{spec.id}#{content_hash(path)}"
+    if not is_hub_id(spec.id):
+        raise ModelNotFound(f"model folder {spec.id} does not exist")
+    if spec.revision and COMMIT.fullmatch(spec.revision):
+        return f"{spec.id}@{spec.revision}"
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    cache_dir = hf_cache_dir()
+    try:
+        snapshot = snapshot_download(spec.id, revision=spec.revision, cache_dir=cache_dir, local_files_only=True)
+    except LocalEntryNotFoundError:  # also IncompleteSnapshotError (a partial download)
+        raise ModelNotFound(f"model {spec.id}@{spec.revision or 'main'} is neither a local path nor in the Hugging "
+                            f"Face cache ({cache_dir}); download it first or pin revision to a commit") from None
+    return f"{spec.id}@{Path(snapshot).name}"
+
+
+@cache
+def clip_fingerprint(spec: ClipSpec) -> str:
+    """`id:pretrained-name#hash16` over the architecture (the `config` file's bytes, else open_clip's registered
+    config as sorted JSON) and the weights (the `pretrained` file's bytes, else open_clip's registry entry for the tag,
+    which names the weights' URL/hub file). Offline: nothing is downloaded."""
+    import open_clip
+
+    if spec.config is not None:
+        architecture = content_hash(Path(resolve_path(spec.config)))
+    elif (config := open_clip.get_model_config(spec.id)) is not None:
+        architecture = json.dumps(config, sort_keys=True)
+    else:
+        raise ModelNotFound(f"open_clip has no architecture {spec.id} and no config file is given")
+    weights = Path(resolve_path(spec.pretrained))
+    if weights.exists():
+        weights_id = content_hash(weights)
+    elif entry := open_clip.get_pretrained_cfg(spec.id, spec.pretrained):
+        weights_id = json.dumps(entry, sort_keys=True)
+    else:
+        raise ModelNotFound(f"CLIP weights {spec.pretrained} are neither a file nor an open_clip tag of {spec.id}")
+    digest = hashlib.sha256(f"{architecture}\n{weights_id}".encode()).hexdigest()[:16]
+    return f"{spec.id}:{weights.name}#{digest}"
 
 
 def hub_kwargs(spec: ModelSpec) -> dict:

@@ -12,13 +12,10 @@ from typing import NamedTuple
 import nltk
 import polars as pl
 
+from tasks import schemas
 from tasks.params import NounsParams
 
-SCHEMA = {
-    "caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "position": pl.Int64, "start": pl.Int64,
-    "end": pl.Int64, "original_word": pl.String, "tag": pl.String, "n_tokens": pl.Int64,
-}
-REJECTS_SCHEMA = {"caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "reason": pl.String}
+SCHEMA, REJECTS_SCHEMA = schemas.NOUNS, schemas.NOUNS_REJECTS
 # word_tokenize rewrites double quotes as Penn Treebank quotes (and an opening '' as ``); the source has '"' or ''.
 _QUOTE_TOKENS = {"``": ('"', "``", "''"), "''": ('"', "''")}
 

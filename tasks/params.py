@@ -1,20 +1,71 @@
-"""Typed, frozen views of `params.yaml`: one model per DVC stage section.
+"""`params.yaml` validated as a whole, before any work, into one frozen `Params`: `load_params(path, overrides)`.
 
-`params.yaml` is the single source of every knob. A value that differs between profiles is written as a mapping
-keyed by profile name (`{demo: ..., paper: ...}`); `load_section` picks the branch named by the top-level `profile`.
+A value that differs between profiles is written as a mapping keyed by profile name (`{demo: ..., paper: ...}`); the
+top-level `profile` picks its branch. Overrides (`key=value`, the value parsed as a YAML scalar) apply first:
+- `profile=paper` switches the profile (branches are picked after every override);
+- `generate.steps=5` sets the value for every profile (a `{demo: ..., paper: ...}` value is replaced by the scalar);
+- `generate.diffusion.id=X` descends through a profile mapping without naming a profile: it edits every branch;
+- `generate.diffusion.paper.id=X` names the profile: it edits that branch only.
+An override may only set keys the schema knows; an unknown key, in the file or an override, is an error that names
+the nearest valid key. Every error is a `ParamsError` of one line naming the dotted key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import difflib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
-PROFILES = frozenset({"demo", "paper"})
+from tasks.errors import UserError
+
+PROFILES = ("demo", "paper")
 PARAMS_FILE = Path("params.yaml")
+VAE_FACTOR = 8  # Stable Diffusion's VAE downsamples by 8: image sizes must be multiples of it
+PENN_TAGS = frozenset("CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT POS PRP PRP$ RB RBR RBS RP SYM TO UH VB "
+                      "VBD VBG VBN VBP VBZ WDT WP WP$ WRB # $ '' ( ) , . : ``".split())  # as NLTK's pos_tag emits
+
+
+class ParamsError(UserError):
+    """An invalid params file or override; the message is always one line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))
+
+
+def unkeyed(default: Any, description: str, **constraints: Any) -> Any:
+    """A field that never changes what a cached unit computes (batch sizes, threads) or is applied after the cache:
+    `keyed_dump` leaves it out of cache keys."""
+    return Field(default, description=description, json_schema_extra={"keyed": False}, **constraints)
+
+
+def keyed_dump(model: BaseModel) -> dict[str, Any]:
+    """`model.model_dump(mode="json")` without its unkeyed fields, at every depth: what enters a cache key."""
+    dump = model.model_dump(mode="json")
+    return {name: keyed_dump(value) if isinstance(value := getattr(model, name), BaseModel) else dump[name]
+            for name, field in type(model).model_fields.items()
+            if not (isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("keyed") is False)}
+
+
+def _penn_tag(tag: str) -> str:
+    if tag not in PENN_TAGS:
+        raise ValueError(f"{tag!r} is not a Penn Treebank POS tag")
+    return tag
+
+
+def _ordered(pair: tuple[float, float]) -> tuple[float, float]:
+    if not pair[0] <= pair[1]:
+        raise ValueError(f"needs lo <= hi, got {pair}")
+    return pair
+
+
+PosTag = Annotated[str, AfterValidator(_penn_tag)]
+Cosine = Annotated[float, Field(ge=-1.0, le=1.0)]
+Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class Frozen(BaseModel):
@@ -30,13 +81,45 @@ class ModelSpec(Frozen):
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
 
 
+class ClipSpec(ModelSpec):
+    """An open_clip model: `id` is the architecture, `pretrained` a tag (`openai`) or a checkpoint path; `config` is
+    an architecture JSON to register first (its file stem must equal `id`), for architectures open_clip lacks.
+    `revision` is unused: a tag names fixed weights."""
+
+    id: str = "ViT-L-14"
+    pretrained: str = "openai"
+    config: str | None = None
+
+
+class PathsParams(Frozen):
+    """Every file and folder the DAG reads or writes (dvc.yaml interpolates them)."""
+
+    captions_source: Path
+    tiny_models: Path
+    captions: Path
+    nouns: Path
+    candidates: Path
+    similarity: Path
+    counterfactual_captions: Path
+    samples: Path
+    selected: Path
+    selected_images: Path
+    export: Path
+    run_metrics: Path
+    figures: Path
+    plots: Path
+    datasheet: Path
+    diff: Path
+    metrics: Path
+
+
 class EngineParams(Frozen):
     """How stages are cut into cached shards and where they run (the shard cache is Prefect's result store)."""
 
-    shard_size: int = Field(64, ge=1, description="average captions per content-defined shard")
-    dask_address: str | None = Field(None, description="a Dask scheduler to map shards over; None runs locally")
-    torch_threads: int | None = Field(None, ge=1, description="CPU threads per process (None: torch's default). "
-                                      "CPU float results depend on it, so runs compared bit for bit must share it")
+    shard_size: int = unkeyed(64, "average captions per content-defined shard", ge=1)
+    dask_address: str | None = unkeyed(None, "a Dask scheduler to map shards over; None runs locally")
+    torch_threads: int | None = unkeyed(None, "CPU threads per process (None: torch's default). CPU float results "
+                                        "depend on it, so runs compared bit for bit must share it", ge=1)
 
 
 class TinyModelsParams(Frozen):
@@ -46,93 +129,35 @@ class TinyModelsParams(Frozen):
 
 
 class NounsParams(Frozen):
-    tags: tuple[str, ...] = ("NN", "NNS")
+    tags: tuple[PosTag, ...] = ("NN", "NNS")
 
 
 class CandidatesParams(Frozen):
     model: ModelSpec
     top_k: int = Field(10, ge=1)
-    batch_size: int = Field(64, ge=1)
-    keep_tags: tuple[str, ...] = ("NN", "NNS", "NNP")
+    batch_size: int = unkeyed(64, "masked sites per forward pass", ge=1)
+    keep_tags: tuple[PosTag, ...] = ("NN", "NNS", "NNP")
 
 
 class SimilarityParams(Frozen):
-    model: ModelSpec
-    lower: float = 0.8
-    upper: float = 0.91
-    batch_size: int = Field(128, ge=1)
+    """Keeps `lower < cos(C_o, C_c) <= upper`, both in [-1, 1]."""
 
-    @model_validator(mode="after")
-    def _window(self) -> SimilarityParams:
-        if not self.lower < self.upper:
-            raise ValueError(f"similarity window needs lower < upper, got ({self.lower}, {self.upper}]")
-        return self
+    model: ModelSpec
+    lower: Cosine = 0.8
+    upper: Cosine = 0.91
+    batch_size: int = unkeyed(128, "sentences per forward pass", ge=1)
+
+    @field_validator("upper")
+    @classmethod
+    def _above_lower(cls, upper: float, info: ValidationInfo) -> float:
+        if "lower" in info.data and not info.data["lower"] < upper:
+            raise ValueError(f"must be > lower ({info.data['lower']}), got {upper}")
+        return upper
 
 
 class PerplexityParams(Frozen):
     model: ModelSpec
-    batch_size: int = Field(16, ge=1)
-
-
-P = TypeVar("P", bound=BaseModel)
-
-
-def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
-    """`["similarity.upper=0.9"]` -> `{"similarity.upper": 0.9}` (values parsed as YAML scalars)."""
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--param expects key=value, got {pair!r}")
-        out[key.strip()] = yaml.safe_load(value)
-    return out
-
-
-def _apply(raw: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    for dotted, value in overrides.items():
-        node = raw
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return raw
-
-
-def _pick_profile(node: Any, profile: str) -> Any:
-    if isinstance(node, dict):
-        if node and set(node) <= PROFILES:
-            if profile not in node:
-                raise ValueError(f"no value for profile {profile!r} in {node}")
-            return _pick_profile(node[profile], profile)
-        return {k: _pick_profile(v, profile) for k, v in node.items()}
-    return node
-
-
-def read_params(path: Path = PARAMS_FILE, overrides: Mapping[str, Any] = {}) -> dict[str, Any]:
-    """The whole file with overrides applied (profile branches still unresolved)."""
-    raw = yaml.safe_load(Path(path).read_text()) or {}
-    return _apply(raw, overrides)
-
-
-def load_section(model: type[P], section: str, raw: Mapping[str, Any]) -> P:
-    """Validate one section of `raw`, resolved for its `profile`."""
-    profile = raw.get("profile", "demo")
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {profile!r}")
-    return model.model_validate(_pick_profile(raw.get(section, {}), profile))
-
-
-# --- image stages (generate, filter) ---------------------------------------------------------------------------
-
-
-class ClipSpec(ModelSpec):
-    """An open_clip model: `id` is the architecture, `pretrained` a tag (`openai`) or a checkpoint path; `config` is
-    an architecture JSON to register first (its file stem must equal `id`), for architectures open_clip lacks.
-    `revision` is unused: a tag names fixed weights."""
-
-    id: str = "ViT-L-14"
-    pretrained: str = "openai"
-    config: str | None = None
+    batch_size: int = unkeyed(16, "captions per forward pass", ge=1)
 
 
 class AdaptiveParams(Frozen):
@@ -151,39 +176,27 @@ class GenerateParams(Frozen):
                                   description="replaces the diffusion folder's vae/ (None keeps it); only its id and "
                                               "revision count: it runs on the diffusion spec's device and dtype")
     clip: ClipSpec = ClipSpec()
-    size: int = Field(512, ge=8, description="image height and width in pixels")
+    size: int = Field(512, ge=VAE_FACTOR, multiple_of=VAE_FACTOR, description="image height and width in pixels")
     steps: int = Field(100, ge=1, description="Euler-ancestral steps")
-    n_samples: int = Field(100, ge=1, description="samples (seeds) per caption pair")
-    guidance_scale: tuple[float, float] = (7.5, 15.0)
-    p2p_fraction: tuple[float, float] = (0.1, 0.9)
+    n_samples: int = unkeyed(100, "samples (seeds) per caption pair; each sample is cached alone", ge=1)
+    guidance_scale: Annotated[tuple[float, float], AfterValidator(_ordered)] = (7.5, 15.0)
+    p2p_fraction: Annotated[tuple[Unit, Unit], AfterValidator(_ordered)] = (0.1, 0.9)
     p2p_mode: Literal["self", "word_swap"] = "self"
     seed: int = 0
-    batch_samples: int = Field(4, ge=1, description="samples per UNet call (4 rows each); halved on CUDA OOM")
-    top_k_images: int = Field(4, ge=0, description="samples per pair whose images are stored, by clip_dir")
-    black_threshold: int = Field(4, ge=0, le=255, description="an image with every pixel <= this is black")
-    clip_batch_size: int = Field(32, ge=1)
-    adaptive: AdaptiveParams = AdaptiveParams()
-
-    @model_validator(mode="after")
-    def _ranges(self) -> GenerateParams:
-        (g_lo, g_hi), (p_lo, p_hi) = self.guidance_scale, self.p2p_fraction
-        if not g_lo <= g_hi:
-            raise ValueError(f"guidance_scale needs lo <= hi, got {self.guidance_scale}")
-        if not 0.0 <= p_lo <= p_hi <= 1.0:
-            raise ValueError(f"p2p_fraction needs 0 <= lo <= hi <= 1, got {self.p2p_fraction}")
-        return self
+    batch_samples: int = unkeyed(4, "samples per UNet call (4 rows each); halved on CUDA OOM", ge=1)
+    black_threshold: int = unkeyed(4, "an image with every pixel <= this is black (applied after the cache)",
+                                   ge=0, le=255)
+    clip_batch_size: int = unkeyed(32, "images per CLIP forward pass", ge=1)
+    adaptive: AdaptiveParams = unkeyed(AdaptiveParams(), "when to stop sampling a pair; each sample is cached alone")
 
 
 class FilterParams(Frozen):
-    """CLIP thresholds, all inclusive (`score >= min`); among passing samples the highest clip_dir wins."""
+    """CLIP thresholds in [-1, 1], all inclusive (`score >= min`); among passing samples the highest clip_dir wins."""
 
-    min_text_image_o: float = Field(0.2, description="sim(C_o, I_o)")
-    min_text_image_c: float = Field(0.2, description="sim(C_c, I_c)")
-    min_image_image: float = Field(0.7, description="sim(I_o, I_c)")
-    min_clip_dir: float = Field(0.2, description="cos(E_I(I_c) - E_I(I_o), E_T(C_c) - E_T(C_o))")
-
-
-# --- release (export, datasheet) --------------------------------------------------------------------------------
+    min_text_image_o: Cosine = Field(0.2, description="sim(C_o, I_o)")
+    min_text_image_c: Cosine = Field(0.2, description="sim(C_c, I_c)")
+    min_image_image: Cosine = Field(0.7, description="sim(I_o, I_c)")
+    min_clip_dir: Cosine = Field(0.2, description="cos(E_I(I_c) - E_I(I_o), E_T(C_c) - E_T(C_o))")
 
 
 class ExportParams(Frozen):
@@ -209,3 +222,115 @@ class DatasheetParams(Frozen):
         "students", "tourist", "tourists", "passenger", "passengers", "pedestrian", "pedestrians", "crowd", "family",
         "couple", "friends", "mother", "father", "son", "daughter", "wife", "husband", "bride", "groom",
     )
+
+
+class Params(Frozen):
+    """The whole params file, resolved for `profile`. Every section is required; under `paper` every hub model
+    (not a local path, not `pkg:`, not an open_clip tag) has a pinned revision."""
+
+    profile: Literal["demo", "paper"]
+    paths: PathsParams
+    engine: EngineParams
+    tiny_models: TinyModelsParams
+    nouns: NounsParams
+    candidates: CandidatesParams
+    similarity: SimilarityParams
+    perplexity: PerplexityParams
+    generate: GenerateParams
+    filter: FilterParams
+    export: ExportParams
+    datasheet: DatasheetParams
+
+    @model_validator(mode="after")
+    def _pinned(self) -> Params:
+        if self.profile == "paper":
+            specs = {f"{section}.{name}": spec for section in type(self).model_fields
+                     if isinstance(model := getattr(self, section), BaseModel)
+                     for name, spec in model if type(spec) is ModelSpec}
+            unpinned = [f"{key}: hub model {spec.id} has no pinned revision (the paper profile needs one)"
+                        for key, spec in specs.items() if spec.revision is None
+                        and not spec.id.startswith("pkg:") and not Path(spec.id).exists()]
+            if unpinned:
+                raise ValueError("; ".join(unpinned))
+        return self
+
+
+def load_params(path: Path = PARAMS_FILE, overrides: Sequence[str] = ()) -> Params:
+    """The params file at `path` with `overrides` (`key=value`) applied, resolved for its profile and validated."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(f"params file {path} not found")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ParamsError(f"params file {path} is not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ParamsError(f"params file {path} is not a mapping")
+    for pair in overrides:
+        key, sep, value = pair.partition("=")
+        parts = key.strip().split(".")
+        if not sep or not all(parts):
+            raise ParamsError(f"override {pair!r} is not key=value")
+        raw = _set(raw, parts, yaml.safe_load(value), [])
+    profile = raw.get("profile")
+    if profile not in PROFILES:
+        raise ParamsError(f"profile: must be one of {', '.join(PROFILES)}, got {profile!r}")
+    try:
+        return Params.model_validate(_pick(raw, profile, []))
+    except ValidationError as e:
+        errors = sorted(e.errors(), key=lambda err: err["type"] != "extra_forbidden")
+        raise ParamsError("; ".join(_describe(err) for err in errors)) from None
+
+
+def _is_branches(node: Any) -> bool:
+    return isinstance(node, dict) and bool(node) and set(node) <= set(PROFILES)
+
+
+def _set(node: Any, parts: list[str], value: Any, at: list[str]) -> Any:
+    """`node` with `value` at `parts`; a profile mapping not named by the next part gets it in every branch."""
+    if _is_branches(node) and parts[0] not in PROFILES:
+        return {branch: _set(sub, parts, value, [*at, branch]) for branch, sub in node.items()}
+    if node is None:
+        node = {}
+    if not isinstance(node, dict):
+        raise ParamsError(f"{'.'.join(at)}: is {node!r}, not a mapping; cannot set {'.'.join(parts)}")
+    head, *rest = parts
+    node[head] = _set(node.get(head), rest, value, [*at, head]) if rest else value
+    return node
+
+
+def _pick(node: Any, profile: str, at: list[str]) -> Any:
+    if _is_branches(node):
+        if profile not in node:
+            raise ParamsError(f"{'.'.join(at)}: no value for profile {profile!r}")
+        return _pick(node[profile], profile, at)
+    if isinstance(node, dict):
+        return {k: _pick(v, profile, [*at, str(k)]) for k, v in node.items()}
+    return node
+
+
+def _dotted(loc: Sequence[int | str]) -> str:
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = err["loc"]
+    if err["type"] == "extra_forbidden":
+        parent = _dotted(loc[:-1])
+        near = difflib.get_close_matches(str(loc[-1]), _keys_at(loc[:-1]), n=1)
+        hint = f" (did you mean '{parent + '.' if parent else ''}{near[0]}'?)" if near else ""
+        return f"unknown key '{_dotted(loc)}'{hint}"
+    msg = str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"]
+    return f"{_dotted(loc)}: {msg}" if loc else msg
+
+
+def _keys_at(loc: Sequence[int | str]) -> list[str]:
+    """The field names of the model at `loc` in `Params` (none when `loc` leaves the models)."""
+    model: Any = Params
+    for part in loc:
+        field = model.model_fields.get(part)
+        types = (field.annotation, *get_args(field.annotation)) if field else ()
+        model = next((t for t in types if isinstance(t, type) and issubclass(t, BaseModel)), None)
+        if model is None:
+            return []
+    return list(model.model_fields)

@@ -15,16 +15,11 @@ import polars as pl
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerBase
 
+from tasks import schemas
 from tasks.models import load_pretrained
 from tasks.params import PerplexityParams
-from tasks import similarity
 
-SCHEMA = {
-    "caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "counterfactual": pl.String,
-    "position": pl.Int64, "start": pl.Int64, "end": pl.Int64, "original_word": pl.String, "substitute": pl.String,
-    "mlm_score": pl.Float64, "similarity": pl.Float64, "perplexity": pl.Float64,
-}
-REJECTS_SCHEMA = {**similarity.SCHEMA, "perplexity": pl.Float64, "stage": pl.String, "reason": pl.String}
+SCHEMA, REJECTS_SCHEMA = schemas.COUNTERFACTUALS, schemas.COUNTERFACTUALS_REJECTS
 
 
 @dataclass(frozen=True)

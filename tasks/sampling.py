@@ -22,7 +22,7 @@ from diffusers.utils.torch_utils import randn_tensor
 from transformers import CLIPTextModel, CLIPTokenizer
 
 from tasks import p2p
-from tasks.models import fingerprint, hub_kwargs, load_once, resolve_device, resolve_dtype, resolve_path
+from tasks.models import hub_kwargs, load_once, resolve_device, resolve_dtype, resolve_path
 from tasks.params import GenerateParams, ModelSpec
 
 
@@ -38,7 +38,6 @@ class Diffusion:
     controller: p2p.AttentionController
     device: torch.device
     dtype: torch.dtype
-    fingerprints: tuple[tuple[str, str], ...]
     latent_channels: int
     latent_factor: int
     scaling_factor: float
@@ -83,6 +82,12 @@ class Rendered:
 
 
 @load_once
+def load_tokenizer(spec: ModelSpec) -> CLIPTokenizer:
+    """The diffusion folder's tokenizer alone (cheap: prompt checks need no weights)."""
+    return CLIPTokenizer.from_pretrained(resolve_path(spec.id), subfolder="tokenizer", **hub_kwargs(spec))
+
+
+@load_once
 def load_diffusion(spec: ModelSpec, vae: ModelSpec | None) -> Diffusion:
     """Components from `spec`'s SD v1 folder (id or path); `vae` replaces its vae/. fp32 on CPU (resolve_dtype)."""
     path, device, kwargs = resolve_path(spec.id), resolve_device(spec), hub_kwargs(spec)
@@ -96,11 +101,10 @@ def load_diffusion(spec: ModelSpec, vae: ModelSpec | None) -> Diffusion:
     for module in (unet, vae_model, text_encoder):
         module.to(device).eval().requires_grad_(False)
     return Diffusion(
-        tokenizer=CLIPTokenizer.from_pretrained(path, subfolder="tokenizer", **kwargs), text_encoder=text_encoder,
+        tokenizer=load_tokenizer(spec), text_encoder=text_encoder,
         unet=unet, vae=vae_model,
         scheduler=EulerAncestralDiscreteScheduler.from_pretrained(path, subfolder="scheduler", **kwargs),
         controller=p2p.install(unet), device=device, dtype=dtype,
-        fingerprints=(("diffusion", fingerprint(spec)), ("vae", "diffusion" if vae is None else fingerprint(vae))),
         latent_channels=unet.config.in_channels, latent_factor=2 ** (len(vae_model.config.block_out_channels) - 1),
         scaling_factor=vae_model.config.scaling_factor)
 
@@ -124,6 +128,8 @@ def render(diffusion: Diffusion, prompts: Prompts, samples: Sequence[Sample], st
     scheduler = EulerAncestralDiscreteScheduler.from_config(diffusion.scheduler.config)
     scheduler.set_timesteps(steps, device=device)
     generators = [torch.Generator(device).manual_seed(s.seed) for s in samples for _ in range(2)]
+    if size % diffusion.latent_factor:
+        raise ValueError(f"generate.size={size} is not a multiple of the VAE factor {diffusion.latent_factor}")
     side = size // diffusion.latent_factor
     latents = randn_tensor((2 * n, diffusion.latent_channels, side, side), generator=generators, device=device,
                            dtype=dtype) * scheduler.init_noise_sigma

@@ -5,16 +5,14 @@ Output: the candidate rows that pass, plus `similarity`. Each unique sentence (o
 
 from __future__ import annotations
 
-
 import polars as pl
 from sentence_transformers import SentenceTransformer
 
-from tasks import candidates
+from tasks import schemas
 from tasks.models import hub_kwargs, load_once, resolve_device, resolve_path
 from tasks.params import ModelSpec, SimilarityParams
 
-SCHEMA = {**candidates.SCHEMA, "similarity": pl.Float64}
-REJECTS_SCHEMA = {**SCHEMA, "stage": pl.String, "reason": pl.String}
+SCHEMA, REJECTS_SCHEMA = schemas.SIMILARITY, schemas.rejects(schemas.SIMILARITY)
 
 
 @load_once

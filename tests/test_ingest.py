@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import polars as pl
 import pytest
 
 from tasks import ingest
-from tasks.ingest import MalformedInput, read_captions
+from tasks.ingest import MalformedInput, SameFileError, check_distinct, read_captions
 
 
 def write(tmp_path, name: str, data: bytes | str):
@@ -74,13 +75,6 @@ def test_tsv_blank_lines_are_not_captions(tmp_path):
     assert rejects.is_empty()
 
 
-def test_tsv_without_tab_names_file_and_line(tmp_path):
-    path = write(tmp_path, "bad.tsv", "a_0\tok\n\nthis line has no tab\na_1\tok\n")
-    with pytest.raises(MalformedInput) as err:
-        read_captions(path)
-    assert f"{path}:3:" in str(err.value)
-
-
 def test_tsv_rejects_reasons_and_accounting(tmp_path):
     lines = [
         b"r_0\tA kept caption.",           # 1
@@ -93,17 +87,19 @@ def test_tsv_rejects_reasons_and_accounting(tmp_path):
         b"r_5\t\xff\xfe broken",            # 8
         b"r_4\tsecond duplicate",           # 9
     ]
-    kept, rejects = read_captions(write(tmp_path, "c.tsv", b"\n".join(lines) + b"\n"))
+    path = write(tmp_path, "c.tsv", b"\n".join(lines) + b"\n")
+    kept, rejects = read_captions(path)
     assert_schemas(kept, rejects)
     assert kept.height + rejects.height == 8  # every non-blank line, nothing lost
     assert dict(zip(kept["caption_id"], kept["caption"])) == {"r_0": "A kept caption.", "r_4": "Another kept caption."}
-    assert rejects.rows() == [
-        ("r_1", 2, "", "empty_caption"),
-        ("r_2", 3, "   \t ", "empty_caption"),
-        ("r_0", 4, "A duplicate of r_0.", "duplicate_id"),
-        ("r_3", 5, "caf\ufffd au lait", "non_utf8"),
-        ("r_5", 8, "\ufffd\ufffd broken", "non_utf8"),
-        ("r_4", 9, "second duplicate", "duplicate_id"),
+    assert set(rejects["file"]) == {str(path)}
+    assert rejects.drop("file").rows() == [
+        (2, "r_1", "", "empty_caption"),
+        (3, "r_2", "   \t ", "empty_caption"),
+        (4, "r_0", "A duplicate of r_0.", "duplicate_id"),
+        (5, "r_3", "caf\ufffd au lait", "non_utf8"),
+        (8, "r_5", "\ufffd\ufffd broken", "non_utf8"),
+        (9, "r_4", "second duplicate", "duplicate_id"),
     ]
 
 
@@ -198,16 +194,9 @@ def test_malformed_json_names_file_and_line(tmp_path):
 @pytest.mark.parametrize("doc", ['[{"image_id": 1, "caption": "x"}]', '{"images": []}', '{"annotations": {}}'])
 def test_json_that_is_not_coco_is_malformed(tmp_path, doc):
     path = write(tmp_path, "x.json", doc)
-    with pytest.raises(MalformedInput, match=str(path)):
-        read_captions(path)
-
-
-@pytest.mark.parametrize("ann", [{"caption": "no image id"}, {"image_id": 1}, {"image_id": 1, "caption": 5}, "str"])
-def test_json_bad_annotation_is_malformed(tmp_path, ann):
-    path = write(tmp_path, "x.json", json.dumps({"annotations": [{"image_id": 1, "caption": "ok"}, ann]}))
     with pytest.raises(MalformedInput) as err:
         read_captions(path)
-    assert str(path) in str(err.value) and "annotations[1]" in str(err.value)
+    assert str(err.value).startswith(f"{path}:1:") and "\n" not in str(err.value)
 
 
 def test_coco_json_non_utf8_image_id_is_rejected_not_a_crash(tmp_path):
@@ -216,3 +205,151 @@ def test_coco_json_non_utf8_image_id_is_rejected_not_a_crash(tmp_path):
     kept, rejects = read_captions(write(tmp_path, "c.json", body))
     assert kept.rows() == [("cd_0", "cd", "A cat.")]
     assert rejects["reason"].to_list() == ["non_utf8"]
+
+
+# --- one bad record is one reject; every good record is kept -----------------------------------------------------
+
+
+def assert_accounted(kept: pl.DataFrame, rejects: pl.DataFrame, records: int) -> None:
+    assert_schemas(kept, rejects)
+    assert kept.height + rejects.height == records
+    ids = kept["caption_id"].to_list()
+    assert len(set(ids)) == len(ids) and all(i and i == i.strip() and "\ufeff" not in i for i in ids)
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_tsv_utf8_bom_is_not_part_of_the_first_id(tmp_path, newline):
+    path = write(tmp_path, "c.tsv", b"\xef\xbb\xbf" + newline.join(["900001_0\tA dog.", "900001_1\tA cat."]).encode())
+    kept, rejects = read_captions(path)
+    assert_accounted(kept, rejects, 2)
+    assert kept.rows() == [("900001_0", "900001", "A dog."), ("900001_1", "900001", "A cat.")]
+
+
+def test_json_utf8_bom_is_stripped(tmp_path):
+    path = write(tmp_path, "c.json", b"\xef\xbb\xbf" + coco([{"image_id": 7, "caption": "A dog."}]).encode())
+    kept, rejects = read_captions(path)
+    assert kept.rows() == [("7_0", "7", "A dog.")] and rejects.is_empty()
+
+
+def test_tsv_ids_are_stripped_and_empty_id_is_rejected(tmp_path):
+    path = write(tmp_path, "c.tsv", "\tno id at all\n a_0 \tgood one\n \u00a0 \twhitespace id\na_0\tsame id, stripped\n"
+                                    "a_1\tgood two\n")
+    kept, rejects = read_captions(path)
+    assert_accounted(kept, rejects, 5)
+    assert kept.rows() == [("a_0", "a", "good one"), ("a_1", "a", "good two")]
+    assert rejects.rows() == [
+        (str(path), 1, "", "no id at all", "empty_id"),
+        (str(path), 3, "", "whitespace id", "empty_id"),
+        (str(path), 4, "a_0", "same id, stripped", "duplicate_id"),
+    ]
+
+
+def test_tsv_line_without_tab_is_a_reject_between_good_lines(tmp_path):
+    path = write(tmp_path, "c.tsv", b"a_0\tfirst\n\nthis line has no tab\nb\xff no tab, not utf-8\na_1\tlast\n")
+    kept, rejects = read_captions(path)
+    assert_accounted(kept, rejects, 4)
+    assert kept["caption_id"].to_list() == ["a_0", "a_1"]
+    assert rejects.rows() == [
+        (str(path), 3, "this line has no tab", None, "no_tab"),
+        (str(path), 4, "b\ufffd no tab, not utf-8", None, "no_tab"),
+    ]
+
+
+def test_coco_bad_image_ids_are_rejects_beside_good_ones(tmp_path):
+    annotations = [
+        {"image_id": 1, "caption": "int id"},          # 1
+        {"image_id": None, "caption": "null"},         # 2
+        {"image_id": [1, 2], "caption": "list"},       # 3
+        {"image_id": True, "caption": "bool"},         # 4
+        {"image_id": 1.0, "caption": "float"},         # 5
+        {"image_id": "", "caption": "empty string"},   # 6
+        {"image_id": "  ", "caption": "blank string"}, # 7
+        {"image_id": {"id": 1}, "caption": "dict"},    # 8
+        {"image_id": " x9 ", "caption": "str id"},     # 9
+        {"image_id": 1, "caption": "int id again"},    # 10
+    ]
+    path = write(tmp_path, "c.json", json.dumps({"annotations": annotations}))
+    kept, rejects = read_captions(path)
+    assert_accounted(kept, rejects, 10)
+    assert kept.rows() == [("1_0", "1", "int id"), ("x9_0", "x9", "str id"), ("1_1", "1", "int id again")]
+    assert rejects.rows() == [(str(path), line, None, annotations[line - 1]["caption"], "bad_image_id")
+                              for line in range(2, 9)]
+
+
+def test_coco_bad_annotations_are_rejects_beside_good_ones(tmp_path):
+    annotations = [
+        {"image_id": 1, "caption": "good"},  # 1
+        {"image_id": 1, "caption": 5},       # 2 numeric caption: 1_1 is used up
+        {"image_id": 2},                     # 3 missing caption
+        {"caption": "no image id"},          # 4
+        "a string",                          # 5
+        [1, "x"],                            # 6
+        None,                                # 7
+        {"image_id": 1, "caption": None},    # 8
+        {"image_id": 1, "caption": "good"},  # 9 same text, its own id
+    ]
+    path = write(tmp_path, "c.json", json.dumps({"annotations": annotations}))
+    kept, rejects = read_captions(path)
+    assert_accounted(kept, rejects, 9)
+    assert kept.rows() == [("1_0", "1", "good"), ("1_3", "1", "good")]
+    assert rejects.rows() == [
+        (str(path), 2, "1_1", None, "caption_not_string"),
+        (str(path), 3, "2_0", None, "caption_not_string"),
+        (str(path), 4, None, "no image id", "missing_image_id"),
+        (str(path), 5, None, None, "not_an_object"),
+        (str(path), 6, None, None, "not_an_object"),
+        (str(path), 7, None, None, "not_an_object"),
+        (str(path), 8, "1_2", None, "caption_not_string"),
+    ]
+
+
+def test_file_column_is_the_path_as_given(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, "c.tsv", "\tx\n")
+    assert read_captions("./c.tsv")[1]["file"].to_list() == ["./c.tsv"]
+
+
+# --- whole-file errors and empty files ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", [b"a_0\tnot json\n", b"\x00\xff\xfe binary", b'{"annotations": [', b"[" * 100_000,
+                                  b'{"annotations": [{"image_id": ' + b"9" * 5000 + b', "caption": "x"}]}'])
+def test_file_that_is_not_json_is_one_line_malformed_input(tmp_path, body):
+    path = write(tmp_path, "captions.json", body)
+    with pytest.raises(MalformedInput) as err:
+        read_captions(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}:") and "invalid JSON" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("name", ["c.tsv", "c.json"])
+@pytest.mark.parametrize("body", [b"", b"\xef\xbb\xbf", b"\n \n"])
+def test_empty_file_is_zero_rows(tmp_path, name, body):
+    kept, rejects = read_captions(write(tmp_path, name, body))
+    assert_schemas(kept, rejects)
+    assert kept.is_empty() and rejects.is_empty()
+
+
+# --- check_distinct ----------------------------------------------------------------------------------------------
+
+
+def test_check_distinct_refuses_the_input_as_output(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, "a.tsv", "a_0\tx\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.tsv").symlink_to(tmp_path / "a.tsv")
+    (tmp_path / "hard.tsv").hardlink_to(tmp_path / "a.tsv")
+    for source, output in [("a.tsv", "a.tsv"), ("./a.tsv", "a.tsv"), ("a.tsv", "sub/../a.tsv"),
+                           (tmp_path / "a.tsv", "a.tsv"), ("a.tsv", "link.tsv"), ("hard.tsv", "a.tsv")]:
+        with pytest.raises(SameFileError) as err:
+            check_distinct(Path(source), Path(output))
+        assert "\n" not in str(err.value) and str(Path(output)) in str(err.value)
+    assert (tmp_path / "a.tsv").read_text() == "a_0\tx\n"
+
+
+def test_check_distinct_accepts_distinct_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, "a.tsv", "a_0\tx\n")
+    write(tmp_path, "b.tsv", "a_0\tx\n")  # same content, different file
+    check_distinct(Path("a.tsv"), Path("b.tsv"))
+    check_distinct(Path("a.tsv"), Path("out/captions.parquet"))  # output does not exist yet

@@ -1,0 +1,16 @@
+"""The demo profile's tiny random models, built from a caption file's vocabulary (offline, seeded, deterministic)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tasks import ingest, tiny_images, tiny_text
+from tasks.params import TinyModelsParams
+
+
+def build(source: Path, output: Path, params: TinyModelsParams) -> None:
+    """`output/{mlm,clm,vocab}` (text) and `output/{diffusion,clip}` (image) from the captions of `source`."""
+    captions, _ = ingest.read_captions(source)
+    tiny_text.build(captions["caption"].to_list(), output, params)
+    tiny_images.build_tiny_diffusion(output / "diffusion", params.seed)
+    tiny_images.build_tiny_clip(output / "clip", params.seed)
