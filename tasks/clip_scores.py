@@ -22,7 +22,6 @@ from PIL import Image
 from tasks.models import load_once, resolve_device, resolve_dtype, resolve_path
 from tasks.params import ClipSpec
 
-SCORE_COLUMNS = ("sim_text_image_o", "sim_text_image_c", "sim_image_image", "clip_dir")
 _PRECISION = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 

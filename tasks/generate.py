@@ -38,20 +38,17 @@ class SampleCache(Protocol):
 
 @dataclass
 class Screening:
-    """One stage run's models (loaded on the first render, never when every sample is cached) and its counters."""
+    """One stage run: its params, sample cache, progress callback, models (loaded on the first render unless given,
+    so a run whose samples are all cached loads none) and the count of samples rendered."""
 
     params: GenerateParams
     cache: SampleCache
     progress: Progress = lambda n: None
+    models: render.ImageModels | None = None
     rendered: int = 0
-    _models: render.ImageModels | None = None
-    _batcher: render.Batcher | None = None
 
-    @property
-    def models(self) -> render.ImageModels:
-        if self._models is None:
-            self._models, self._batcher = render.load_models(self.params), render.Batcher(self.params.batch_samples)
-        return self._models
+    def __post_init__(self) -> None:
+        self.batcher = render.Batcher(self.params.batch_samples)
 
     def measure(self, pair: dict, indices: range) -> list[dict]:
         """Measurements of samples `indices` of `pair`: from the cache, or rendered now and cached."""
@@ -61,11 +58,11 @@ class Screening:
         self.progress(sum(m is not None for m in found.values()))
         todo = [i for i, m in found.items() if m is None]
         if todo:
-            models = self.models
+            models = self.models = self.models or render.load_models(self.params)
             prompts = encode_prompts(models.diffusion, pair["caption"], pair["counterfactual"])
             texts = render.caption_texts(models, pair)
             done = 0
-            for chunk, rendered in self._batcher.render(models, prompts, [samples[i] for i in todo], self.params):
+            for chunk, rendered in self.batcher.render(models, prompts, [samples[i] for i in todo], self.params):
                 for i, measured in zip(todo[done:done + len(chunk)],
                                        render.measure(rendered, texts, models, self.params.clip_batch_size)):
                     self.cache[keys[i]] = found[i] = measured

@@ -18,11 +18,10 @@ import numpy as np
 import polars as pl
 
 from tasks import figures as fig
+from tasks.schemas import SCORE_COLUMNS
 
 log = logging.getLogger(__name__)
 FUNNEL_STEPS = ("captions_in", "with_noun", "with_candidate", "with_counterfactual", "with_accepted_pair", "final")
-# The same names as clip_scores.SCORE_COLUMNS, not imported from there: that module pulls in torch and open_clip.
-SCORE_COLUMNS = ("sim_text_image_o", "sim_text_image_c", "sim_image_image", "clip_dir")
 DIGITS = 6
 
 

@@ -86,14 +86,16 @@ def tiny_text_models(tmp_path_factory, demo_captions) -> dict[str, Path]:
     return build(demo_captions, tmp_path_factory.mktemp("tiny_text"), TinyModelsParams())
 
 
+def project_params(*overrides: str):
+    """The project's params.yaml with `key=value` overrides, loaded the way every command loads it."""
+    from tasks.params import load_params
+
+    return load_params(ROOT / "params.yaml", overrides)
+
+
 @pytest.fixture(scope="session")
-def caption_raw_params(tiny_text_models) -> dict:
-    """A params.yaml-shaped dict for the caption steps on the tiny models (demo profile)."""
-    return {
-        "profile": "demo",
-        "engine": {"shard_size": 8},
-        "nouns": {},
-        "candidates": {"model": {"id": str(tiny_text_models["mlm"])}, "batch_size": 16},
-        "similarity": {"model": {"id": MINILM}, "batch_size": 64},
-        "perplexity": {"model": {"id": str(tiny_text_models["clm"])}, "batch_size": 8},
-    }
+def caption_params(tiny_text_models):
+    """Params for the caption steps on the tiny models (demo profile, small shards and batches)."""
+    return project_params(f"candidates.model.id={tiny_text_models['mlm']}",
+                          f"perplexity.model.id={tiny_text_models['clm']}", "engine.shard_size=8",
+                          "candidates.batch_size=16", "similarity.batch_size=64", "perplexity.batch_size=8")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 import pytest
 
-from tasks import generate
+from tasks import generate, render
 from tasks.params import ClipSpec, GenerateParams, ModelSpec
 from tasks.tiny_images import TINY_IMAGE_SIZE, build_tiny_clip, build_tiny_diffusion
 
@@ -28,7 +26,7 @@ def make_params(specs: tuple[ModelSpec, ClipSpec], **overrides) -> GenerateParam
     """Tiny-profile generation params: 32x32 images, 3 steps, 4 samples per pair, 2 per UNet call."""
     diffusion, clip = specs
     values = dict(diffusion=diffusion, vae=None, clip=clip, size=TINY_IMAGE_SIZE, steps=3, n_samples=4,
-                  batch_samples=2, top_k_images=1)
+                  batch_samples=2)
     return GenerateParams(**{**values, **overrides})
 
 
@@ -38,13 +36,19 @@ def tiny_params(tiny_specs) -> GenerateParams:
 
 
 @pytest.fixture(scope="session")
-def image_models(tiny_params) -> generate.ImageModels:
-    return generate.load_models(tiny_params)
+def image_models(tiny_params) -> render.ImageModels:
+    return render.load_models(tiny_params)
+
+
+def screen(pairs: pl.DataFrame, params: GenerateParams, models: render.ImageModels, cache: dict | None = None,
+           filter_params=None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """`generate.run` with a dict as the sample cache: (scores, rejects, samples rendered now)."""
+    screening = generate.Screening(params, {} if cache is None else cache, models=models)
+    scores, rejects = generate.run(pairs, screening, filter_params)
+    return scores, rejects, screening.rendered
 
 
 @pytest.fixture(scope="session")
-def generated(tiny_params, image_models, tmp_path_factory) -> tuple[pl.DataFrame, Path]:
-    """The tiny PAIRS generated once with `tiny_params`: (score table, image root)."""
-    root = tmp_path_factory.mktemp("images")
-    scores, _ = generate.run(PAIRS, tiny_params, image_models, root)
-    return scores, root
+def generated(tiny_params, image_models) -> pl.DataFrame:
+    """The tiny PAIRS' score table with `tiny_params`."""
+    return screen(PAIRS, tiny_params, image_models)[0]

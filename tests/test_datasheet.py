@@ -12,7 +12,8 @@ from PIL import Image
 
 from tasks import datasheet, export
 from tasks.datasheet import altered_subjects, human_share, render_datasheet
-from tasks.params import DatasheetParams, ExportParams
+from tasks.params import DatasheetParams, ExportParams, load_params
+from tests.conftest import ROOT
 
 SWAPS = [("c0", "Man", "woman"), ("c1", "man", "Woman"), ("c2", "dog", "cat"), ("c3", "cat", "dog"),
          ("c4", "bus", "car"), ("c5", "car", "bus"), ("c6", "dog", "cat"), ("c7", "Man", "boy"), ("c8", "tree", "pole")]
@@ -85,6 +86,19 @@ def test_datasheet_lists_every_param_and_the_top_subjects_only():
         assert re.search(rf"^{re.escape(key)} = ", text, flags=re.MULTILINE), key
     assert "generate.guidance_scale = [7.5, 15.0]" in text and "generate.vae = null" in text
     assert "| dog | cat | 2 | 22.2% |" in text and "| bus | car | 1 |" in text and "| car | bus |" not in text
+
+
+@pytest.mark.parametrize("profile", ["demo", "paper"])
+def test_datasheet_lists_the_resolved_params_of_a_real_params_file(profile):
+    """What the datasheet flow passes: a whole `Params`, resolved for its profile, dumped as JSON types."""
+    params = load_params(ROOT / "params.yaml", [f"profile={profile}"])
+    text = sheet(params=params.model_dump(mode="json"))
+    for key, value in datasheet.flatten(params.model_dump(mode="json")).items():
+        assert re.search(rf"^{re.escape(key)} = ", text, flags=re.MULTILINE), key
+    assert f"generate.size = {params.generate.size}" in text
+    assert f"candidates.model.id = {params.candidates.model.id}" in text
+    assert f"paths.selected = {params.paths.selected.as_posix()}" in text
+    assert ("Demo profile" in text) == (profile == "demo")
 
 
 def test_datasheet_has_no_absolute_paths_or_secrets():

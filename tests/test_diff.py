@@ -9,26 +9,25 @@ import re
 import polars as pl
 import pytest
 
-from tasks import diff, generate, perplexity
+from tasks import diff, image_store, schemas
 
-SELECTED_SCHEMA = {**generate.SCHEMA, "needs_regeneration": pl.Boolean}
 EVIL = "A <script>alert(1)</script> & a | pipe"
 
 
 def counterfactuals(rows: dict[str, tuple[str, str, str]]) -> pl.DataFrame:
     """caption_id -> (caption, original word, substitute)."""
-    return pl.DataFrame([{**dict.fromkeys(perplexity.SCHEMA), "caption_id": cid, "caption": caption,
+    return pl.DataFrame([{**dict.fromkeys(schemas.COUNTERFACTUALS), "caption_id": cid, "caption": caption,
                           "counterfactual": caption.replace(word, sub, 1), "original_word": word, "substitute": sub}
-                         for cid, (caption, word, sub) in rows.items()], schema=perplexity.SCHEMA)
+                         for cid, (caption, word, sub) in rows.items()], schema=schemas.COUNTERFACTUALS)
 
 
 def selected(cf: pl.DataFrame, images: dict[str, str], clip_dir: float = 0.3) -> pl.DataFrame:
-    """One selected pair per caption_id in `images` (id -> image key), texts taken from `cf`."""
+    """One selected pair per caption_id in `images` (id -> sample key of its content-addressed PNGs), texts of `cf`."""
     texts = {row["caption_id"]: row for row in cf.iter_rows(named=True)}
-    return pl.DataFrame([{**dict.fromkeys(SELECTED_SCHEMA), "caption_id": cid, "caption": texts[cid]["caption"],
-                          "counterfactual": texts[cid]["counterfactual"], "clip_dir": clip_dir,
-                          "image_o": f"{key}_o.png", "image_c": f"{key}_c.png", "needs_regeneration": False}
-                         for cid, key in images.items()], schema=SELECTED_SCHEMA)
+    return pl.DataFrame([{**dict.fromkeys(schemas.SELECTED), "caption_id": cid, "caption": texts[cid]["caption"],
+                          "counterfactual": texts[cid]["counterfactual"], "clip_dir": clip_dir, "tried": 1,
+                          **dict(zip(["image_o", "image_c"], image_store.relative_paths(key)))}
+                         for cid, key in images.items()], schema=schemas.SELECTED)
 
 
 BASE = {"p1": ("A dog on a sofa.", "dog", "cat"), "p2": ("A man on a horse.", "horse", "bike"),

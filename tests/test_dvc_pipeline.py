@@ -1,9 +1,12 @@
-"""The real `dvc` CLI on the demo DAG in a temporary git repo: which stages rerun after which param change.
+"""The real `dvc` CLI on the demo DAG in a temporary git repo: which stages rerun after which param or code change,
+and what each rerun renders.
 
 (a) a second `dvc repro` does nothing; (b) narrowing `similarity.upper` reruns similarity and downstream, but the
-generate stage generates only never-seen caption pairs (zero here); (c) a CLIP threshold reruns filter -> export ->
-datasheet with zero generation; (d) fewer steps regenerates every pair; `dvc exp run -S` behaves the same, and
-`cfgen diff` compares two versions.
+generate stage generates only never-seen caption pairs; (c) a CLIP threshold renders only new winners and its
+reversal nothing; (d) fewer steps regenerates every pair; batch sizes render nothing; n_samples 4 -> 6 -> 4 renders
+the 2 new samples per pair, then nothing; an edit two imports below generate re-renders everything, an edit of the
+report module nothing; every stage's `deps` are exactly the project files its command imports (traced with
+PYTHONPROFILEIMPORTTIME); `dvc exp run -S` behaves the same, and `cfgen diff` compares two versions.
 """
 
 from __future__ import annotations
@@ -57,17 +60,42 @@ def repo(tmp_path_factory, prefect_server) -> tuple[Path, dict]:
             shutil.copy2(ROOT / name, repo / name)
     captions = (repo / "data/raw/demo_captions.tsv").read_text().splitlines()[:N_CAPTIONS]
     (repo / "data/raw/demo_captions.tsv").write_text("\n".join(captions) + "\n")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "PYTHONPATH": str(repo),
            "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(repo / ".cache")}
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
                 ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"]):
         sh(repo, *cmd, env=env)
     started = time.monotonic()
-    first = sh(repo, "dvc", "repro", env=env)
+    first = sh(repo, "dvc", "repro", env={**env, "PYTHONPROFILEIMPORTTIME": "1"})
     print(f"initial dvc repro: {time.monotonic() - started:.0f}s")
     assert "datasheet" in ran(first)
+    (repo / ".cache").mkdir(exist_ok=True)
+    (repo / ".cache/imports.log").write_text(first)
     commit(repo, env, "v1")
     return repo, env
+
+
+def imported_files(log: str) -> dict[str, set[str]]:
+    """Per stage, the project files its command imported (from PYTHONPROFILEIMPORTTIME lines)."""
+    found: dict[str, set[str]] = {}
+    stage = None
+    for line in log.splitlines():
+        if started := re.search(r"Running stage '([^']+)'", line):
+            stage = started.group(1)
+            found[stage] = set()
+        elif stage and (hit := re.match(r"import time:.*\|\s*((?:tasks|flows)(?:\.\w+)*)\s*$", line)):
+            module = ROOT.joinpath(*hit.group(1).split("."))
+            found[stage].add((f"{hit.group(1).replace('.', '/')}.py" if module.with_suffix(".py").is_file()
+                              else f"{hit.group(1).replace('.', '/')}/__init__.py"))
+    return found
+
+
+def test_every_stage_lists_exactly_the_code_it_imports(repo):
+    path, _ = repo
+    stages = yaml.safe_load((path / "dvc.yaml").read_text())["stages"]
+    for stage, files in imported_files((path / ".cache/imports.log").read_text()).items():
+        listed = {d for d in stages[stage]["deps"] if isinstance(d, str) and d.startswith(("tasks/", "flows/"))}
+        assert listed == files, f"{stage}: missing {sorted(files - listed)}, not imported {sorted(listed - files)}"
 
 
 def commit(repo: Path, env: dict, message: str) -> None:
@@ -118,13 +146,22 @@ def test_b_narrower_similarity_window_generates_only_unseen_pairs(repo):
     commit(path, env, "narrow")
 
 
-def test_c_clip_threshold_refilters_without_generation(repo):
+def test_c_clip_threshold_renders_only_new_winners_and_its_reversal_nothing(repo):
     path, env = repo
-    set_param(path, "filter.min_image_image.demo", 0.99999)
-    stages = timed_repro(path, env, "(c) filter threshold")
+    before = pl.read_parquet(path / "data/processed/selected.parquet")
+    set_param(path, "filter.min_clip_dir.demo", float(before["clip_dir"].median()))
+    stages = timed_repro(path, env, "(c1) filter.min_clip_dir = median winner clip_dir")
     assert {"filter", "export", "datasheet"} <= set(stages)
     assert not set(stages) & {"ingest", "nouns", "candidates", "similarity", "perplexity"}
     assert metrics(path, "generate")["pairs_generated"] == 0
+    after = pl.read_parquet(path / "data/processed/selected.parquet")
+    assert metrics(path, "filter")["renders"] == after.join(before, on=["caption_id", "sample"], how="anti").height
+    set_param(path, "filter.min_clip_dir.demo", -1.0)
+    timed_repro(path, env, "(c2) threshold reverted", "filter")
+    assert metrics(path, "filter")["renders"] == 0
+    assert pl.read_parquet(path / "data/processed/selected.parquet").equals(before)
+    set_param(path, "filter.min_image_image.demo", 0.99999)
+    timed_repro(path, env, "(c3) filter.min_image_image = 0.99999")
     commit(path, env, "strict")
 
 
@@ -136,6 +173,46 @@ def test_d_fewer_steps_regenerates(repo):
     generated = metrics(path, "generate")
     assert generated["pairs_generated"] == generated["pairs"] > 0
     commit(path, env, "steps")
+
+
+def rendered(path: Path) -> tuple[int, int, int]:
+    generated = metrics(path, "generate")
+    return generated["pairs_generated"], generated["samples_rendered"], metrics(path, "filter")["renders"]
+
+
+def test_e_batch_sizes_and_n_samples_render_only_new_samples(repo):
+    path, env = repo
+    for key, value in (("generate.batch_samples", 1), ("generate.clip_batch_size", 2)):
+        set_param(path, key, value)
+        timed_repro(path, env, f"(e) {key}={value}", "filter")
+        assert rendered(path) == (0, 0, 0), key
+    pairs = metrics(path, "generate")["pairs"]
+    set_param(path, "generate.n_samples.demo", 6)
+    timed_repro(path, env, "(e) n_samples 4 -> 6", "filter")
+    assert rendered(path)[:2] == (pairs, 2 * pairs)
+    set_param(path, "generate.n_samples.demo", 4)
+    timed_repro(path, env, "(e) n_samples 6 -> 4", "filter")
+    assert rendered(path)[:2] == (0, 0)
+    commit(path, env, "batches")
+
+
+def test_f_code_edits_rerun_exactly_what_they_affect(repo):
+    path, env = repo
+    with (path / "tasks/p2p.py").open("a") as f:  # two imports below generate: generate -> render -> sampling -> p2p
+        f.write("\n\ndef _edited() -> None:\n    \"\"\"A change to the code that renders.\"\"\"\n")
+    stages = timed_repro(path, env, "(f1) tasks/p2p.py edited", "filter")
+    assert stages == ["generate", "filter"]
+    generated = metrics(path, "generate")
+    assert generated["pairs_generated"] == generated["pairs"] and generated["samples_rendered"] == generated["samples"]
+    assert metrics(path, "filter")["renders"] == metrics(path, "filter")["accepted"]
+    with (path / "tasks/report.py").open("a") as f:
+        f.write("\n\ndef _edited() -> None:\n    \"\"\"A change to the report only.\"\"\"\n")
+    assert timed_repro(path, env, "(f2) tasks/report.py edited") == ["report"]
+    sh(path, "cfgen", "generate", "data/processed/counterfactual_captions.parquet", ".cache/f2.parquet",
+       "--metrics", ".cache/f2.json", env=env)  # the Prefect cache alone decides: nothing to render
+    direct = json.loads((path / ".cache/f2.json").read_text())
+    assert (direct["pairs_generated"], direct["samples_rendered"]) == (0, 0)
+    commit(path, env, "edits")
 
 
 def selected_at(repo: Path, rev: str | None) -> pl.DataFrame:

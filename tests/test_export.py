@@ -10,8 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from tasks import datasheet, export, generate, perplexity
-from tasks.params import ExportParams
+from tasks import datasheet, export, schemas
+from tasks.params import ExportParams, load_params
+from tests.conftest import ROOT
 
 MODELS = {"model_mlm": "FacebookAI/roberta-base@e2da8e2", "model_diffusion": "stable-diffusion-v1-5@451f4fe"}
 IDS = ["p3", "p0", "p4", "p1", "p2"]  # deliberately unsorted
@@ -33,10 +34,10 @@ def images_dir(tmp_path):
 def selected_frame(ids: list[str] = IDS) -> pl.DataFrame:
     rows = [{"caption_id": c, "image_id": f"img{c}", "caption": f"a dog on {c}", "counterfactual": f"a cat on {c}",
              "sample": 0, "seed": 10 + i, "p2p_fraction": 0.5, "guidance_scale": 7.5 + i, "sim_text_image_o": 0.3,
-             "sim_text_image_c": 0.31, "sim_image_image": 0.8, "clip_dir": 0.2 + i / 10, "nan": False,
-             "reject_reason": None, "truncated_o": False, "truncated_c": False, "tokens_misaligned": False,
-             "unet_evals": 8, "image_o": f"ab/{c}_o.png", "image_c": f"ab/{c}_c.png"} for i, c in enumerate(ids)]
-    return pl.DataFrame(rows, schema=generate.SCHEMA).with_columns(needs_regeneration=pl.lit(False))
+             "sim_text_image_c": 0.31, "sim_image_image": 0.8, "clip_dir": 0.2 + i / 10, "truncated_o": False,
+             "truncated_c": False, "tokens_misaligned": False, "tried": 1 + i % 2, "image_o": f"ab/{c}_o.png",
+             "image_c": f"ab/{c}_c.png"} for i, c in enumerate(ids)]
+    return pl.DataFrame(rows, schema=schemas.SELECTED)
 
 
 def counterfactual_frame(ids: list[str] = IDS) -> pl.DataFrame:
@@ -44,7 +45,7 @@ def counterfactual_frame(ids: list[str] = IDS) -> pl.DataFrame:
     rows = [{"caption_id": c, "image_id": f"img{c}", "caption": f"a dog on {c}", "counterfactual": f"a cat on {c}",
              "position": 1, "start": 2, "end": 5, "original_word": "dog", "substitute": f"cat{c}",
              "mlm_score": 0.1 * i, "similarity": 0.85, "perplexity": 20.0 + i} for i, c in enumerate(ids + ["px"])]
-    return pl.DataFrame(rows[::-1], schema=perplexity.SCHEMA)
+    return pl.DataFrame(rows[::-1], schema=schemas.COUNTERFACTUALS)
 
 
 @pytest.fixture
@@ -154,11 +155,12 @@ def test_push_uses_the_token_but_never_writes_or_logs_it(fake_hub, rows, images_
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("HF_TOKEN", SENTINEL)
     out, reports = tmp_path / "ds", tmp_path / "reports"
-    params = ExportParams(repo_id="me/cf", private=False)
+    everything = load_params(ROOT / "params.yaml", ["export.repo_id=me/cf", "export.private=false"])
+    params = everything.export
     export.write_dataset(rows, images_dir, out, params)
     table = datasheet.altered_subjects(counterfactual_frame(), None)
-    md = datasheet.render_datasheet({"captions": 5}, {}, {"profile": "demo", "export": params.model_dump()}, MODELS,
-                                    table, 0.0, "2026-01-01", datasheet.DatasheetParams())
+    md = datasheet.render_datasheet({"captions": 5}, {}, everything.model_dump(mode="json"), MODELS, table, 0.0,
+                                    "2026-01-01", everything.datasheet)
     reports.mkdir()
     (reports / "datasheet.md").write_text(md)
     (out / "README.md").write_text(datasheet.dataset_card(md, rows.height, params))

@@ -1,4 +1,4 @@
-"""Selection over the score table: inclusive thresholds, best clip_dir with index tie-break, pair rejects."""
+"""Selection helpers over the screening table: inclusive thresholds, ranking, canonical failures, pair rejects."""
 
 from __future__ import annotations
 
@@ -9,67 +9,53 @@ import polars as pl
 import pytest
 
 from tasks import filter as clip_filter
-from tasks import generate
 from tasks.params import FilterParams
-
-pytest_plugins = ["tests.image_fixtures"]
+from tasks.schemas import SAMPLES
 
 GOOD = {"sim_text_image_o": 0.3, "sim_text_image_c": 0.3, "sim_image_image": 0.8, "clip_dir": 0.3}
 PARAMS = FilterParams()
 
 
 def table(rows: list[dict]) -> pl.DataFrame:
-    """A score table from partial rows (defaults: pair p0, passing scores, not rejected, images stored)."""
+    """A screening table from partial rows (defaults: pair p0, passing scores, not rejected)."""
     full = [{"caption_id": "p0", "image_id": "i", "caption": "c", "counterfactual": "d", "sample": i, **GOOD,
-             "reject_reason": None, "image_o": "o.png", "image_c": "c.png", **row} for i, row in enumerate(rows)]
-    return pl.DataFrame(full, schema={name: generate.SCHEMA[name] for name in full[0]})
+             "reject_reason": None, **row} for i, row in enumerate(rows)]
+    return pl.DataFrame(full, schema={name: SAMPLES[name] for name in full[0]})
 
 
 @pytest.mark.parametrize("column", list(GOOD))
 def test_each_threshold_is_inclusive(column):
     minimum = clip_filter.thresholds(PARAMS)[column]
     scores = table([{column: minimum}, {column: float(np.nextafter(minimum, -1.0)), "caption_id": "p1"}])
-    selected, rejects = clip_filter.run(scores, PARAMS)
-    assert selected["caption_id"].to_list() == ["p0"]
-    assert rejects.select("caption_id", "reason").rows() == [("p1", "no_sample_passed")]
+    assert clip_filter.ranked(scores, PARAMS)["caption_id"].to_list() == ["p0"]
+    rejects = clip_filter.unselected(scores, [], [])
+    assert rejects.select("caption_id", "reason").rows() == [("p0", "no_sample_passed"), ("p1", "no_sample_passed")]
 
 
-def test_highest_clip_dir_wins_and_ties_go_to_the_lower_sample():
+def test_ranking_is_best_clip_dir_first_with_ties_to_the_lower_sample():
     scores = table([{"clip_dir": 0.5}, {"clip_dir": 0.9, "sim_image_image": 0.6},  # best dir but fails sim_ii
-                    {"clip_dir": 0.7}, {"clip_dir": 0.7}, {"clip_dir": 0.4}])
-    scores = scores.sample(fraction=1.0, shuffle=True, seed=3)  # input order must not matter
-    selected, _ = clip_filter.run(scores, PARAMS)
-    assert selected["sample"].to_list() == [2]
+                    {"clip_dir": 0.7}, {"clip_dir": 0.7}, {"clip_dir": 0.4}, {"caption_id": "p1", "clip_dir": 0.2}])
+    ranked = clip_filter.ranked(scores.sample(fraction=1.0, shuffle=True, seed=3), PARAMS)  # order must not matter
+    assert ranked.select("caption_id", "sample", "rank").rows() == [
+        ("p0", 2, 0), ("p0", 3, 1), ("p0", 0, 2), ("p0", 4, 3), ("p1", 5, 0)]
 
 
-def test_nan_null_and_rejected_samples_never_pass():
+def test_nan_null_and_rejected_samples_never_pass_and_pairs_get_their_reason():
     scores = table([{"clip_dir": math.nan}, {"sim_text_image_o": None}, {"reject_reason": "nan_image"},
-                    {"caption_id": "p1", "reject_reason": "black_image", **dict.fromkeys(GOOD)}])
-    selected, rejects = clip_filter.run(scores, FilterParams(min_text_image_o=-1, min_text_image_c=-1,
-                                                             min_image_image=-1, min_clip_dir=-1))
-    assert selected.height == 0
-    assert rejects.select("caption_id", "n_samples", "stage", "reason").rows() == [
-        ("p0", 3, "filter", "no_sample_passed"), ("p1", 1, "filter", "all_samples_rejected")]
-
-
-def test_unstored_winners_are_flagged_for_regeneration():
-    scores = table([{"clip_dir": 0.9, "image_o": None, "image_c": None}, {"clip_dir": 0.5, "caption_id": "p1"}])
-    selected, _ = clip_filter.run(scores, PARAMS)
-    assert selected.select("caption_id", "needs_regeneration").rows() == [("p0", True), ("p1", False)]
-
-
-def test_refiltering_a_generated_table_needs_no_generation(generated, monkeypatch):
-    scores, _ = generated
-
-    def forbidden(*args, **kwargs):
-        raise AssertionError("filtering must not generate")
-    monkeypatch.setattr(generate, "render", forbidden)
-    monkeypatch.setattr(generate, "load_models", forbidden)
+                    {"caption_id": "p1", "reject_reason": "black_image", **dict.fromkeys(GOOD)},
+                    {"caption_id": "p2"}, {"caption_id": "p3"}])
     loose = FilterParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=-1)
-    selected, rejects = clip_filter.run(scores, loose)
-    assert selected.height == 2 and rejects.height == 0
-    best = scores.sort("clip_dir", descending=True).group_by("caption_id", maintain_order=True).first()
-    assert sorted(selected.select("caption_id", "sample").rows()) == sorted(best.select("caption_id", "sample").rows())
-    strict = FilterParams(**{**loose.model_dump(), "min_clip_dir": selected["clip_dir"].max()})
-    selected_strict, rejects_strict = clip_filter.run(scores, strict)
-    assert selected_strict.height == 1 and rejects_strict.height == 1
+    assert clip_filter.ranked(scores, loose)["caption_id"].to_list() == ["p2", "p3"]
+    rejects = clip_filter.unselected(scores, selected_ids=["p2"], exhausted=["p3"])
+    assert rejects.select("caption_id", "sample", "stage", "reason").rows() == [
+        ("p0", None, "filter", "no_sample_passed"), ("p1", None, "filter", "all_samples_rejected"),
+        ("p3", None, "filter", "no_canonical_render_passed")]
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"nan": True}, "canonical_nan_image"), ({"max_pixel_c": 3}, "canonical_black_image"),
+    ({"sim_image_image": 0.69}, "canonical_below_sim_image_image"), ({"clip_dir": math.nan}, "canonical_below_clip_dir"),
+    ({}, None)])
+def test_a_canonical_render_fails_on_nan_black_or_any_threshold(change, reason):
+    measured = {"nan": False, "max_pixel_o": 200, "max_pixel_c": 200, **GOOD, **change}
+    assert clip_filter.failure(measured, PARAMS, black_threshold=4) == reason

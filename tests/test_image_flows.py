@@ -1,63 +1,65 @@
-"""Image flows: per-pair caching, appended pairs, crash resume, lost store, regeneration at filter time, Dask == local."""
+"""Image flows: per-pair and per-sample caching, crash resume, canonical selection (cached, falling through), and
+the whole DAG on a Dask cluster == local."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import polars as pl
 import pytest
+import torch
 
-from flows.captions import task_runner
 from flows.images import filter_flow, generate_flow
 from flows.io import write_frame
-from tasks.params import EngineParams
-from tests.conftest import crash_on_call
+from tasks import image_store, render
+from tasks.sampling import Sample
+from tasks.schemas import SCORE_COLUMNS
+from tests.conftest import crash_on_call, project_params
 from tests.image_fixtures import PAIRS
 
 pytest_plugins = ["tests.image_fixtures"]
 MORE = pl.DataFrame({"caption_id": ["p2"], "image_id": ["i2"], "caption": ["a horse in a field"],
                      "counterfactual": ["a cow in a field"]})
+LOOSE = [f"filter.{name}=-1.0" for name in ("min_text_image_o", "min_text_image_c", "min_image_image", "min_clip_dir")]
+
+
+def image_params(specs, *overrides: str):
+    diffusion, clip = specs
+    return project_params(f"generate.diffusion.id={diffusion.id}", "generate.vae=null", f"generate.clip.id={clip.id}",
+                          f"generate.clip.pretrained={clip.pretrained}", f"generate.clip.config={clip.config}",
+                          "generate.size=32", "generate.steps=2", "generate.n_samples=3", "generate.batch_samples=3",
+                          "engine.torch_threads=1", *LOOSE, *overrides)
 
 
 @pytest.fixture
-def raw(tiny_specs) -> dict:
-    diffusion, clip = tiny_specs
-    return {"profile": "demo", "engine": {"shard_size": 1, "torch_threads": 1},
-            "generate": {"diffusion": diffusion.model_dump(), "vae": None, "clip": clip.model_dump(), "size": 32,
-                         "steps": 2, "n_samples": 3, "batch_samples": 3, "top_k_images": 1},
-            "filter": {"min_text_image_o": -1.0, "min_text_image_c": -1.0, "min_image_image": -1.0,
-                       "min_clip_dir": -1.0}}
+def params(tiny_specs):
+    return image_params(tiny_specs)
 
 
-def pairs_file(tmp_path: Path, frame: pl.DataFrame, name: str = "pairs.parquet") -> Path:
+def pairs_file(tmp_path, frame: pl.DataFrame, name: str = "pairs.parquet"):
     write_frame(frame, tmp_path / name)
     return tmp_path / name
 
 
-def test_rerun_and_appended_pairs_generate_only_new_pairs(tmp_path, result_store, raw):
-    images = tmp_path / "images"
-    first = generate_flow(pairs_file(tmp_path, PAIRS), tmp_path / "a.parquet", images, raw)
-    again = generate_flow(pairs_file(tmp_path, PAIRS), tmp_path / "b.parquet", images, raw)
+def test_rerun_and_appended_pairs_generate_only_new_pairs(tmp_path, result_store, params):
+    first = generate_flow(pairs_file(tmp_path, PAIRS), tmp_path / "a.parquet", params)
+    again = generate_flow(pairs_file(tmp_path, PAIRS), tmp_path / "b.parquet", params)
     grown = generate_flow(pairs_file(tmp_path, pl.concat([PAIRS, MORE]), "more.parquet"), tmp_path / "c.parquet",
-                          images, raw)
+                          params)
     assert (first["pairs_generated"], again["pairs_generated"], grown["pairs_generated"]) == (2, 0, 1)
+    assert (first["samples_rendered"], again["samples_rendered"], grown["samples_rendered"]) == (6, 0, 3)
     assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
     assert pl.read_parquet(tmp_path / "c.parquet").head(6).equals(pl.read_parquet(tmp_path / "a.parquet"))
 
 
-def test_a_lost_image_store_regenerates_instead_of_replaying_dead_paths(tmp_path, result_store, raw):
-    images = tmp_path / "images"
+def test_n_samples_up_and_down_through_the_flow(tmp_path, result_store, tiny_specs):
     source = pairs_file(tmp_path, PAIRS)
-    generate_flow(source, tmp_path / "a.parquet", images, raw)
-    stored = sorted(p.relative_to(images) for p in images.rglob("*.png"))
-    shutil.rmtree(images)
-    again = generate_flow(source, tmp_path / "b.parquet", images, raw)
-    assert again["pairs_generated"] == 2
-    assert sorted(p.relative_to(images) for p in images.rglob("*.png")) == stored
+    counts = [generate_flow(source, tmp_path / f"{n}.parquet", image_params(tiny_specs, f"generate.n_samples={n}"))
+              for n in (3, 5, 3)]
+    assert [(m["pairs_generated"], m["samples_rendered"]) for m in counts] == [(2, 6), (2, 4), (0, 0)]
+    assert pl.read_parquet(tmp_path / "5.parquet").filter(pl.col("sample") < 3).equals(
+        pl.read_parquet(tmp_path / "3.parquet"))
 
 
-def test_a_crashed_generation_resumes_without_regenerating_finished_pairs(tmp_path, result_store, raw,
+def test_a_crashed_generation_resumes_without_regenerating_finished_pairs(tmp_path, result_store, params,
                                                                          monkeypatch):
     import tasks.generate
 
@@ -65,56 +67,60 @@ def test_a_crashed_generation_resumes_without_regenerating_finished_pairs(tmp_pa
     with monkeypatch.context() as patched:
         crash_on_call(patched, tasks.generate, 2)
         with pytest.raises(RuntimeError, match="simulated crash"):
-            generate_flow(source, tmp_path / "out.parquet", tmp_path / "images", raw)
-    resumed = generate_flow(source, tmp_path / "out.parquet", tmp_path / "images", raw)
+            generate_flow(source, tmp_path / "out.parquet", params)
+    resumed = generate_flow(source, tmp_path / "out.parquet", params)
     assert resumed["pairs_generated"] == 1 and resumed["pairs"] == 3
 
 
-def test_filter_regenerates_winners_that_were_never_stored(tmp_path, result_store, raw):
-    images, selected_images = tmp_path / "images", tmp_path / "selected"
-    unstored = {**raw, "generate": {**raw["generate"], "top_k_images": 0}}
-    generate_flow(pairs_file(tmp_path, PAIRS), tmp_path / "scores.parquet", images, unstored)
-    assert not list(images.rglob("*.png"))
-    metrics = filter_flow(tmp_path / "scores.parquet", tmp_path / "sel.parquet", images, selected_images, unstored)
-    selected = pl.read_parquet(tmp_path / "sel.parquet")
-    assert metrics["accepted"] == metrics["regenerated"] == 2
-    for row in selected.iter_rows(named=True):
-        assert (images / row["image_o"]).read_bytes() == (selected_images / row["image_o"]).read_bytes()
-        assert (selected_images / row["image_c"]).exists()
-
-    stored = {**raw, "generate": {**raw["generate"], "top_k_images": 3}}
-    generate_flow(pairs_file(tmp_path, PAIRS), tmp_path / "scores3.parquet", tmp_path / "images3", stored)
-    for row in selected.iter_rows(named=True):  # the same sample stored at generation: the same bytes
-        assert (tmp_path / "images3" / row["image_o"]).read_bytes() == (images / row["image_o"]).read_bytes()
-
-
-def test_refiltering_with_new_thresholds_generates_nothing(tmp_path, result_store, raw):
-    generate_flow(pairs_file(tmp_path, PAIRS), tmp_path / "scores.parquet", tmp_path / "images", raw)
-    strict = {**raw, "filter": {**raw["filter"], "min_image_image": 1.01}}
-    metrics = filter_flow(tmp_path / "scores.parquet", tmp_path / "sel.parquet", tmp_path / "images",
-                          tmp_path / "selected", strict)
-    assert metrics["accepted"] == 0 and metrics["rejects"] == {"no_sample_passed": 2}
-    assert metrics["regenerated"] == 0
+def test_selection_renders_each_winner_once_and_exports_its_canonical_scores(tmp_path, result_store, params,
+                                                                             image_models):
+    generate_flow(pairs_file(tmp_path, PAIRS), tmp_path / "scores.parquet", params)
+    first = filter_flow(tmp_path / "scores.parquet", tmp_path / "sel.parquet", tmp_path / "img", params)
+    again = filter_flow(tmp_path / "scores.parquet", tmp_path / "sel2.parquet", tmp_path / "img2", params)
+    assert (first["accepted"], first["renders"], again["renders"], again["renders_cached"]) == (2, 2, 0, 2)
+    assert (tmp_path / "sel.parquet").read_bytes() == (tmp_path / "sel2.parquet").read_bytes()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(params.engine.torch_threads)  # CPU float results depend on the thread count
+    for row in pl.read_parquet(tmp_path / "sel.parquet").iter_rows(named=True):
+        pair = {k: row[k] for k in ("caption_id", "image_id", "caption", "counterfactual")}
+        canonical = render.canonical(pair, Sample(row["seed"], row["p2p_fraction"], row["guidance_scale"]),
+                                     params.generate, image_models)
+        assert all(row[name] == canonical[name] for name in SCORE_COLUMNS)  # exported scores = exported pixels
+        for image, column in zip(canonical["images"], ("image_o", "image_c")):
+            assert (image_store.read_png(tmp_path / "img" / row[column]) == image).all()
+    torch.set_num_threads(threads)
 
 
-@pytest.mark.slow
-def test_dask_cluster_of_two_workers_gives_the_local_result(tmp_path, result_store, raw):
-    from distributed import LocalCluster
+def test_a_threshold_change_renders_only_new_winners_and_its_reversal_renders_nothing(tmp_path, result_store, params):
+    generate_flow(pairs_file(tmp_path, PAIRS), tmp_path / "scores.parquet", params)
+    scores = pl.read_parquet(tmp_path / "scores.parquet")
+    base = filter_flow(tmp_path / "scores.parquet", tmp_path / "a.parquet", tmp_path / "img", params)
+    winners = pl.read_parquet(tmp_path / "a.parquet")
+    # raise min_clip_dir just above p0's winner: p0 needs its next sample, p1 keeps its winner (if it still passes)
+    p0 = winners.filter(pl.col("caption_id") == "p0")["clip_dir"][0]
+    stricter = params.model_copy(update={"filter": params.filter.model_copy(update={"min_clip_dir": p0 + 1e-9})})
+    changed = filter_flow(tmp_path / "scores.parquet", tmp_path / "b.parquet", tmp_path / "img", stricter)
+    still_passing = scores.filter(pl.col("clip_dir") > p0)["caption_id"].unique().to_list()
+    assert changed["accepted"] == len(still_passing)
+    new_winners = pl.read_parquet(tmp_path / "b.parquet").join(winners, on=["caption_id", "sample"], how="anti")
+    assert changed["renders"] == new_winners.height
+    back = filter_flow(tmp_path / "scores.parquet", tmp_path / "c.parquet", tmp_path / "img", params)
+    assert (base["renders"], back["renders"]) == (2, 0)
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "c.parquet").read_bytes()
 
-    source = pairs_file(tmp_path, pl.concat([PAIRS, MORE]))
-    local = generate_flow(source, tmp_path / "local.parquet", tmp_path / "local_images", raw)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        dask_raw = {**raw, "engine": {**raw["engine"], "dask_address": cluster.scheduler_address}}
-        runner = task_runner(EngineParams(**dask_raw["engine"]))
-        with_dask = generate_flow.with_options(task_runner=runner)
-        from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 
-        with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: tmp_path / "dask-store"}):
-            remote = with_dask(source, tmp_path / "dask.parquet", tmp_path / "dask_images", dask_raw)
-    assert local["pairs_generated"] == remote["pairs_generated"] == 3
-    assert pl.read_parquet(tmp_path / "local.parquet").equals(pl.read_parquet(tmp_path / "dask.parquet"))
-    local_pngs = sorted(p.relative_to(tmp_path / "local_images") for p in (tmp_path / "local_images").rglob("*.png"))
-    assert local_pngs == sorted(p.relative_to(tmp_path / "dask_images")
-                                for p in (tmp_path / "dask_images").rglob("*.png"))
-    for path in local_pngs:
-        assert (tmp_path / "local_images" / path).read_bytes() == (tmp_path / "dask_images" / path).read_bytes()
+def test_a_failing_canonical_render_falls_through_to_the_next_sample(tmp_path, result_store, params, monkeypatch):
+    generate_flow(pairs_file(tmp_path, PAIRS.head(1)), tmp_path / "scores.parquet", params)
+    original, calls = render.canonical, []
+
+    def first_is_nan(*args, **kwargs):
+        calls.append(1)
+        result = original(*args, **kwargs)
+        return {**result, "nan": True} if len(calls) == 1 else result
+    monkeypatch.setattr(render, "canonical", first_is_nan)
+    metrics = filter_flow(tmp_path / "scores.parquet", tmp_path / "sel.parquet", tmp_path / "img", params)
+    ranked = pl.read_parquet(tmp_path / "scores.parquet").sort("clip_dir", "sample", descending=[True, False])
+    selected, rejects = pl.read_parquet(tmp_path / "sel.parquet"), pl.read_parquet(tmp_path / "sel.rejects.parquet")
+    assert (metrics["accepted"], metrics["fallthrough"], metrics["renders"]) == (1, 1, 2)
+    assert selected.select("sample", "tried").row(0) == (ranked["sample"][1], 2)
+    assert rejects.select("sample", "reason").rows() == [(ranked["sample"][0], "canonical_nan_image")]

@@ -8,9 +8,16 @@ import torch
 from diffusers.models.attention_processor import Attention
 
 from tasks import p2p
-from tasks.sampling import Sample, encode_prompts, render
+from tasks.sampling import Sample, encode_prompts, load_diffusion, render
+from tasks.tiny_images import TINY_IMAGE_SIZE
 
 pytest_plugins = ["tests.image_fixtures"]
+
+
+@pytest.fixture(scope="module")
+def diffusion(tiny_specs):
+    """The tiny random Stable Diffusion, loaded for real by the image stage's loader (its own VAE)."""
+    return load_diffusion(tiny_specs[0], None)
 
 
 def explicit_attention(attn: Attention, hidden: torch.Tensor, context: torch.Tensor, share: list[bool]):
@@ -76,9 +83,8 @@ def test_controller_shares_while_step_below_fraction_times_steps():
     assert controller.sharing(cross=False) is None
 
 
-def test_real_unet_shares_per_sample_only_during_first_fraction(tiny_params, image_models):
+def test_real_unet_shares_per_sample_only_during_first_fraction(diffusion):
     """Every attn1 call of the tiny UNet: c rows equal SDPA(q_o, k_o, v_c) iff step < p·T for their sample."""
-    diffusion = image_models.diffusion
     samples = [Sample(11, 0.25, 8.0), Sample(12, 0.6, 12.0)]  # 4 steps: shares at steps {0} and {0, 1, 2}
     step, checked = {"i": -1}, {"shared": 0, "stock": 0}
 
@@ -97,7 +103,7 @@ def test_real_unet_shares_per_sample_only_during_first_fraction(tiny_params, ima
     handles += [m.register_forward_hook(check, with_kwargs=True) for m in attn1]
     try:
         prompts = encode_prompts(diffusion, "a dog on a couch", "a cat on a couch")
-        render(diffusion, prompts, samples, steps=4, size=tiny_params.size, mode="self")
+        render(diffusion, prompts, samples, steps=4, size=TINY_IMAGE_SIZE, mode="self")
     finally:
         for handle in handles:
             handle.remove()
@@ -106,10 +112,9 @@ def test_real_unet_shares_per_sample_only_during_first_fraction(tiny_params, ima
 
 
 @pytest.mark.parametrize("mode", ["self", "word_swap"])
-def test_sharing_changes_only_the_counterfactual_image(tiny_params, image_models, mode):
-    diffusion = image_models.diffusion
+def test_sharing_changes_only_the_counterfactual_image(diffusion, mode):
     prompts = encode_prompts(diffusion, "a dog on a couch", "a cat on a couch")
-    never = render(diffusion, prompts, [Sample(5, 0.0, 9.0)], 3, tiny_params.size, mode)
-    always = render(diffusion, prompts, [Sample(5, 1.0, 9.0)], 3, tiny_params.size, mode)
+    never = render(diffusion, prompts, [Sample(5, 0.0, 9.0)], 3, TINY_IMAGE_SIZE, mode)
+    always = render(diffusion, prompts, [Sample(5, 1.0, 9.0)], 3, TINY_IMAGE_SIZE, mode)
     assert np.array_equal(never.images[0, 0], always.images[0, 0])
     assert not np.array_equal(never.images[0, 1], always.images[0, 1])

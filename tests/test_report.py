@@ -11,11 +11,10 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from tasks import candidates, figures, filter as clip_filter, generate, ingest, nouns, perplexity, report
+from tasks import figures, filter as clip_filter, ingest, report, schemas
 from tasks.clip_scores import SCORE_COLUMNS
 from tasks.params import FilterParams
 
-SELECTED_SCHEMA = {**generate.SCHEMA, "needs_regeneration": pl.Boolean}
 OPEN = FilterParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=-1)
 NAN = math.nan
 
@@ -43,28 +42,48 @@ SAMPLES = [("c0", 0, 0.1, 0.2, 0.9, 0.3, None, 16), ("c0", 1, 0.3, 0.4, 0.8, 0.5
            ("c1", 1, 0.5, 0.6, 0.6, 0.2, None, 32), ("c2", 0, 0.4, 0.4, 0.5, NAN, None, 16)]
 
 
+def image_paths(caption_id: str, sample: int) -> tuple[str, str]:
+    return f"{caption_id}/{sample}_o.png", f"{caption_id}/{sample}_c.png"
+
+
+def select(samples: pl.DataFrame, params: FilterParams) -> pl.DataFrame:
+    """The filter stage's output when each pair's best passing sample renders canonically to its screening scores:
+    the first candidate wins (tried = 1), built by the filter's own ranking and row helpers."""
+    best = clip_filter.ranked(samples, params).filter(pl.col("rank") == 0)
+    rows = [clip_filter.selected_row(c, c, c["rank"] + 1, image_paths(c["caption_id"], c["sample"]))
+            for c in best.iter_rows(named=True)]
+    return pl.DataFrame(rows, schema=schemas.SELECTED)
+
+
 @pytest.fixture
 def world(tmp_path) -> dict:
     """5 captions -> 4 with a noun -> 3 with a candidate -> 3 counterfactuals -> 2 accepted (c2's clip_dir is NaN)."""
     pairs = {row["caption_id"]: row for row in CF}
-    samples = frame([{**{k: pairs[cid][k] for k in ("caption_id", "image_id", "caption", "counterfactual")},
-                      "sample": s, **dict(zip(SCORE_COLUMNS, scores)), "reject_reason": reason, "unet_evals": evals,
-                      "image_o": f"{cid}/{s}_o.png", "image_c": f"{cid}/{s}_c.png"}
-                     for cid, s, *scores, reason, evals in SAMPLES], generate.SCHEMA)
-    images = tmp_path / "images"
-    for row in samples.iter_rows(named=True):
+    samples = frame([{**{k: pairs[cid][k] for k in schemas.PAIR}, "sample": s, "seed": 100 + s,
+                      **dict(zip(SCORE_COLUMNS, scores)), "nan": False, "reject_reason": reason, "unet_evals": evals}
+                     for cid, s, *scores, reason, evals in SAMPLES], schemas.SAMPLES)
+    selected = select(samples, OPEN)
+    images = tmp_path / "images"  # the winners' PNGs, as the filter stage writes them
+    for row in selected.iter_rows(named=True):
         for column, shade in (("image_o", 40), ("image_c", 200)):
             (images / row[column]).parent.mkdir(parents=True, exist_ok=True)
             Image.fromarray(np.full((8, 8, 3), shade + row["sample"], np.uint8)).save(images / row[column])
     return {
         "captions": frame([{"caption_id": f"c{i}"} for i in range(5)], ingest.SCHEMA),
-        "nouns": frame([{"caption_id": c} for c in ("c0", "c0", "c1", "c2", "c3")], nouns.SCHEMA),
-        "candidates": frame([{"caption_id": c} for c in ("c0", "c1", "c1", "c2")], candidates.SCHEMA),
-        "counterfactuals": frame(CF, perplexity.SCHEMA),
+        "nouns": frame([{"caption_id": c} for c in ("c0", "c0", "c1", "c2", "c3")], schemas.NOUNS),
+        "candidates": frame([{"caption_id": c} for c in ("c0", "c1", "c1", "c2")], schemas.CANDIDATES),
+        "counterfactuals": frame(CF, schemas.COUNTERFACTUALS),
         "samples": samples,
-        "selected": clip_filter.run(samples, OPEN)[0],
+        "selected": selected,
         "images": images,
     }
+
+
+def test_selected_fixture_holds_the_best_passing_sample_per_pair(world):
+    selected = world["selected"]
+    assert selected.schema == pl.Schema(schemas.SELECTED)
+    assert selected.select("caption_id", "sample", "tried", "image_o").rows() == [
+        ("c0", 1, 1, "c0/1_o.png"), ("c1", 1, 1, "c1/1_o.png")]
 
 
 def test_funnel_counts_caption_level_steps(world):
@@ -83,7 +102,7 @@ def test_funnel_rejects_a_step_that_grows(world):
 
 
 def test_score_columns_match_the_clip_module():
-    assert report.SCORE_COLUMNS == SCORE_COLUMNS
+    assert report.SCORE_COLUMNS == SCORE_COLUMNS == schemas.SCORE_COLUMNS
 
 
 def test_run_metrics_against_hand_computations(world):
@@ -110,14 +129,14 @@ def test_run_metrics_against_hand_computations(world):
 
 
 def empty_inputs() -> dict:
-    return {"counterfactuals": pl.DataFrame(schema=perplexity.SCHEMA), "samples": pl.DataFrame(schema=generate.SCHEMA),
-            "selected": pl.DataFrame(schema=SELECTED_SCHEMA)}
+    return {"counterfactuals": pl.DataFrame(schema=schemas.COUNTERFACTUALS),
+            "samples": pl.DataFrame(schema=schemas.SAMPLES), "selected": pl.DataFrame(schema=schemas.SELECTED)}
 
 
 def test_empty_run_gives_zero_counts_and_undefined_means():
     e = empty_inputs()
-    funnel = report.funnel(pl.DataFrame(schema=ingest.SCHEMA), pl.DataFrame(schema=nouns.SCHEMA),
-                           pl.DataFrame(schema=candidates.SCHEMA), e["counterfactuals"], e["selected"])
+    funnel = report.funnel(pl.DataFrame(schema=ingest.SCHEMA), pl.DataFrame(schema=schemas.NOUNS),
+                           pl.DataFrame(schema=schemas.CANDIDATES), e["counterfactuals"], e["selected"])
     assert set(funnel.values()) == {0}
     m = report.run_metrics(funnel, {}, e["counterfactuals"], e["samples"], e["selected"])
     assert json.loads(json.dumps(m, allow_nan=False)) == m

@@ -1,10 +1,16 @@
 """Content-defined shards: boundaries depend on content, groups never split, order preserved."""
 
+import shutil
+from pathlib import Path
+
 import polars as pl
 import pytest
 
 from flows.sharding import content_shards, shard_key
-from tasks.params import NounsParams
+from tasks import code
+from tasks.models import ModelNotFound, fingerprint
+from tasks.params import CandidatesParams, ModelSpec, NounsParams
+from tasks.stages import STAGES
 
 
 def frame(ids: list[str]) -> pl.DataFrame:
@@ -49,15 +55,68 @@ def test_empty_frame_has_no_shards():
     assert content_shards(frame([]), 8) == []
 
 
-@pytest.mark.parametrize("change", ["rows", "params", "code", "model"])
-def test_cache_key_changes_with_each_ingredient(change):
-    shard, params, code, prints = frame(ids(3)), NounsParams(), "code-v1", ["model@rev1"]
-    base = shard_key("nouns", shard, params, code, prints)
-    changed = {
-        "rows": lambda: shard_key("nouns", frame(ids(4)), params, code, prints),
-        "params": lambda: shard_key("nouns", shard, NounsParams(tags=("NN",)), code, prints),
-        "code": lambda: shard_key("nouns", shard, params, "code-v2", prints),
-        "model": lambda: shard_key("nouns", shard, params, code, ["model@rev2"]),
-    }[change]()
+@pytest.fixture
+def project_copy(tmp_path, monkeypatch) -> Path:
+    """`tasks.code` reading a tmp copy of the `tasks` package, so a test can edit the stage's code."""
+    root = tmp_path / "project"
+    shutil.copytree(code.ROOT / "tasks", root / "tasks", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(code, "ROOT", root)
+    return root
+
+
+def model_folder(path: Path, weights: bytes) -> None:
+    """A tiny local model folder; its fingerprint is a hash of these bytes."""
+    path.mkdir(parents=True)
+    (path / "config.json").write_text('{"model_type": "roberta"}')
+    (path / "model.safetensors").write_bytes(weights)
+
+
+def edit(path: Path) -> None:
+    path.write_text(path.read_text() + "\n# edited\n")
+
+
+def test_cache_key_changes_with_rows_and_keyed_params():
+    nouns, shard = STAGES["nouns"], frame(ids(3))
+    base = shard_key(nouns, shard, NounsParams())
+    assert shard_key(nouns, shard, NounsParams()) == base  # deterministic
+    assert shard_key(nouns, frame(ids(4)), NounsParams()) != base
+    assert shard_key(nouns, shard, NounsParams(tags=("NN",))) != base
+    assert shard_key(nouns, shard, NounsParams(), "extra") != base
+
+
+def test_cache_key_changes_with_code_anywhere_in_the_stage_import_closure(project_copy):
+    nouns, shard, params = STAGES["nouns"], frame(ids(3)), NounsParams()
+    # tasks.nouns imports tasks.params, which imports tasks.errors: two imports away, never named by the stage.
+    assert {"tasks.params", "tasks.errors"} <= set(code.closure(nouns.logic))
+    assert "tasks.generate" not in code.closure(nouns.logic)
+    base = shard_key(nouns, shard, params)
+    edit(project_copy / "tasks" / "generate.py")  # outside the closure: same key
+    assert shard_key(nouns, shard, params) == base
+    edit(project_copy / "tasks" / "errors.py")
+    changed = shard_key(nouns, shard, params)
     assert changed != base
-    assert shard_key("nouns", shard, params, code, prints) == base
+    assert shard_key(nouns, shard, params) == changed
+
+
+def test_cache_key_changes_with_model_content_not_with_unkeyed_params(tmp_path, monkeypatch):
+    """Same spec (`models/mlm`, relative) over three real folders: the key follows the bytes, not the name."""
+    candidates, shard, params = STAGES["candidates"], frame(ids(3)), CandidatesParams(model=ModelSpec(id="models/mlm"))
+
+    def key_in(folder: Path, weights: bytes, section: CandidatesParams = params) -> str:
+        model_folder(folder / "models" / "mlm", weights)
+        monkeypatch.chdir(folder)
+        fingerprint.cache_clear()  # fingerprints are cached per spec for the process; here the folder behind it moves
+        return shard_key(candidates, shard, section)
+
+    base = key_in(tmp_path / "a", b"weights-1")
+    assert key_in(tmp_path / "b", b"weights-2") != base
+    assert key_in(tmp_path / "c", b"weights-1") == base
+    # batch_size only changes how the work is batched, never its result: not in the key; top_k is.
+    assert shard_key(candidates, shard, CandidatesParams(model=params.model, batch_size=3)) == base
+    assert shard_key(candidates, shard, CandidatesParams(model=params.model, top_k=3)) != base
+
+
+def test_a_missing_model_fails_the_key_instead_of_keying_on_the_name(tmp_path):
+    params = CandidatesParams(model=ModelSpec(id=str(tmp_path / "absent")))
+    with pytest.raises(ModelNotFound):
+        shard_key(STAGES["candidates"], frame(ids(3)), params)

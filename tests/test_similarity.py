@@ -12,7 +12,8 @@ from tasks import candidates, similarity
 from tasks.params import ModelSpec, SimilarityParams
 from tests.conftest import MINILM
 
-WIDE = {"lower": -2.0, "upper": 2.0}
+# The widest valid window (the params refuse bounds outside [-1, 1]): every cosine of two distinct sentences is in it.
+WIDE = {"lower": -1.0, "upper": 1.0}
 EDITS = [  # (caption_id, caption, original word, substitute)
     ("d_0", "A dog runs in the park.", "dog", "cat"),
     ("d_0", "A dog runs in the park.", "dog", "car"),
@@ -53,6 +54,12 @@ def encoder(base_params):
 
 def params(base: SimilarityParams, **window) -> SimilarityParams:
     return SimilarityParams(**{**base.model_dump(), **window})
+
+
+def test_window_outside_the_cosine_range_is_refused(base_params):
+    for window in ({"lower": -1.5}, {"upper": 1.5}, {"lower": 0.9, "upper": 0.9}):
+        with pytest.raises(ValueError):
+            params(base_params, **window)
 
 
 @pytest.fixture(scope="module")
