@@ -20,8 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tasks import candidates, ingest, nouns, perplexity, similarity, tiny_text
-from tasks.params import (CandidatesParams, NounsParams, PerplexityParams, SimilarityParams, TinyModelsParams,
-                          load_section, read_params)
+from tasks.params import TinyModelsParams, load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 COCO = ROOT.parent / "shared" / "data" / "coco_val2017_captions.tsv"
@@ -35,17 +34,13 @@ def main(n: Annotated[int, typer.Option(help="captions from the shared COCO file
          profile: Annotated[str, typer.Option(help="demo (tiny models) or paper")] = "demo",
          source: Path = COCO) -> None:
     captions = ingest.read_captions(source)[0].head(n)
-    overrides = {"profile": profile}
+    overrides = [f"profile={profile}"]
     if profile == "demo":  # tiny models trained on these captions' vocabulary, like the demo pipeline's
         tiny = tiny_text.build(captions["caption"].to_list(), Path(tempfile.mkdtemp()), TinyModelsParams())
-        overrides |= {"candidates.model.demo.id": str(tiny["mlm"]), "perplexity.model.demo.id": str(tiny["clm"])}
-    raw = read_params(ROOT / "params.yaml", overrides)
-    stages = [
-        ("nouns", nouns, load_section(NounsParams, "nouns", raw)),
-        ("candidates", candidates, load_section(CandidatesParams, "candidates", raw)),
-        ("similarity", similarity, load_section(SimilarityParams, "similarity", raw)),
-        ("perplexity", perplexity, load_section(PerplexityParams, "perplexity", raw)),
-    ]
+        overrides += [f"candidates.model.demo.id={tiny['mlm']}", f"perplexity.model.demo.id={tiny['clm']}"]
+    params = load_params(ROOT / "params.yaml", overrides)
+    stages = [(name, logic, getattr(params, name)) for name, logic in (
+        ("nouns", nouns), ("candidates", candidates), ("similarity", similarity), ("perplexity", perplexity))]
     table = Table(title=f"caption stages, {n} COCO captions, profile={profile}")
     for column in ("stage", "rows in", "rows out", "load s", "run s", "captions/s", "peak RSS MiB"):
         table.add_column(column, justify="right")

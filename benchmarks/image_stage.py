@@ -25,7 +25,7 @@ import polars as pl  # noqa: E402
 import torch  # noqa: E402
 
 from tasks import filter as clip_filter  # noqa: E402
-from tasks import generate  # noqa: E402
+from tasks import generate, render  # noqa: E402
 from tasks.params import FilterParams, GenerateParams  # noqa: E402
 from tasks.tiny_images import TINY_IMAGE_SIZE, build_tiny_clip, build_tiny_diffusion  # noqa: E402
 
@@ -45,7 +45,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=8, help="n_samples per pair")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--batch-samples", type=int, default=4)
-    parser.add_argument("--top-k-images", type=int, default=4)
     parser.add_argument("--adaptive", action="store_true", help="stop a pair once one sample passes the filter")
     parser.add_argument("--round-samples", type=int, default=4)
     parser.add_argument("--accept-all", action="store_true", help="thresholds -1: every unrejected sample passes")
@@ -66,7 +65,6 @@ def pairs_frame(args: argparse.Namespace) -> pl.DataFrame:
 
 def build_params(args: argparse.Namespace, work: Path) -> GenerateParams:
     common = dict(steps=args.steps, n_samples=args.samples, batch_samples=args.batch_samples,
-                  top_k_images=args.top_k_images,
                   adaptive={"enabled": args.adaptive, "min_accepted": 1, "round_samples": args.round_samples})
     if args.profile == "paper":
         return GenerateParams(**common)
@@ -82,7 +80,7 @@ def main(argv: list[str]) -> int:
         work = Path(tmp)
         params = build_params(args, work)
         try:
-            models = generate.load_models(params)
+            models = render.load_models(params)
         except (OSError, RuntimeError, ValueError) as error:
             print(f"cannot load the {args.profile} models from local files: {error}", file=sys.stderr)
             return 2
@@ -90,14 +88,14 @@ def main(argv: list[str]) -> int:
                                      min_clip_dir=-1) if args.accept_all else FilterParams()
         pairs = pairs_frame(args)
         if not args.no_warmup:
-            warm = params.model_copy(update={"n_samples": params.batch_samples + 1, "top_k_images": 1})
-            generate.run(pairs.head(1), warm, models, work / "warmup")
+            warm = params.model_copy(update={"n_samples": params.batch_samples + 1})
+            generate.run(pairs.head(1), generate.Screening(warm, {}, models=models))
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
-        scores, _ = generate.run(pairs, params, models, work / "images", filter_params=filter_params)
+        scores, _ = generate.run(pairs, generate.Screening(params, {}, models=models), filter_params)
         seconds = time.perf_counter() - start
-        selected, _ = clip_filter.run(scores, filter_params)
+        selected = clip_filter.ranked(scores, filter_params).filter(pl.col("rank") == 0)
     evals = scores["unet_evals"].sum()
     cuda_peak = f"{torch.cuda.max_memory_allocated() / 2**20:.0f} MiB" if torch.cuda.is_available() else "n/a"
     metrics = {

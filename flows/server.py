@@ -75,6 +75,7 @@ class TemporaryServer(SubprocessASGIServer):
     def __init__(self, port: int | None = None):
         super().__init__(port)
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
+        self._tee: threading.Thread | None = None
 
     def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
         # The same command and environment as SubprocessASGIServer._run_uvicorn_command (prefect 3.8).
@@ -85,8 +86,9 @@ class TemporaryServer(SubprocessASGIServer):
              "--log-level", "error", "--lifespan", "on"],
             env={**os.environ, **server_env, **get_current_settings().to_environment_variables(exclude_unset=True)},
             stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_death_signal(), start_new_session=True)
-        threading.Thread(target=self._tee_stderr, args=(process.stderr,), daemon=True,
-                         name=f"prefect-server-{process.pid}-stderr").start()
+        self._tee = threading.Thread(target=self._tee_stderr, args=(process.stderr,), daemon=True,
+                                     name=f"prefect-server-{process.pid}-stderr")
+        self._tee.start()
         return process
 
     def _tee_stderr(self, stream) -> None:
@@ -99,8 +101,9 @@ class TemporaryServer(SubprocessASGIServer):
                     sys.stderr.write(line)
 
     def _failure(self, why: str) -> PrefectUnavailable:
-        # The last line on stderr, passing over uvicorn's closing "Application startup failed. Exiting." to the
-        # exception it follows.
+        """Stop the server; an error ending with its last line on stderr, passing over uvicorn's closing
+        "Application startup failed. Exiting." to the exception it follows."""
+        self.stop()
         lines = [line for line in self.stderr_tail if "Application startup failed" not in line]
         last = lines[-1] if lines else (self.stderr_tail[-1] if self.stderr_tail else "(nothing on stderr)")
         return PrefectUnavailable(f"temporary Prefect server on {self.address} {why}: {last}")
@@ -124,10 +127,8 @@ class TemporaryServer(SubprocessASGIServer):
             code = self.server_process.returncode
             port_taken = code is not None and not self.is_port_available(self.port)
             if not port_taken or time.monotonic() >= deadline:  # a bind race (another process took the port): retry
-                error = self._failure(f"exited with code {code}" if code is not None else
-                                      f"did not come up within {timeout:g} s")
-                self.stop()
-                raise error
+                raise self._failure(f"exited with code {code}" if code is not None else
+                                    f"did not come up within {timeout:g} s")
             self.stop()
         raise self._failure("could not bind a free port")
 
@@ -135,7 +136,6 @@ class TemporaryServer(SubprocessASGIServer):
         with httpx.Client(timeout=1.0) as client:
             while time.monotonic() < deadline:
                 if self.server_process.poll() is not None:
-                    time.sleep(0.1)  # let the tee thread read the last lines
                     return False
                 with contextlib.suppress(httpx.TransportError):
                     if client.get(f"{self.api_url}/health").status_code == 200:
@@ -146,6 +146,8 @@ class TemporaryServer(SubprocessASGIServer):
     def stop(self) -> None:
         atexit.unregister(self.stop)
         super().stop()
+        if self._tee is not None:  # the child is gone: its stderr ends; read the last lines before going on
+            self._tee.join(timeout=2)
 
 
 def check_reachable(url: str, timeout: float = HEALTH_TIMEOUT_S) -> None:

@@ -22,9 +22,9 @@ def cfgen(tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None) -
     """Run the real CLI in `tmp_path` (holding a copy of params.yaml); (exit code, stdout, stderr, seconds)."""
     if not (tmp_path / "params.yaml").exists():
         shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env.update(PYTHONPATH=str(ROOT), PREFECT_HOME=str(tmp_path / "prefect-home"), HF_HUB_OFFLINE="1",
-               COLUMNS="200")  # rich wraps at the terminal width: keep a long message on one line
+    # No COLUMNS: like a DVC stage or CI log, stderr is not a terminal (the error must not be wrapped at 80).
+    env = {k: v for k, v in os.environ.items() if k not in {"PREFECT_API_URL", "COLUMNS"}}
+    env.update(PYTHONPATH=str(ROOT), PREFECT_HOME=str(tmp_path / "prefect-home"), HF_HUB_OFFLINE="1")
     if (SHARED / "nltk_data").is_dir():
         env.setdefault("NLTK_DATA", str(SHARED / "nltk_data"))
     env.update(env_extra or {})
@@ -58,8 +58,10 @@ def write_frame(path: Path, schema: dict[str, pl.DataType], **values) -> Path:
     return path
 
 
-def test_missing_input_names_it_and_the_command_that_makes_it(tmp_path):
-    assert_one_error(cfgen(tmp_path, "nouns", "missing.parquet", "out.parquet"), "missing.parquet", "cfgen ingest")
+@pytest.mark.parametrize("name", ["missing.parquet", "missing[demo].parquet", "x[/y].parquet"])
+def test_missing_input_names_it_and_the_command_that_makes_it(tmp_path, name):
+    """Named verbatim: a path is not rich markup (`[demo]` must not vanish, `[/y]` must not crash)."""
+    assert_one_error(cfgen(tmp_path, "nouns", name, "out.parquet"), f"input {name} does not exist", "cfgen ingest")
     assert not (tmp_path / "out.parquet").exists()
 
 
@@ -104,7 +106,7 @@ def test_ingest_refuses_to_overwrite_its_input(tmp_path, source, output):
     before = (tmp_path / "a.tsv").read_bytes()
     assert_one_error(cfgen(tmp_path, "ingest", source, output), "a.tsv", "refusing to overwrite")
     assert (tmp_path / "a.tsv").read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tsv", "params.yaml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tsv", "params.yaml", "prefect-home"]
 
 
 def test_run_accepts_overrides_and_rejects_unknown_keys(tmp_path):

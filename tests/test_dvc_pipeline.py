@@ -32,10 +32,11 @@ N_CAPTIONS = 15
 
 
 def sh(repo: Path, *args: str, env: dict) -> str:
-    done = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True)
+    """stdout and stderr of a command, interleaved as printed."""
+    done = subprocess.run(args, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if done.returncode:
-        raise AssertionError(f"{' '.join(args)} failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-    return done.stdout + done.stderr
+        raise AssertionError(f"{' '.join(args)} failed:\n{done.stdout[-8000:]}")
+    return done.stdout
 
 
 def ran(output: str) -> list[str]:
@@ -93,9 +94,14 @@ def imported_files(log: str) -> dict[str, set[str]]:
 def test_every_stage_lists_exactly_the_code_it_imports(repo):
     path, _ = repo
     stages = yaml.safe_load((path / "dvc.yaml").read_text())["stages"]
-    for stage, files in imported_files((path / ".cache/imports.log").read_text()).items():
+    traced = imported_files((path / ".cache/imports.log").read_text())
+    assert set(traced) == set(stages)
+    wrong = {}
+    for stage, files in traced.items():
         listed = {d for d in stages[stage]["deps"] if isinstance(d, str) and d.startswith(("tasks/", "flows/"))}
-        assert listed == files, f"{stage}: missing {sorted(files - listed)}, not imported {sorted(listed - files)}"
+        if listed != files:
+            wrong[stage] = {"missing": sorted(files - listed), "not imported": sorted(listed - files)}
+    assert not wrong, json.dumps(wrong, indent=1)
 
 
 def commit(repo: Path, env: dict, message: str) -> None:
