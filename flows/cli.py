@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.table import Table
 
 from flows.io import check_input, write_json
@@ -54,7 +55,7 @@ def user_errors():
     except UserError as err:
         if VERBOSE["on"]:
             raise
-        console.print(f"[red]error:[/red] {err}", markup=True, highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 

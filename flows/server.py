@@ -35,11 +35,13 @@ import prefect
 from prefect.server.api.server import SubprocessASGIServer, subprocess_server_logger
 from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
+from tasks.errors import UserError
+
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 HEALTH_TIMEOUT_S = 3.0
 
 
-class PrefectUnavailable(RuntimeError):
+class PrefectUnavailable(UserError):
     """No Prefect API to talk to; the message is one line meant for the user."""
 
 

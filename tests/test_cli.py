@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import DEMO_CAPTIONS, ROOT, SHARED
 
-FAST_S = 8.0  # well under a Prefect server's start: the error comes from the checks that run first
+FAST_S = 15.0  # well under a Prefect server's start: the error comes from the checks that run first
 
 
 def cfgen(tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None) -> tuple[int, str, str, float]:
@@ -50,7 +50,7 @@ def assert_one_error(result: tuple[int, str, str, float], *needles: str) -> str:
     return lines[0]
 
 
-def write_frame(path: Path, schema: dict[str, pl.DataType], **values) -> Path:
+def one_row_parquet(path: Path, schema: dict[str, pl.DataType], **values) -> Path:
     """One row holding `values` (a default for every other column) with exactly `schema`'s columns."""
     defaults = {pl.String: "x", pl.Int64: 0, pl.Float64: 0.0}
     row = {c: [values.get(c, defaults[t])] for c, t in schema.items()}
@@ -72,20 +72,19 @@ def test_input_without_the_stage_columns(tmp_path):
     assert not (tmp_path / "out.parquet").exists()
 
 
-@pytest.mark.parametrize("args, needles", [
-    pytest.param([], ["unknown key 'similarty'", "did you mean 'similarity'"], id="misspelt-section-in-file"),
-    pytest.param(["-p", "simlarity.upper=0.9"], ["unknown key 'simlarity'", "did you mean 'similarity'"],
+@pytest.mark.parametrize("args, needles, one_of", [
+    pytest.param([], ["unknown key 'similarty'", "did you mean 'similarity'"], [""], id="misspelt-section-in-file"),
+    pytest.param(["-p", "simlarity.upper=0.9"], ["unknown key 'simlarity'", "did you mean 'similarity'"], [""],
                  id="misspelt-override"),
-    pytest.param(["-p", "similarity.lower=0.95"], ["similarity.", "lower"], id="lower-above-upper"),
+    pytest.param(["-p", "similarity.lower=0.95"], [], ["similarity.upper", "similarity.lower"], id="lower-above-upper"),
 ])
-def test_bad_params_fail_before_any_step(tmp_path, args, needles):
+def test_bad_params_fail_before_any_step(tmp_path, args, needles, one_of):
     if not args:
         text = (ROOT / "params.yaml").read_text()
         assert "\nsimilarity:" in text
         (tmp_path / "params.yaml").write_text(text.replace("\nsimilarity:", "\nsimilarty:"))
     line = assert_one_error(cfgen(tmp_path, "captions", str(DEMO_CAPTIONS), "out.parquet", *args), *needles)
-    if "lower=" in " ".join(args):
-        assert "similarity.upper" in line or "similarity.lower" in line
+    assert any(key in line for key in one_of), line
     assert not (tmp_path / "out.parquet").exists()
     assert not (tmp_path / "out_steps").exists()
 
@@ -93,9 +92,10 @@ def test_bad_params_fail_before_any_step(tmp_path, args, needles):
 def test_missing_model_folder_is_named(tmp_path):
     from tasks.schemas import NOUNS
 
-    write_frame(tmp_path / "nouns.parquet", NOUNS, caption="a dog on a mat", original_word="dog", start=2, end=5,
-                position=1, tag="NN", n_tokens=1)
-    result = cfgen(tmp_path, "candidates", "nouns.parquet", "out.parquet", "-p", "candidates.model.id=models/nowhere/mlm")
+    one_row_parquet(tmp_path / "nouns.parquet", NOUNS, caption="a dog on a mat", original_word="dog", start=2,
+                    end=5, position=1, tag="NN", n_tokens=1)
+    result = cfgen(tmp_path, "candidates", "nouns.parquet", "out.parquet",
+                   "-p", "candidates.model.id=models/nowhere/mlm")
     assert_one_error(result, "models/nowhere/mlm", "does not exist")
     assert not (tmp_path / "out.parquet").exists()
 
@@ -117,7 +117,7 @@ def test_run_accepts_overrides_and_rejects_unknown_keys(tmp_path):
 def test_unreachable_prefect_api_is_one_line(tmp_path):
     from tasks.ingest import SCHEMA
 
-    write_frame(tmp_path / "captions.parquet", SCHEMA, caption="a dog on a mat")
+    one_row_parquet(tmp_path / "captions.parquet", SCHEMA, caption="a dog on a mat")
     result = cfgen(tmp_path, "nouns", "captions.parquet", "out.parquet",
                    env_extra={"PREFECT_API_URL": "http://127.0.0.1:9/api"})
     assert_one_error(result, "Prefect API", "http://127.0.0.1:9/api", "not reachable")

@@ -77,14 +77,15 @@ def repo(tmp_path_factory, prefect_server) -> tuple[Path, dict]:
 
 
 def imported_files(log: str) -> dict[str, set[str]]:
-    """Per stage, the project files its command imported (from PYTHONPROFILEIMPORTTIME lines)."""
+    """Per stage, the project files its command imported (from PYTHONPROFILEIMPORTTIME lines, which may follow a
+    progress bar's carriage return on the same line)."""
     found: dict[str, set[str]] = {}
     stage = None
     for line in log.splitlines():
         if started := re.search(r"Running stage '([^']+)'", line):
             stage = started.group(1)
             found[stage] = set()
-        elif stage and (hit := re.match(r"import time:.*\|\s*((?:tasks|flows)(?:\.\w+)*)\s*$", line)):
+        elif stage and (hit := re.search(r"import time:.*\|\s*((?:tasks|flows)(?:\.\w+)*)\s*$", line)):
             module = ROOT.joinpath(*hit.group(1).split("."))
             found[stage].add((f"{hit.group(1).replace('.', '/')}.py" if module.with_suffix(".py").is_file()
                               else f"{hit.group(1).replace('.', '/')}/__init__.py"))
