@@ -20,7 +20,7 @@ import polars as pl
 from tasks import filter as clip_filter
 from tasks import render
 from tasks.params import FilterParams, GenerateParams
-from tasks.sampling import encode_prompts, load_tokenizer, plan_sample
+from tasks.sampling import encode_prompts, load_tokenizer, plan_sample, token_counts
 from tasks.schemas import PAIR, SAMPLES, SAMPLES_REJECTS
 
 SCHEMA, REJECTS_SCHEMA = SAMPLES, SAMPLES_REJECTS
@@ -75,11 +75,9 @@ class Screening:
 
 def prompt_flags(params: GenerateParams, pair: dict) -> dict:
     """Whether C_o / C_c exceed the text encoder's 77 tokens, and whether their token counts differ."""
-    tokenizer = load_tokenizer(params.diffusion)
-    counts = [len(ids) for ids in tokenizer([pair["caption"], pair["counterfactual"]], verbose=False)["input_ids"]]
-    limit = tokenizer.model_max_length
-    return {"truncated_o": counts[0] > limit, "truncated_c": counts[1] > limit,
-            "tokens_misaligned": counts[0] != counts[1]}
+    (count_o, count_c), (truncated_o, truncated_c) = token_counts(
+        load_tokenizer(params.diffusion), pair["caption"], pair["counterfactual"])
+    return {"truncated_o": truncated_o, "truncated_c": truncated_c, "tokens_misaligned": count_o != count_c}
 
 
 def pair_rows(pair: dict, screening: Screening, filter_params: FilterParams | None) -> list[dict]:

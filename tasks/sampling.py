@@ -109,15 +109,21 @@ def load_diffusion(spec: ModelSpec, vae: ModelSpec | None) -> Diffusion:
         scaling_factor=vae_model.config.scaling_factor)
 
 
+def token_counts(tokenizer: CLIPTokenizer, caption: str, counterfactual: str) -> tuple[tuple[int, int],
+                                                                                   tuple[bool, bool]]:
+    """Untruncated token counts of C_o and C_c, and whether each exceeds the tokenizer's limit (77 for SD)."""
+    counts = tuple(len(ids) for ids in tokenizer([caption, counterfactual], verbose=False)["input_ids"])
+    return counts, tuple(n > tokenizer.model_max_length for n in counts)
+
+
 @torch.inference_mode()
 def encode_prompts(diffusion: Diffusion, caption: str, counterfactual: str) -> Prompts:
     """Prompts longer than the tokenizer's limit (77 for SD) are truncated and flagged."""
     tokenizer = diffusion.tokenizer
-    counts = tuple(len(ids) for ids in tokenizer([caption, counterfactual], verbose=False)["input_ids"])
     ids = tokenizer(["", caption, counterfactual], padding="max_length", max_length=tokenizer.model_max_length,
                     truncation=True, return_tensors="pt")["input_ids"]
     states = diffusion.text_encoder(ids.to(diffusion.device))[0]
-    return Prompts(states, counts, tuple(n > tokenizer.model_max_length for n in counts))
+    return Prompts(states, *token_counts(tokenizer, caption, counterfactual))
 
 
 @torch.inference_mode()
