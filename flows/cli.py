@@ -65,9 +65,14 @@ def _params(params_file: Path, param: list[str] | None) -> Params:
 
 def _check_models(section: Any) -> None:
     """Every model of a params section is identifiable (a missing folder fails here, before any work)."""
-    from flows.sharding import model_fingerprints
+    from tasks.models import model_fingerprints
 
     model_fingerprints(section)
+
+
+def _check_source(source: Path) -> None:
+    if not source.is_file():
+        raise UserError(f"caption file {source} does not exist")
 
 
 def _check_output(source: Path, output: Path) -> None:
@@ -102,8 +107,7 @@ def captions(source: Path, output: Path, param: ParamOption = None, params_file:
     """Steps 1-5 (ingest, nouns, candidates, similarity, perplexity) on a COCO JSON or TSV caption file."""
     with user_errors():
         params = _params(params_file, param)
-        if not source.is_file():
-            raise UserError(f"caption file {source} does not exist")
+        _check_source(source)
         _check_output(source, output)
         for name in CAPTION_STEPS:
             _check_models(STAGES[name].section(params))
@@ -116,8 +120,7 @@ def captions(source: Path, output: Path, param: ParamOption = None, params_file:
 def ingest(source: Path, output: Path, metrics: MetricsOption = None) -> None:
     """Step 1: COCO caption JSON or `caption_id<TAB>caption` TSV -> captions parquet (+ rejects)."""
     with user_errors():
-        if not source.is_file():
-            raise UserError(f"caption file {source} does not exist")
+        _check_source(source)
         _check_output(source, output)
         from flows.captions import ingest_task
 
@@ -182,8 +185,7 @@ def tiny_models(source: Path, output: Path, param: ParamOption = None,
     """Build the demo profile's tiny random models from a caption file (offline, seeded, deterministic)."""
     with user_errors():
         params = _params(params_file, param)
-        if not source.is_file():
-            raise UserError(f"caption file {source} does not exist")
+        _check_source(source)
         from tasks.tiny_models import build
 
         build(source, output, params.tiny_models)
@@ -238,8 +240,7 @@ def run(source: Annotated[str | None, typer.Option(help="caption file (default: 
     with user_errors():
         extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
         params = _params(params_file, [*(param or []), *extra])
-        if not params.paths.captions_source.is_file():
-            raise UserError(f"caption file {params.paths.captions_source} does not exist")
+        _check_source(params.paths.captions_source)
         from flows.pipeline import dataset_flow
         from flows.server import prefect_api
 

@@ -134,9 +134,8 @@ def filter_flow(scores_path: Path, output: Path, selected_images: Path, params: 
                 del queue[candidate["caption_id"]]
                 progress.advance()
     kept = pl.DataFrame(selected, schema=SELECTED).sort("caption_id")
-    exhausted = [cid for cid in scores["caption_id"].unique() if cid in queue]
-    rejects = pl.concat([pl.DataFrame(dropped, schema=SELECTED_REJECTS),
-                         clip_filter.unselected(scores, kept["caption_id"].to_list(), exhausted)]
+    rejects = pl.concat([pl.DataFrame(dropped, schema=SELECTED_REJECTS),  # queue: pairs whose candidates all failed
+                         clip_filter.unselected(scores, kept["caption_id"].to_list(), list(queue))]
                         ).sort("caption_id", "sample", nulls_last=True)
     write_outputs(kept, rejects, output)
     pairs = scores["caption_id"].n_unique()

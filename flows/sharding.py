@@ -23,8 +23,8 @@ from pydantic import BaseModel
 
 from flows.progress import StageProgress
 from tasks.code import code_digest
-from tasks.models import fingerprint, set_torch_threads
-from tasks.params import ModelSpec, Params, keyed_dump
+from tasks.models import model_fingerprints, set_torch_threads
+from tasks.params import Params, keyed_dump
 from tasks.stages import Stage
 
 GROUP = "caption_id"
@@ -49,17 +49,6 @@ def content_shards(frame: pl.DataFrame, shard_size: int) -> list[pl.DataFrame]:
     boundary = [bool(s) and cut[g] for s, g in zip(starts.fill_null(True), frame[GROUP])]
     shard_no = pl.Series(boundary, dtype=pl.Int32).cum_sum()
     return frame.with_columns(_shard=shard_no).partition_by("_shard", maintain_order=True, include_key=False)
-
-
-def model_fingerprints(section: BaseModel) -> list[str]:
-    """Content identities of every model spec in a params section, in field order."""
-    found = []
-    for value in dict(section).values():
-        if isinstance(value, ModelSpec):
-            found.append(fingerprint(value))
-        elif isinstance(value, BaseModel):
-            found.extend(model_fingerprints(value))
-    return found
 
 
 def shard_key(stage: Stage, shard: pl.DataFrame, section: BaseModel, *extra: str) -> str:

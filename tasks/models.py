@@ -23,6 +23,7 @@ from typing import TypeVar
 from pathlib import Path
 
 import torch
+from pydantic import BaseModel
 
 from tasks.errors import UserError
 from tasks.params import ClipSpec, ModelSpec
@@ -154,6 +155,17 @@ def clip_fingerprint(spec: ClipSpec) -> str:
         raise ModelNotFound(f"CLIP weights {spec.pretrained} are neither a file nor an open_clip tag of {spec.id}")
     digest = hashlib.sha256(f"{architecture}\n{weights_id}".encode()).hexdigest()[:16]
     return f"{spec.id}:{weights.name}#{digest}"
+
+
+def model_fingerprints(section: BaseModel) -> list[str]:
+    """Content identities of every model spec in a params section, in field order (raises ModelNotFound)."""
+    found = []
+    for value in dict(section).values():
+        if isinstance(value, ModelSpec):
+            found.append(fingerprint(value))
+        elif isinstance(value, BaseModel):
+            found.extend(model_fingerprints(value))
+    return found
 
 
 def hub_kwargs(spec: ModelSpec) -> dict:

@@ -22,7 +22,7 @@ import torch
 
 from tasks.clip_scores import ClipScorer, load_clip, pair_scores
 from tasks.code import code_digest
-from tasks.models import clip_fingerprint, fingerprint, resolve_device, resolve_dtype
+from tasks.models import model_fingerprints, resolve_device, resolve_dtype
 from tasks.params import GenerateParams, keyed_dump
 from tasks.sampling import Diffusion, Prompts, Rendered, Sample, encode_prompts, load_diffusion, render
 from tasks.schemas import SCORE_COLUMNS
@@ -45,8 +45,7 @@ def identity(params: GenerateParams) -> str:
     """What fixes a sample besides its own values: keyed params, model contents, device, dtype, code."""
     device = resolve_device(params.diffusion)
     return json.dumps({
-        "params": keyed_dump(params), "diffusion": fingerprint(params.diffusion),
-        "vae": fingerprint(params.vae) if params.vae else None, "clip": clip_fingerprint(params.clip),
+        "params": keyed_dump(params), "models": model_fingerprints(params),
         "device": device.type, "dtype": str(resolve_dtype(params.diffusion, device)), "code": code_digest(__name__),
     }, sort_keys=True)
 
