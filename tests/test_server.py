@@ -181,8 +181,10 @@ def test_run_with_server_shares_one_server_and_stops_it(monkeypatch, capfd):
     command = [sys.executable, "-c", textwrap.dedent("""
         import os, urllib.request, psutil
         urllib.request.urlopen(os.environ['PREFECT_API_URL'] + '/health')
+        url = os.environ['PREFECT_API_URL']
+        port = url.rsplit(':', 1)[1].split('/')[0]  # not the suite's own session server, also our parent's child
         siblings = psutil.Process(os.getppid()).children()
-        print('ok', os.environ['PREFECT_API_URL'], *[p.pid for p in siblings if 'uvicorn' in p.cmdline()])
+        print('ok', url, *[p.pid for p in siblings if 'uvicorn' in p.cmdline() and port in p.cmdline()])
     """)]
     with temporary_settings(restore_defaults={PREFECT_API_URL}):  # even after a test that set one
         assert run_with_server(command) == 0
