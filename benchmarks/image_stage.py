@@ -1,119 +1,184 @@
-"""Benchmark the image stage (generate + filter): throughput, UNet work per accepted pair, peak memory.
+"""Image stage: UNet rows/s of cfgen's paired P2P sampler against diffusers' stock StableDiffusionPipeline, peak
+memory, and UNet rows per accepted pair with and without adaptive stopping.
 
-    python benchmarks/image_stage.py --profile tiny --pairs 4 --samples 8 --steps 4
-    python benchmarks/image_stage.py --profile paper --pairs 2 --samples 10 --steps 100   # weights cached locally
+    python benchmarks/image_stage.py                                  # SD v1.5 UNet structure, width 64, 256 px, CPU
+    python benchmarks/image_stage.py --width 320 --size 512 --steps 50 --batch-samples 8 \\
+        --dtype float16 --channels-last --compile                     # the full SD v1.5 UNet shape, on a GPU
 
-`tiny` builds random 32x32 models in a temporary folder (CPU is fine; its CLIP scores are noise, so use
-`--accept-all` to measure selection mechanics). `paper` runs SD v1.5 + CLIP ViT-L/14 from the local Hugging Face /
-open_clip caches only (HF_HUB_OFFLINE=1): it stops with a message when the weights are not there.
+The models are random, written in the real SD v1 folder layout (`tiny_images.build_tiny_diffusion` with SD v1.5's
+UNet blocks, `sd15_unet(width)`; a 768-wide text encoder as in SD v1.5), so both samplers load the same files and do
+the same UNet FLOPs. Rows per call match: cfgen renders S samples as 4S rows ([uncond, cond] x [C_o, C_c]); the stock
+pipeline gets 2S prompts (C_o and C_c, S times) under classifier-free guidance, also 4S rows. Both decode with the
+VAE; each sampler runs in its own process (so peak memory is its own), one untimed call, then --repeats timed calls.
 """
 
 from __future__ import annotations
 
-import argparse
+import multiprocessing
 import os
 import resource
-import sys
+import statistics
 import tempfile
 import time
-from itertools import cycle, islice
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Annotated
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import polars as pl  # noqa: E402
-import torch  # noqa: E402
+import typer  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
 
-from tasks import filter as clip_filter  # noqa: E402
-from tasks import generate, render  # noqa: E402
-from tasks.params import FilterParams, GenerateParams  # noqa: E402
-from tasks.tiny_images import TINY_IMAGE_SIZE, build_tiny_clip, build_tiny_diffusion  # noqa: E402
-
-PAIRS = [
-    ("a dog sitting on a couch", "a cat sitting on a couch"),
-    ("a red car parked on the street", "a red bus parked on the street"),
-    ("a man riding a horse on the beach", "a man riding a bicycle on the beach"),
-    ("a plate of pizza on a table", "a plate of salad on a table"),
-]
+C_O, C_C = "a dog sitting on a couch in a living room", "a cat sitting on a couch in a living room"
+PAIRS = [("a dog sitting on a couch", "a cat sitting on a couch"),
+         ("a red car parked on the street", "a red bus parked on the street"),
+         ("a man riding a horse on the beach", "a man riding a bicycle on the beach"),
+         ("a plate of pizza on a table", "a plate of salad on a table")]
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=["tiny", "paper"], default="tiny")
-    parser.add_argument("--pairs", type=int, default=4, help="caption pairs (cycled from built-ins or --pairs-file)")
-    parser.add_argument("--pairs-file", type=Path, help="a counterfactual_captions.parquet to take pairs from")
-    parser.add_argument("--samples", type=int, default=8, help="n_samples per pair")
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--batch-samples", type=int, default=4)
-    parser.add_argument("--adaptive", action="store_true", help="stop a pair once one sample passes the filter")
-    parser.add_argument("--round-samples", type=int, default=4)
-    parser.add_argument("--accept-all", action="store_true", help="thresholds -1: every unrejected sample passes")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (1 is far faster on a busy CPU)")
-    parser.add_argument("--no-warmup", action="store_true",
-                        help="skip the untimed first pass (kernel selection per batch shape)")
-    return parser.parse_args(argv)
+def peak_memory_mib() -> float:
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def pairs_frame(args: argparse.Namespace) -> pl.DataFrame:
-    if args.pairs_file:
-        return pl.read_parquet(args.pairs_file).head(args.pairs)
-    rows = list(islice(cycle(PAIRS), args.pairs))
-    return pl.DataFrame({"caption_id": [f"bench-{i}" for i in range(len(rows))],
-                         "image_id": [f"img-{i}" for i in range(len(rows))],
-                         "caption": [c for c, _ in rows], "counterfactual": [d for _, d in rows]})
+def generate_params(folder: Path, clip: Path | None, opts: dict):
+    from tasks.params import GenerateParams, ModelSpec
+    from tasks.tiny_images import build_tiny_clip
+
+    return GenerateParams(
+        diffusion=ModelSpec(id=str(folder), dtype=opts["dtype"]), vae=None,
+        clip=build_tiny_clip(clip, seed=0) if clip else GenerateParams().clip, size=opts["size"], steps=opts["steps"],
+        n_samples=opts["samples"], batch_samples=opts["batch_samples"], channels_last=opts["channels_last"],
+        compile_unet=opts["compile"])
 
 
-def build_params(args: argparse.Namespace, work: Path) -> GenerateParams:
-    common = dict(steps=args.steps, n_samples=args.samples, batch_samples=args.batch_samples,
-                  adaptive={"enabled": args.adaptive, "min_accepted": 1, "round_samples": args.round_samples})
-    if args.profile == "paper":
-        return GenerateParams(**common)
-    return GenerateParams(diffusion=build_tiny_diffusion(work / "sd", seed=0), vae=None,
-                          clip=build_tiny_clip(work / "clip", seed=0), size=TINY_IMAGE_SIZE, **common)
+def time_sampler(stock: bool, folder: Path, opts: dict) -> dict:
+    """In a fresh process: seconds of each timed call of one sampler at 4 x batch_samples rows per UNet call."""
+    import torch
 
+    from tasks import sampling
+    from tasks.models import resolve_device, resolve_dtype
 
-def main(argv: list[str]) -> int:
-    args = parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    with tempfile.TemporaryDirectory(prefix="cfgen-bench-") as tmp:
-        work = Path(tmp)
-        params = build_params(args, work)
-        try:
-            models = render.load_models(params)
-        except (OSError, RuntimeError, ValueError) as error:
-            print(f"cannot load the {args.profile} models from local files: {error}", file=sys.stderr)
-            return 2
-        filter_params = FilterParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1,
-                                     min_clip_dir=-1) if args.accept_all else FilterParams()
-        pairs = pairs_frame(args)
-        if not args.no_warmup:
-            warm = params.model_copy(update={"n_samples": params.batch_samples + 1})
-            generate.run(pairs.head(1), generate.Screening(warm, {}, models=models))
+    params, n = generate_params(folder, None, opts), opts["batch_samples"]
+    device = resolve_device(params.diffusion)
+    dtype = resolve_dtype(params.diffusion, device)
+    if stock:
+        from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, StableDiffusionPipeline
+        from diffusers import UNet2DConditionModel
+        from transformers import CLIPTextModel, CLIPTokenizer
+
+        pipe = StableDiffusionPipeline(  # the same files, diffusers' own classes and default attention processors
+            vae=AutoencoderKL.from_pretrained(folder / "vae", dtype=dtype),
+            text_encoder=CLIPTextModel.from_pretrained(folder / "text_encoder", dtype=dtype),
+            tokenizer=CLIPTokenizer.from_pretrained(folder / "tokenizer"),
+            unet=UNet2DConditionModel.from_pretrained(folder / "unet", dtype=dtype),
+            scheduler=EulerAncestralDiscreteScheduler.from_pretrained(folder / "scheduler"),
+            safety_checker=None, feature_extractor=None, requires_safety_checker=False).to(device)
+        if params.channels_last:
+            pipe.unet.to(memory_format=torch.channels_last)
+            pipe.vae.to(memory_format=torch.channels_last)
+        if params.compile_unet:
+            pipe.unet = torch.compile(pipe.unet)
+        pipe.set_progress_bar_config(disable=True)
+
+        def call() -> None:
+            pipe(prompt=[C_O, C_C] * n, num_inference_steps=params.steps, guidance_scale=7.5, height=params.size,
+                 width=params.size, output_type="np", generator=torch.Generator(device).manual_seed(0))
+    else:
+        diffusion = sampling.load_diffusion(params.diffusion, None, params.channels_last, params.compile_unet)
+        samples = [sampling.plan_sample(params, "bench", i) for i in range(n)]
+
+        def call() -> None:
+            prompts = sampling.encode_prompts(diffusion, C_O, C_C)
+            sampling.render(diffusion, prompts, samples, params.steps, params.size, params.p2p_mode)
+    call()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    seconds = []
+    for _ in range(opts["repeats"]):
+        t = time.perf_counter()
+        call()
         if torch.cuda.is_available():
-            torch.cuda.reset_peak_memory_stats()
-        start = time.perf_counter()
-        scores, _ = generate.run(pairs, generate.Screening(params, {}, models=models), filter_params)
-        seconds = time.perf_counter() - start
-        selected = clip_filter.ranked(scores, filter_params).filter(pl.col("rank") == 0)
-    evals = scores["unet_evals"].sum()
-    cuda_peak = f"{torch.cuda.max_memory_allocated() / 2**20:.0f} MiB" if torch.cuda.is_available() else "n/a"
-    metrics = {
-        "profile / device": f"{args.profile} / {models.diffusion.device} {models.diffusion.dtype}"
-                            f" ({torch.get_num_threads()} CPU threads)",
-        "pairs / samples rendered": f"{pairs.height} / {scores.height}",
-        "seconds": f"{seconds:.2f}",
-        "samples/s": f"{scores.height / seconds:.2f}",
-        "accepted pairs": f"{selected.height}",
-        "UNet batch-item evals / accepted pair": f"{evals / selected.height:.0f}" if selected.height else "n/a",
-        "UNet batch-item evals / pair": f"{evals / max(pairs.height, 1):.0f}",
-        "peak RSS": f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10:.0f} MiB",
-        "peak CUDA memory": cuda_peak,
-    }
-    width = max(map(len, metrics))
-    print("\n".join(f"{name:<{width}}  {value}" for name, value in metrics.items()))
-    return 0
+            torch.cuda.synchronize()
+        seconds.append(time.perf_counter() - t)
+    return {"seconds": seconds, "peak": peak_memory_mib(), "device": f"{device.type} {dtype}"}
+
+
+def adaptive_cost(folder: Path, clip: Path, opts: dict, adaptive: bool) -> dict:
+    """In a fresh process: the image stage (generate.run) over the benchmark pairs; UNet rows and accepted pairs.
+    The random CLIP's scores are noise, so the filter keeps clip_dir >= 0: about half of the samples pass."""
+    import polars as pl
+
+    from tasks import filter as clip_filter
+    from tasks import generate
+    from tasks.params import FilterParams
+
+    params = generate_params(folder, clip, opts).model_copy(update={"adaptive": {
+        "enabled": adaptive, "min_accepted": 1, "round_samples": opts["batch_samples"]}})
+    filter_params = FilterParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=0)
+    pairs = pl.DataFrame({"caption_id": [f"bench-{i}" for i in range(len(PAIRS))],
+                          "image_id": [f"img-{i}" for i in range(len(PAIRS))],
+                          "caption": [o for o, _ in PAIRS], "counterfactual": [c for _, c in PAIRS]})
+    t = time.perf_counter()
+    scores, _ = generate.run(pairs, generate.Screening(params, {}), filter_params)
+    seconds = time.perf_counter() - t
+    accepted = clip_filter.ranked(scores, filter_params).filter(pl.col("rank") == 0).height
+    return {"samples": scores.height, "rows": int(scores["unet_evals"].sum()), "accepted": accepted,
+            "seconds": seconds, "peak": peak_memory_mib()}
+
+
+def in_fresh_process(fn, *args):
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
+
+
+def main(width: Annotated[int, typer.Option(help="UNet top-level channels (SD v1.5: 320)")] = 64,
+         size: Annotated[int, typer.Option(help="image side in pixels (SD v1.5: 512)")] = 256,
+         steps: int = 20,
+         batch_samples: Annotated[int, typer.Option(help="samples per UNet call (4 rows each)")] = 2,
+         samples: Annotated[int, typer.Option(help="n_samples per pair in the adaptive table")] = 8,
+         repeats: int = 3,
+         dtype: Annotated[str, typer.Option(help="auto (fp32 on CPU), float16, bfloat16, float32")] = "auto",
+         channels_last: bool = False,
+         compile: Annotated[bool, typer.Option("--compile", help="torch.compile both UNets")] = False) -> None:
+    from tasks.tiny_images import build_tiny_diffusion, sd15_unet
+
+    opts = dict(size=size, steps=steps, batch_samples=batch_samples, samples=samples, repeats=repeats, dtype=dtype,
+                channels_last=channels_last, compile=compile)
+    with tempfile.TemporaryDirectory(prefix="cfgen-bench-") as tmp:
+        folder, clip = Path(tmp) / "sd", Path(tmp) / "clip"
+        build_tiny_diffusion(folder, seed=0, unet=sd15_unet(width), text_width=768)
+        timed = {stock: in_fresh_process(time_sampler, stock, folder, opts) for stock in (False, True)}
+        costs = {adaptive: in_fresh_process(adaptive_cost, folder, clip, opts, adaptive) for adaptive in (False, True)}
+    rows = 4 * batch_samples * steps
+    rate = {stock: rows / statistics.median(t["seconds"]) for stock, t in timed.items()}
+    console = Console()
+    table = Table(title=f"UNet rows/s: SD v1.5 UNet blocks at width {width}, {size} px, {steps} steps, "
+                        f"{4 * batch_samples} rows per call, {timed[False]['device']}"
+                        f"{', channels_last' if channels_last else ''}{', compiled' if compile else ''}")
+    for column in ("sampler", "calls", "median s per call", "UNet rows/s", "vs stock", "peak memory MiB"):
+        table.add_column(column, justify="right")
+    for stock, name in ((True, "diffusers StableDiffusionPipeline (stock attention)"),
+                        (False, "cfgen paired P2P sampler")):
+        table.add_row(name, str(repeats), f"{statistics.median(timed[stock]['seconds']):.2f}", f"{rate[stock]:.1f}",
+                      f"{rate[stock] / rate[True]:.3f}x", f"{timed[stock]['peak']:.0f}")
+    console.print(table)
+    cost = Table(title=f"UNet rows per accepted pair: {len(PAIRS)} pairs, n_samples={samples}, clip_dir >= 0 on a "
+                       "random CLIP (about half pass)")
+    for column in ("adaptive stopping", "samples rendered", "UNet rows", "accepted pairs", "UNet rows / accepted pair",
+                   "s", "peak memory MiB"):
+        cost.add_column(column, justify="right")
+    for adaptive, c in costs.items():
+        per_pair = f"{c['rows'] / c['accepted']:.0f}" if c["accepted"] else "n/a"
+        cost.add_row("on" if adaptive else "off (paper)", str(c["samples"]), str(c["rows"]), str(c["accepted"]),
+                     per_pair, f"{c['seconds']:.1f}", f"{c['peak']:.0f}")
+    console.print(cost)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    typer.run(main)

@@ -9,6 +9,7 @@ command that runs them, so a DVC stage executes only its own code.
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -42,9 +43,17 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="tracebac
                         handlers=[RichHandler(console=console, show_path=False)])
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Prefect API call otherwise
     VERBOSE["on"] = verbose
-    from flows.server import stop_on_sigterm
-
     stop_on_sigterm()
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM raise SystemExit(143) in the main thread, so `with` blocks and atexit hooks run (a temporary
+    Prefect server is stopped). Call it from the main thread: only there can Python install signal handlers."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 @contextmanager

@@ -8,8 +8,8 @@ Invariant: **no Prefect server outlives the command that started it.**
   is started with Linux `prctl(PR_SET_PDEATHSIG, SIGTERM)`: the kernel sends it SIGTERM when the thread that started
   it dies, however it dies (SIGKILL and OOM included), so it cannot be re-parented and left running.
   Enter it from the main thread: the death signal follows the starting *thread*.
-- `stop_on_sigterm()` turns SIGTERM into `SystemExit(143)` so `with` blocks and atexit hooks run (the server is
-  stopped cleanly, results and logs are flushed) instead of the process dying on the spot.
+- `flows.cli.stop_on_sigterm()` turns SIGTERM into `SystemExit(143)` so `with` blocks and atexit hooks run (the
+  server is stopped cleanly, results and logs are flushed) instead of the process dying on the spot.
 - `run_with_server(command)` runs another command (`dvc repro`) under one such server: every process it starts
   inherits `PREFECT_API_URL`, so they all share one server instead of one temporary server each.
 """
@@ -221,17 +221,6 @@ def prefect_api(timeout: float = 60) -> Iterator[str]:
             yield server.api_url
     finally:
         server.stop()
-
-
-def stop_on_sigterm() -> None:
-    """Make SIGTERM raise SystemExit(143) in the main thread, so `with` blocks and atexit hooks run.
-
-    Call it from the main thread (Python runs signal handlers there and only there can install them)."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, handler)
 
 
 def _terminal_delivers_sigint_to(child: subprocess.Popen[Any]) -> bool:

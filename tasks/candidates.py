@@ -13,7 +13,7 @@ from functools import cached_property
 
 import polars as pl
 import torch
-from transformers import AutoModelForMaskedLM, PreTrainedTokenizerBase
+from transformers import AutoModelForMaskedLM, BatchEncoding, PreTrainedTokenizerBase
 
 from tasks import nouns, schemas
 from tasks.models import load_pretrained
@@ -43,6 +43,14 @@ class MaskedLM:
     def max_length(self) -> int:
         return min(self.tokenizer.model_max_length, self.model.config.max_position_embeddings - 2)
 
+    def masked_logits(self, enc: BatchEncoding, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """Vocabulary logits at positions (rows, cols) only: the encoder runs on the whole batch, the MLM head
+        (RoBERTa `lm_head`, BERT `cls`: a third of roberta-base's FLOPs over a caption) on the masks alone."""
+        head = getattr(self.model, "lm_head", None) or getattr(self.model, "cls", None)
+        if head is None:
+            return self.model(**enc).logits[rows, cols]
+        return head(self.model.base_model(**enc).last_hidden_state[rows, cols])
+
 
 def load_models(params: CandidatesParams) -> MaskedLM:
     return MaskedLM(*load_pretrained(params.model, AutoModelForMaskedLM))
@@ -54,16 +62,19 @@ def masked_caption(caption: str, start: int, end: int, mask_token: str) -> str:
 
 @torch.inference_mode()
 def top_fills(mlm: MaskedLM, masked: list[str], top_k: int, batch_size: int) -> list[list[tuple[str, float]]]:
-    """For each masked sentence, its top-k (token, probability) fills, best first."""
-    out = []
-    for i in range(0, len(masked), batch_size):
-        enc = mlm.tokenizer(masked[i:i + batch_size], padding=True, return_tensors="pt").to(mlm.model.device)
-        logits = mlm.model(**enc).logits
+    """For each masked sentence, its top-k (token, probability) fills, best first. Batches are cut from the
+    sentences sorted by length (little padding), and the MLM head runs at the masked positions only."""
+    lengths = [len(ids) for ids in mlm.tokenizer(masked)["input_ids"]] if masked else []
+    order = sorted(range(len(masked)), key=lengths.__getitem__)
+    out: list[list[tuple[str, float]]] = [[] for _ in masked]
+    for b in range(0, len(order), batch_size):
+        batch = order[b:b + batch_size]
+        enc = mlm.tokenizer([masked[i] for i in batch], padding=True, return_tensors="pt").to(mlm.model.device)
         rows, cols = (enc["input_ids"] == mlm.tokenizer.mask_token_id).nonzero(as_tuple=True)
-        probs = logits[rows, cols].float().softmax(-1)
-        scores, ids = probs.topk(top_k, dim=-1)
-        for score_row, id_row in zip(scores.tolist(), ids.tolist()):
-            out.append(list(zip(mlm.tokenizer.convert_ids_to_tokens(id_row), score_row)))
+        logits = mlm.masked_logits(enc, rows, cols)
+        scores, ids = logits.float().softmax(-1).topk(top_k, dim=-1)
+        for i, score_row, id_row in zip(rows.tolist(), scores.tolist(), ids.tolist()):
+            out[batch[i]] = list(zip(mlm.tokenizer.convert_ids_to_tokens(id_row), score_row))
     return out
 
 
@@ -87,7 +98,7 @@ def run(sites: pl.DataFrame, params: CandidatesParams, mlm: MaskedLM) -> tuple[p
     """(candidates, rejects) for a `nouns` frame."""
     rows = list(sites.iter_rows(named=True))
     masked = [masked_caption(r["caption"], r["start"], r["end"], mlm.tokenizer.mask_token) for r in rows]
-    lengths = [len(ids) for ids in mlm.tokenizer(masked)["input_ids"]]
+    lengths = [len(ids) for ids in mlm.tokenizer(masked)["input_ids"]] if masked else []
     fits = [n <= mlm.max_length for n in lengths]
     fills = top_fills(mlm, [m for m, ok in zip(masked, fits) if ok], params.top_k, params.batch_size)
     fills_iter = iter(fills)

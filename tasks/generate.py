@@ -48,7 +48,7 @@ class Screening:
     rendered: int = 0
 
     def __post_init__(self) -> None:
-        self.batcher = render.Batcher(self.params.batch_samples)
+        self.batcher = render.batcher(render.identity(self.params), self.params.batch_samples)
 
     def measure(self, pair: dict, indices: range) -> list[dict]:
         """Measurements of samples `indices` of `pair`: from the cache, or rendered now and cached."""

@@ -19,14 +19,16 @@ import re
 import threading
 from collections.abc import Callable
 from functools import cache, wraps
-from typing import TypeVar
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
-import torch
 from pydantic import BaseModel
 
 from tasks.errors import UserError
 from tasks.params import ClipSpec, ModelSpec
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 PACKAGE_SCHEME = "pkg:"
@@ -60,6 +62,8 @@ def resolve_path(model_id: str) -> str:
 
 
 def resolve_device(spec: ModelSpec) -> torch.device:
+    import torch  # here, not at the top: a command that only checks its inputs and models never imports torch
+
     if spec.device != "auto":
         return torch.device(spec.device)
     if torch.cuda.is_available():
@@ -70,6 +74,8 @@ def resolve_device(spec: ModelSpec) -> torch.device:
 
 def resolve_dtype(spec: ModelSpec, device: torch.device) -> torch.dtype:
     """`auto` is fp32 on CPU, bf16 on GPUs that have it, fp16 on the others."""
+    import torch
+
     if spec.dtype != "auto":
         return getattr(torch, spec.dtype)
     if device.type != "cuda":
@@ -186,4 +192,6 @@ def load_pretrained(spec: ModelSpec, model_class: type) -> tuple:
 def set_torch_threads(threads: int | None) -> None:
     """Pin CPU intra-op threads for the calling thread (OpenMP settings are per thread); None keeps the default."""
     if threads:
+        import torch
+
         torch.set_num_threads(threads)

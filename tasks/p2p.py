@@ -26,8 +26,8 @@ GUIDANCE_ROW_PAIRS = 2  # (uncond·C_o, uncond·C_c) and (cond·C_o, cond·C_c)
 class AttentionController:
     """Shared state of all processors of one UNet: which row pairs share maps in the next UNet call.
 
-    `begin(mode, fractions, steps)` per batch, `step(i)` before each UNet call, `reset()` after the batch (then nothing
-    is shared: the UNet behaves as stock). Each sample has GUIDANCE_ROW_PAIRS (o, c) row pairs per call.
+    `begin(mode, fractions, steps, device)` per batch, `step(i)` before each UNet call, `reset()` after the batch (then
+    nothing is shared: the UNet behaves as stock). Each sample has GUIDANCE_ROW_PAIRS (o, c) row pairs per call.
     """
 
     def __init__(self) -> None:
@@ -37,30 +37,37 @@ class AttentionController:
         self.mode: P2PMode | None = None
         self.fractions: Sequence[float] = ()
         self.steps = 0
+        self.device = torch.device("cpu")
         self.shared: torch.Tensor | None = None
 
-    def begin(self, mode: P2PMode, fractions: Sequence[float], steps: int) -> None:
-        """`fractions[s]` is sample s's p2p fraction, `steps` the number of denoising steps of the batch."""
+    def begin(self, mode: P2PMode, fractions: Sequence[float], steps: int,
+              device: torch.device = torch.device("cpu")) -> None:
+        """`fractions[s]` is sample s's p2p fraction, `steps` the number of denoising steps of the batch, `device`
+        the UNet's."""
         self.reset()
-        self.mode, self.fractions, self.steps = mode, tuple(fractions), steps
+        self.mode, self.fractions, self.steps, self.device = mode, tuple(fractions), steps, device
 
     def active(self, step: int) -> list[bool]:
         """Per sample: does it share maps at `step`?"""
         return [step < p * self.steps for p in self.fractions]
 
     def step(self, step: int) -> None:
-        self.shared = torch.tensor(self.active(step)).repeat_interleave(GUIDANCE_ROW_PAIRS)
+        """Decided on the host once per UNet call, so layers branch on a Python value (no device sync, and one
+        `torch.compile` graph per case)."""
+        active = self.active(step)
+        self.shared = torch.tensor(active, device=self.device).repeat_interleave(GUIDANCE_ROW_PAIRS) if any(
+            active) else None
 
     def sharing(self, cross: bool) -> torch.Tensor | None:
         """Bool per row pair for a layer of this kind, or None when the layer runs as stock."""
-        if self.shared is None or cross != (self.mode == "word_swap") or not self.shared.any():
+        if self.shared is None or cross != (self.mode == "word_swap"):
             return None
         return self.shared
 
 
 def share_maps(query: torch.Tensor, key: torch.Tensor, shared: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(query, key) with each shared pair's c row replaced by its o row; rows are (o, c) pairs on dim 0."""
-    mask = shared.to(query.device).view(-1, *([1] * (query.ndim - 1)))
+    mask = shared.view(-1, *([1] * (query.ndim - 1)))
 
     def swap(x: torch.Tensor) -> torch.Tensor:
         x = x.unflatten(0, (-1, 2))

@@ -157,7 +157,10 @@ class SimilarityParams(Frozen):
 
 class PerplexityParams(Frozen):
     model: ModelSpec
-    batch_size: int = unkeyed(16, "captions per forward pass", ge=1)
+    batch_tokens: int = unkeyed(1024, "tokens per forward pass (whole captions' tries, packed in rows of <= 256)",
+                                ge=1)
+    shared_prefix: bool = unkeyed(True, "compute a token prefix shared by a caption's candidates once; False scores "
+                                        "each candidate alone (the reference method; equal within float rounding)")
 
 
 class AdaptiveParams(Frozen):
@@ -183,7 +186,10 @@ class GenerateParams(Frozen):
     p2p_fraction: Annotated[tuple[Unit, Unit], AfterValidator(_ordered)] = (0.1, 0.9)
     p2p_mode: Literal["self", "word_swap"] = "self"
     seed: int = 0
-    batch_samples: int = unkeyed(4, "samples per UNet call (4 rows each); halved on CUDA OOM", ge=1)
+    batch_samples: int = unkeyed(4, "samples per UNet call (4 rows each); after a CUDA OOM the halved size is "
+                                    "kept for the rest of the process", ge=1)
+    channels_last: bool = Field(False, description="UNet and VAE in channels_last memory format (GPU tensor cores)")
+    compile_unet: bool = Field(False, description="torch.compile the UNet: slow first call, faster steps after")
     black_threshold: int = unkeyed(4, "an image with every pixel <= this is black (applied after the cache)",
                                    ge=0, le=255)
     clip_batch_size: int = unkeyed(32, "images per CLIP forward pass", ge=1)

@@ -37,7 +37,8 @@ class ImageModels:
 
 
 def load_models(params: GenerateParams) -> ImageModels:
-    return ImageModels(load_diffusion(params.diffusion, params.vae), load_clip(params.clip))
+    return ImageModels(load_diffusion(params.diffusion, params.vae, params.channels_last, params.compile_unet),
+                       load_clip(params.clip))
 
 
 @cache
@@ -58,7 +59,7 @@ def sample_key(pair: dict, sample: Sample, params: GenerateParams) -> str:
 
 @dataclass
 class Batcher:
-    """Renders samples `size` at a time; a CUDA OOM halves `size` for the rest of the run and retries."""
+    """Renders samples `size` at a time; a CUDA OOM halves `size` for every later call and retries."""
 
     size: int
 
@@ -78,6 +79,13 @@ class Batcher:
                 continue
             yield chunk, rendered
             start += len(chunk)
+
+
+@cache
+def batcher(identity: str, batch_samples: int) -> Batcher:
+    """One per process and `identity(params)` (models, device, dtype, size...): the largest batch that fits is found
+    once, after at most log2(batch_samples) OOMs, and every later pair starts from it."""
+    return Batcher(batch_samples)
 
 
 def caption_texts(models: ImageModels, pair: dict) -> torch.Tensor:

@@ -88,8 +88,11 @@ def load_tokenizer(spec: ModelSpec) -> CLIPTokenizer:
 
 
 @load_once
-def load_diffusion(spec: ModelSpec, vae: ModelSpec | None) -> Diffusion:
-    """Components from `spec`'s SD v1 folder (id or path); `vae` replaces its vae/. fp32 on CPU (resolve_dtype)."""
+def load_diffusion(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool = False,
+                   compile_unet: bool = False) -> Diffusion:
+    """Components from `spec`'s SD v1 folder (id or path); `vae` replaces its vae/. fp32 on CPU (resolve_dtype).
+    `channels_last` stores the UNet and VAE convolutions NHWC; `compile_unet` wraps the UNet (with its P2P processors
+    installed) in `torch.compile`."""
     path, device, kwargs = resolve_path(spec.id), resolve_device(spec), hub_kwargs(spec)
     dtype = resolve_dtype(spec, device)
     if vae is None:
@@ -100,11 +103,15 @@ def load_diffusion(spec: ModelSpec, vae: ModelSpec | None) -> Diffusion:
     text_encoder = CLIPTextModel.from_pretrained(path, subfolder="text_encoder", dtype=dtype, **kwargs)
     for module in (unet, vae_model, text_encoder):
         module.to(device).eval().requires_grad_(False)
+    if channels_last:
+        unet.to(memory_format=torch.channels_last)
+        vae_model.to(memory_format=torch.channels_last)
+    controller = p2p.install(unet)
     return Diffusion(
         tokenizer=load_tokenizer(spec), text_encoder=text_encoder,
-        unet=unet, vae=vae_model,
+        unet=torch.compile(unet) if compile_unet else unet, vae=vae_model,
         scheduler=EulerAncestralDiscreteScheduler.from_pretrained(path, subfolder="scheduler", **kwargs),
-        controller=p2p.install(unet), device=device, dtype=dtype,
+        controller=controller, device=device, dtype=dtype,
         latent_channels=unet.config.in_channels, latent_factor=2 ** (len(vae_model.config.block_out_channels) - 1),
         scaling_factor=vae_model.config.scaling_factor)
 
@@ -142,7 +149,7 @@ def render(diffusion: Diffusion, prompts: Prompts, samples: Sequence[Sample], st
     uncond, cond_o, cond_c = prompts.states
     context = torch.stack([uncond, uncond, cond_o, cond_c]).repeat(n, 1, 1)
     scales = torch.tensor([s.guidance_scale for s in samples], device=device, dtype=dtype).view(n, 1, 1, 1, 1)
-    diffusion.controller.begin(mode, [s.p2p_fraction for s in samples], steps)
+    diffusion.controller.begin(mode, [s.p2p_fraction for s in samples], steps, device)
     try:
         for i, t in enumerate(scheduler.timesteps):
             diffusion.controller.step(i)

@@ -39,25 +39,36 @@ def clip_bpe_tokenizer() -> CLIPTokenizer:
     return CLIPTokenizer(vocab={t: i for i, t in enumerate(vocab)}, merges=merges, model_max_length=77)
 
 
-def build_tiny_diffusion(out_dir: Path, seed: int) -> ModelSpec:
-    """Write a tiny SD v1 folder to `out_dir`; returns its spec (use it with `vae=None`, `size=TINY_IMAGE_SIZE`)."""
+TINY_UNET = dict(block_out_channels=(32, 64), layers_per_block=1, attention_head_dim=8,
+                 down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+                 up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"))
+
+
+def sd15_unet(width: int) -> dict:
+    """SD v1.5's UNet block structure (4 levels, 2 layers each, cross-attention in the top 3, 8 heads) with
+    `width` channels at the top level (SD v1.5: 320)."""
+    return dict(block_out_channels=(width, 2 * width, 4 * width, 4 * width), layers_per_block=2,
+                down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
+                up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3, attention_head_dim=8)
+
+
+def build_tiny_diffusion(out_dir: Path, seed: int, unet: dict = TINY_UNET, text_width: int = _TEXT_WIDTH) -> ModelSpec:
+    """Write a tiny SD v1 folder to `out_dir` (its UNet shaped by `unet`, its text states `text_width` wide; SD v1.5:
+    768); returns its spec (use it with `vae=None`, `size=TINY_IMAGE_SIZE` or any multiple of 8)."""
     out_dir = Path(out_dir)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        UNet2DConditionModel(
-            sample_size=TINY_IMAGE_SIZE // 8, block_out_channels=(32, 64), layers_per_block=1,
-            down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
-            up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
-            cross_attention_dim=_TEXT_WIDTH, attention_head_dim=8,
-        ).save_pretrained(out_dir / "unet")
+        UNet2DConditionModel(sample_size=TINY_IMAGE_SIZE // 8, cross_attention_dim=text_width,
+                             **unet).save_pretrained(out_dir / "unet")
         AutoencoderKL(
             block_out_channels=(8, 8, 8, 8), down_block_types=("DownEncoderBlock2D",) * 4,
             up_block_types=("UpDecoderBlock2D",) * 4, latent_channels=4, norm_num_groups=4, layers_per_block=1,
             sample_size=TINY_IMAGE_SIZE,
         ).save_pretrained(out_dir / "vae")
         CLIPTextModel(CLIPTextConfig(
-            vocab_size=49408, hidden_size=_TEXT_WIDTH, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-            max_position_embeddings=77, bos_token_id=49406, eos_token_id=49407, pad_token_id=49407,
+            vocab_size=49408, hidden_size=text_width, intermediate_size=2 * text_width, num_hidden_layers=2,
+            num_attention_heads=4, max_position_embeddings=77, bos_token_id=49406, eos_token_id=49407,
+            pad_token_id=49407,
         )).save_pretrained(out_dir / "text_encoder")
     clip_bpe_tokenizer().save_pretrained(out_dir / "tokenizer")
     EulerAncestralDiscreteScheduler(

@@ -38,6 +38,18 @@ requires_nltk = needs_shared(SHARED / "nltk_data")
 requires_coco = needs_shared(COCO_CAPTIONS)
 
 
+@pytest.fixture(scope="session")
+def paper_shape_models(tmp_path_factory) -> Path:
+    """Random roberta-base and gpt2-large of the published shapes (../shared/tools, ~40 s, ~3.6 GB)."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("paper-shape")
+    subprocess.run([sys.executable, SHARED / "tools" / "make_paper_shape_models.py", COCO_CAPTIONS, out],
+                   check=True, capture_output=True)
+    return out
+
+
 def crash_on_call(monkeypatch, module, n: int) -> None:
     """Make `module.run` raise on its n-th call (a crash mid-stage); the other calls run for real."""
     original, calls = module.run, []
@@ -98,4 +110,4 @@ def caption_params(tiny_text_models):
     """Params for the caption steps on the tiny models (demo profile, small shards and batches)."""
     return project_params(f"candidates.model.id={tiny_text_models['mlm']}",
                           f"perplexity.model.id={tiny_text_models['clm']}", "engine.shard_size=8",
-                          "candidates.batch_size=16", "similarity.batch_size=64", "perplexity.batch_size=8")
+                          "candidates.batch_size=16", "similarity.batch_size=64", "perplexity.batch_tokens=64")

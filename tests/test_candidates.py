@@ -5,6 +5,7 @@ from __future__ import annotations
 import nltk
 import polars as pl
 import pytest
+import torch
 
 from tasks import candidates, nouns
 from tasks.ingest import read_captions
@@ -252,3 +253,20 @@ def test_fill_after_a_rejected_subword_twin_is_not_a_duplicate(monkeypatch, para
     kept, rejects = candidates.run(sites, params, mlm)
     assert kept.select("substitute", "mlm_score").rows() == [("cat", 0.3)]
     assert rejects.select("substitute", "reason").rows() == [("cat", "subword")]
+
+
+def test_no_sites_no_candidates(params, mlm):
+    kept, rejects = candidates.run(site_frame([]), params, mlm)
+    assert kept.is_empty() and rejects.is_empty()
+    assert kept.schema == candidates.SCHEMA
+
+
+def test_head_at_masked_positions_equals_full_logits(mlm, demo_sites):
+    masked = [candidates.masked_caption(r["caption"], r["start"], r["end"], mlm.tokenizer.mask_token)
+              for r in demo_sites.head(6).iter_rows(named=True)]
+    enc = mlm.tokenizer(masked, padding=True, return_tensors="pt")
+    rows, cols = (enc["input_ids"] == mlm.tokenizer.mask_token_id).nonzero(as_tuple=True)
+    with torch.no_grad():
+        full = mlm.model(**enc).logits[rows, cols]
+        torch.testing.assert_close(mlm.masked_logits(enc, rows, cols), full, rtol=1e-5, atol=1e-5)
+    assert rows.tolist() == list(range(6))

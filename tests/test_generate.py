@@ -96,6 +96,27 @@ def test_batch_sizes_and_black_threshold_never_render_again(tiny_specs, image_mo
     assert rendered == 8  # steps change the pixels: every sample again
 
 
+@pytest.mark.parametrize("knob", ["channels_last", "compile_unet"])
+def test_gpu_path_knobs_render_the_same_images_and_are_keyed(tiny_specs, image_models, knob):
+    """channels_last / torch.compile change kernels, not the method: same pixels within rounding; but they are in
+    the sample key, so a sample rendered one way is never served as the other."""
+    base, changed = make_params(tiny_specs, n_samples=2), make_params(tiny_specs, n_samples=2, **{knob: True})
+    models = render.load_models(changed)
+    unet = models.diffusion.unet
+    if knob == "channels_last":
+        assert unet.conv_in.weight.is_contiguous(memory_format=torch.channels_last)
+    else:
+        assert isinstance(unet, torch._dynamo.eval_frame.OptimizedModule)
+    cache = {}
+    stock, _, _ = screen(PAIRS.head(1), base, image_models, cache)
+    fast, _, rendered = screen(PAIRS.head(1), changed, models, cache)
+    assert rendered == 2
+    for column in ("max_pixel_o", "max_pixel_c"):
+        assert (fast[column] - stock[column]).abs().max() <= 1
+    for column in SCORE_COLUMNS:
+        assert fast[column].to_list() == pytest.approx(stock[column].to_list(), abs=1e-2)  # pixels +-1
+
+
 def test_a_canonical_render_is_reproducible_and_is_a_batch_of_one(tiny_specs, image_models):
     params = make_params(tiny_specs, n_samples=3, batch_samples=1)
     alone, _, _ = screen(PAIRS.head(1), params, image_models)
@@ -168,9 +189,15 @@ def test_cuda_oom_halves_the_batch_and_retries(tiny_specs, image_models, caplog)
     flaky = FlakyUNet(image_models.diffusion.unet)
     models = dataclasses.replace(image_models, diffusion=dataclasses.replace(image_models.diffusion, unet=flaky))
     params = make_params(tiny_specs, n_samples=4, batch_samples=4)
-    scores, _, _ = screen(PAIRS.head(1), params, models)
-    assert flaky.rows == [16] + [8] * 6  # 4 samples x 4 rows failed; then two batches of 2 samples x 3 steps
-    assert "batch_samples halved to 2" in caplog.text
+    render.batcher.cache_clear()
+    try:
+        scores, _, _ = screen(PAIRS.head(1), params, models)
+        assert flaky.rows == [16] + [8] * 6  # 4 samples x 4 rows failed; then two batches of 2 samples x 3 steps
+        assert "batch_samples halved to 2" in caplog.text
+        screen(PAIRS.slice(1, 1), params, models)  # the next pair (a new Screening) starts at the size that fit
+        assert flaky.rows[7:] == [8] * 6
+    finally:
+        render.batcher.cache_clear()
     halved, _, _ = screen(PAIRS.head(1), make_params(tiny_specs, n_samples=4, batch_samples=2), image_models)
     assert scores.equals(halved)
 

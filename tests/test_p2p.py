@@ -79,6 +79,12 @@ def test_controller_shares_while_step_below_fraction_times_steps():
     assert [sum(row[s] for row in active) for s in range(4)] == [1, 1, 2, 4]  # i < p*T: 0.4, 1.0, 2.0, 3.6
     controller.step(1)
     assert controller.shared.tolist() == [False, False, False, False, True, True, True, True]
+    assert controller.sharing(cross=False) is controller.shared and controller.sharing(cross=True) is None
+    controller.step(3)  # only the 0.9 sample shares
+    assert controller.shared.tolist() == [False] * 6 + [True] * 2
+    controller.begin("self", fractions=[0.1, 0.25], steps=4)
+    controller.step(2)  # nobody shares: every layer runs as stock
+    assert controller.sharing(cross=False) is None
     controller.reset()
     assert controller.sharing(cross=False) is None
 

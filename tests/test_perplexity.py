@@ -7,9 +7,11 @@ import math
 import polars as pl
 import pytest
 import torch
+from transformers import AutoModelForCausalLM
 
-from tasks import perplexity, similarity
-from tasks.params import ModelSpec, PerplexityParams
+from tasks import ingest, nouns, perplexity, similarity
+from tasks.params import ModelSpec, NounsParams, PerplexityParams
+from tests.conftest import COCO_CAPTIONS, requires_coco, requires_nltk
 
 KEY = ["caption_id", "position", "substitute"]
 
@@ -30,7 +32,7 @@ def frame(rows: list[dict]) -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def params(tiny_text_models) -> PerplexityParams:
-    return PerplexityParams(model=ModelSpec(id=str(tiny_text_models["clm"])), batch_size=8)
+    return PerplexityParams(model=ModelSpec(id=str(tiny_text_models["clm"])), batch_tokens=64)
 
 
 @pytest.fixture(scope="module")
@@ -78,19 +80,57 @@ def test_token_ids_add_no_bos(lm):
 
 
 def test_batched_equals_unbatched_equals_direct(lm, mixed_ids):
-    batched = perplexity.perplexities(lm, mixed_ids, batch_size=8)
-    single = perplexity.perplexities(lm, mixed_ids, batch_size=1)
+    alone = range(len(mixed_ids))
+    batched = perplexity.perplexities(lm, mixed_ids, alone, batch_tokens=64)  # several sequences per row
+    single = perplexity.perplexities(lm, mixed_ids, alone, batch_tokens=1)
+    shared = perplexity.perplexities(lm, mixed_ids, [0] * len(mixed_ids), batch_tokens=1)  # one trie for all
     direct = [direct_perplexity(lm, ids) for ids in mixed_ids]
-    assert batched == pytest.approx(single, rel=1e-4)
-    assert batched == pytest.approx(direct, rel=1e-4)
-    assert single == pytest.approx(direct, rel=1e-4)
+    for got in (batched, single, shared):
+        assert got == pytest.approx(direct, rel=1e-5)
     assert all(p > 1.0 for p in batched)
+
+
+def test_trie_holds_each_distinct_prefix_once():
+    trie = perplexity.Trie()
+    ends = [trie.add(x) for x in ([5, 6, 7, 8], [5, 6, 9, 8], [5, 6, 7, 8, 1], [5, 6, 7, 8], [4, 6])]
+    assert trie.tokens == [5, 6, 7, 8, 9, 8, 1, 4, 6]
+    assert trie.parents == [-1, 0, 1, 2, 1, 4, 3, -1, 7]
+    assert trie.depths == [0, 1, 2, 3, 2, 3, 4, 0, 1]
+    assert ends == [3, 5, 6, 3, 8]
+
+
+def test_tries_are_packed_whole_first_fit_decreasing():
+    def trie(n: int) -> perplexity.Trie:
+        t = perplexity.Trie()
+        t.add(list(range(n)))
+        return t
+
+    rows = perplexity.packed_rows([trie(n) for n in (3, 9, 4, 2, 12, 5)], row_tokens=10)
+    assert [[len(t) for t in row] for row in rows] == [[12], [9], [5, 4], [3, 2]]
+    assert [[len(t) for t in row] for row in perplexity.packed_rows([trie(3), trie(2)], row_tokens=1)] == [[3], [2]]
+
+
+def test_shared_prefixes_are_computed_once(lm, monkeypatch):
+    """Grouped by caption, the forward passes see each distinct token prefix once; identical sequences in other
+    groups are not scored again; and the values equal scoring each sequence alone."""
+    texts = ["A dog runs in the park.", "A cat runs in the park.", "A dog runs in the yard.", "A dog sits in the park."]
+    ids = perplexity.token_ids(lm, texts)
+    seen = []
+    path_nll = perplexity.path_nll
+    monkeypatch.setattr(perplexity, "path_nll", lambda lm_, rows: seen.extend(t for r in rows for t in r)
+                        or path_nll(lm_, rows))
+    shared = perplexity.perplexities(lm, ids + ids[:2], ["a"] * 4 + ["b"] * 2, batch_tokens=64)
+    assert len(seen) == 1  # group "b" holds only sequences already scored
+    assert len(seen[0].tokens) == len({tuple(x[:k]) for x in ids for k in range(1, len(x) + 1)})
+    assert len(seen[0].tokens) < sum(map(len, ids))
+    alone = perplexity.perplexities(lm, ids, range(4), batch_tokens=1)
+    assert shared == pytest.approx(alone + alone[:2], rel=1e-5)
 
 
 def test_no_bos_is_prepended(lm):
     """The module's value is the formula over the candidate's own tokens, not over `<s>` + tokens."""
     ids = perplexity.token_ids(lm, ["A dog runs in the park."])[0]
-    got = perplexity.perplexities(lm, [ids], batch_size=1)[0]
+    got = perplexity.perplexities(lm, [ids], [0], batch_tokens=1)[0]
     assert got == pytest.approx(direct_perplexity(lm, ids), rel=1e-5)
     with_bos = [lm.tokenizer.bos_token_id] + ids
     assert got != pytest.approx(direct_perplexity(lm, with_bos), rel=1e-3)
@@ -109,7 +149,7 @@ def fake_scores(monkeypatch, lm):
     """Monkeypatch `perplexities` to return chosen values, keyed by candidate text."""
     table: dict[str, float] = {}
 
-    def fake(lm_, ids, batch_size):
+    def fake(lm_, ids, groups, batch_tokens):
         assert all(2 <= len(x) <= lm.max_length for x in ids)
         return [table[lm.tokenizer.decode(x)] for x in ids]
 
@@ -175,7 +215,7 @@ def test_real_tie_from_duplicate_candidate_text(params, lm):
     rows = [row("d_0", DOG, "park", "zzz", 5, candidate=text), row("d_0", DOG, "dog", "cat", 1, candidate=text),
             row("d_0", DOG, "dog", "bbb", 1, candidate=text), row("d_0", DOG, "dog", "ccc", 1, candidate=text)]
     inp = frame(rows)
-    winners, rejects = perplexity.run(inp, params.model_copy(update={"batch_size": 1}), lm)
+    winners, rejects = perplexity.run(inp, params.model_copy(update={"batch_tokens": 1}), lm)
     check_accounting(inp, winners, rejects)
     assert winners.select("position", "substitute", "counterfactual").rows() == [(1, "bbb", text)]
     assert set(rejects["reason"]) == {"outranked"}
@@ -228,6 +268,12 @@ def test_length_limits_are_exact(params, lm):
     assert rejects["perplexity"].null_count() == 3
 
 
+def test_no_candidates(params, lm):
+    winners, rejects = perplexity.run(frame([]), params, lm)
+    check_accounting(frame([]), winners, rejects)
+    assert winners.is_empty() and rejects.is_empty()
+
+
 def test_only_unscorable_rows(params, lm):
     inp = frame([row("s_0", DOG, "dog", "x", 1, candidate="x")])
     winners, rejects = perplexity.run(inp, params, lm)
@@ -245,3 +291,72 @@ def test_duplicate_rows_are_all_accounted_for(fake_scores, params, lm):
     assert winners.select("substitute").rows() == [("cat",)]
     assert winners.height + rejects.height == 3
     assert sorted(rejects["substitute"]) == ["cat", "yard"]
+
+
+# --- the paper's model shape -----------------------------------------------------------------------------------------
+
+
+def scored(winners: pl.DataFrame, rejects: pl.DataFrame) -> pl.DataFrame:
+    """(caption_id, candidate, perplexity) of every scored candidate, winners and outranked alike."""
+    return pl.concat([winners.rename({"counterfactual": "candidate"}).select("caption_id", "candidate", "perplexity"),
+                      rejects.select("caption_id", "candidate", "perplexity")]).sort("caption_id", "candidate")
+
+
+@pytest.fixture(scope="module")
+def coco_candidates() -> pl.DataFrame:
+    """Six COCO captions, three substitutes at every noun site: the prefix structure of real candidates."""
+    captions = ingest.read_captions(COCO_CAPTIONS)[0].head(6)
+    sites, _ = nouns.run(captions, NounsParams())
+    return pl.DataFrame([{**site, "substitute": sub, "mlm_score": 0.5, "similarity": 0.85,
+                          "candidate": site["caption"][:site["start"]] + sub + site["caption"][site["end"]:]}
+                         for site in sites.iter_rows(named=True) for sub in ("dog", "table", "umbrella")],
+                        schema=similarity.SCHEMA)
+
+
+@pytest.fixture(scope="module")
+def paper_shape_params(paper_shape_models) -> PerplexityParams:
+    return PerplexityParams(model=ModelSpec(id=str(paper_shape_models / "gpt2-large")), batch_tokens=256)
+
+
+@requires_coco
+@requires_nltk
+def test_shared_prefix_equals_full_computation_on_paper_shape_gpt2_large(paper_shape_params, coco_candidates):
+    """gpt2-large shape (36 x 1280, 50,257 outputs): perplexity with shared prefixes equals each candidate's own
+    unpadded forward pass within 1e-5 relative, and the selected C_c per caption is the same as with each candidate
+    scored alone."""
+    inp, params = coco_candidates, paper_shape_params
+    lm = perplexity.load_models(params)
+    assert lm.model.config.n_layer == 36 and lm.model.config.vocab_size == 50257
+    activations = {type(m).__name__ for m in lm.model.modules()}
+    assert "GELUTanh" in activations and "NewGELUActivation" not in activations  # fused
+    shared, shared_rejects = perplexity.run(inp, params, lm)
+    alone, alone_rejects = perplexity.run(inp, params.model_copy(update={"shared_prefix": False}), lm)
+    assert shared.height == 6 and inp.height >= 36
+    assert shared.drop("perplexity").equals(alone.drop("perplexity"))
+    assert shared_rejects.drop("perplexity").equals(alone_rejects.drop("perplexity"))
+    every = scored(shared, shared_rejects)
+    ids = perplexity.token_ids(lm, every["candidate"].to_list())
+    stock = perplexity.CausalLM(lm.tokenizer, AutoModelForCausalLM.from_pretrained(params.model.id).eval())
+    assert any(type(m).__name__ == "NewGELUActivation" for m in stock.model.modules())  # as published
+    assert every["perplexity"].to_list() == pytest.approx([direct_perplexity(stock, x) for x in ids], rel=1e-5)
+
+
+@requires_coco
+@requires_nltk
+def test_bf16_changes_a_winner_only_within_its_error(paper_shape_params, coco_candidates):
+    """The opt-in bf16 causal LM (`perplexity.model.dtype: bfloat16`) stays within 5% of fp32 perplexity, and it
+    picks another C_c only for a caption whose fp32 runner-up is within twice that error of the winner. How often
+    that happens on the caption benchmark set: `benchmarks/caption_stages.py --clm-dtype bfloat16`."""
+    fp32 = perplexity.run(coco_candidates, paper_shape_params, perplexity.load_models(paper_shape_params))
+    bf16_params = paper_shape_params.model_copy(update={"model": paper_shape_params.model.model_copy(
+        update={"dtype": "bfloat16"})})
+    lm = perplexity.load_models(bf16_params)
+    assert lm.model.dtype == torch.bfloat16
+    bf16 = perplexity.run(coco_candidates, bf16_params, lm)
+    ratio = (scored(*bf16)["perplexity"] / scored(*fp32)["perplexity"] - 1).abs()
+    error = ratio.max()
+    assert 0 < error < 0.05
+    for ours, theirs in zip(fp32[0].iter_rows(named=True), bf16[0].iter_rows(named=True)):
+        if ours["counterfactual"] != theirs["counterfactual"]:
+            rival = scored(*fp32).filter(pl.col("candidate") == theirs["counterfactual"])["perplexity"].item()
+            assert rival / ours["perplexity"] - 1 <= 2 * error

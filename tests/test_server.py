@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DRIVER = textwrap.dedent("""
     import time
     from prefect import flow
-    from flows.server import prefect_api, stop_on_sigterm
+    from flows.cli import stop_on_sigterm
+    from flows.server import prefect_api
 
     @flow
     def trivial():
