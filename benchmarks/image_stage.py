@@ -9,7 +9,8 @@ The models are random, written in the real SD v1 folder layout (`tiny_images.bui
 UNet blocks, `sd15_unet(width)`; a 768-wide text encoder as in SD v1.5), so both samplers load the same files and do
 the same UNet FLOPs. Rows per call match: cfgen renders S samples as 4S rows ([uncond, cond] x [C_o, C_c]); the stock
 pipeline gets 2S prompts (C_o and C_c, S times) under classifier-free guidance, also 4S rows. Both decode with the
-VAE; each sampler runs in its own process (so peak memory is its own), one untimed call, then --repeats timed calls.
+VAE. Timing: both samplers in one process, one untimed call each, then --repeats timed calls alternating between
+them; peak memory: each sampler alone in a fresh process.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import resource
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Annotated
@@ -56,8 +58,8 @@ def generate_params(folder: Path, clip: Path | None, opts: dict):
         compile_unet=opts["compile"])
 
 
-def time_sampler(stock: bool, folder: Path, opts: dict) -> dict:
-    """In a fresh process: seconds of each timed call of one sampler at 4 x batch_samples rows per UNet call."""
+def sampler(stock: bool, folder: Path, opts: dict) -> Callable[[], None]:
+    """One call of a sampler at 4 x batch_samples UNet rows per call: the stock pipeline or cfgen's paired one."""
     import torch
 
     from tasks import sampling
@@ -66,47 +68,63 @@ def time_sampler(stock: bool, folder: Path, opts: dict) -> dict:
     params, n = generate_params(folder, None, opts), opts["batch_samples"]
     device = resolve_device(params.diffusion)
     dtype = resolve_dtype(params.diffusion, device)
-    if stock:
-        from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, StableDiffusionPipeline
-        from diffusers import UNet2DConditionModel
-        from transformers import CLIPTextModel, CLIPTokenizer
-
-        pipe = StableDiffusionPipeline(  # the same files, diffusers' own classes and default attention processors
-            vae=AutoencoderKL.from_pretrained(folder / "vae", dtype=dtype),
-            text_encoder=CLIPTextModel.from_pretrained(folder / "text_encoder", dtype=dtype),
-            tokenizer=CLIPTokenizer.from_pretrained(folder / "tokenizer"),
-            unet=UNet2DConditionModel.from_pretrained(folder / "unet", dtype=dtype),
-            scheduler=EulerAncestralDiscreteScheduler.from_pretrained(folder / "scheduler"),
-            safety_checker=None, feature_extractor=None, requires_safety_checker=False).to(device)
-        if params.channels_last:
-            pipe.unet.to(memory_format=torch.channels_last)
-            pipe.vae.to(memory_format=torch.channels_last)
-        if params.compile_unet:
-            pipe.unet = torch.compile(pipe.unet)
-        pipe.set_progress_bar_config(disable=True)
-
-        def call() -> None:
-            pipe(prompt=[C_O, C_C] * n, num_inference_steps=params.steps, guidance_scale=7.5, height=params.size,
-                 width=params.size, output_type="np", generator=torch.Generator(device).manual_seed(0))
-    else:
+    if not stock:
         diffusion = sampling.load_diffusion(params.diffusion, None, params.channels_last, params.compile_unet)
         samples = [sampling.plan_sample(params, "bench", i) for i in range(n)]
+        return lambda: sampling.render(diffusion, sampling.encode_prompts(diffusion, C_O, C_C), samples,
+                                       params.steps, params.size, params.p2p_mode)
+    from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextModel, CLIPTokenizer
 
-        def call() -> None:
-            prompts = sampling.encode_prompts(diffusion, C_O, C_C)
-            sampling.render(diffusion, prompts, samples, params.steps, params.size, params.p2p_mode)
+    pipe = StableDiffusionPipeline(  # the same files, diffusers' own classes and default attention processors
+        vae=AutoencoderKL.from_pretrained(folder / "vae", dtype=dtype),
+        text_encoder=CLIPTextModel.from_pretrained(folder / "text_encoder", dtype=dtype),
+        tokenizer=CLIPTokenizer.from_pretrained(folder / "tokenizer"),
+        unet=UNet2DConditionModel.from_pretrained(folder / "unet", dtype=dtype),
+        scheduler=EulerAncestralDiscreteScheduler.from_pretrained(folder / "scheduler"),
+        safety_checker=None, feature_extractor=None, requires_safety_checker=False).to(device)
+    if params.channels_last:
+        pipe.unet.to(memory_format=torch.channels_last)
+        pipe.vae.to(memory_format=torch.channels_last)
+    if params.compile_unet:
+        pipe.unet = torch.compile(pipe.unet)
+    pipe.set_progress_bar_config(disable=True)
+    return lambda: pipe(prompt=[C_O, C_C] * n, num_inference_steps=params.steps, guidance_scale=7.5,
+                        height=params.size, width=params.size, output_type="np",
+                        generator=torch.Generator(device).manual_seed(0))
+
+
+def synchronized(call: Callable[[], None]) -> float:
+    import torch
+
+    t = time.perf_counter()
     call()
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    seconds = []
-    for _ in range(opts["repeats"]):
-        t = time.perf_counter()
+    return time.perf_counter() - t
+
+
+def time_samplers(folder: Path, opts: dict) -> dict:
+    """In a fresh process: both samplers loaded, one untimed call each, then --repeats timed calls alternating
+    between them (so drift on a shared machine hits both alike); seconds per call of each, and the device."""
+    from tasks.models import resolve_device, resolve_dtype
+
+    calls = {stock: sampler(stock, folder, opts) for stock in (True, False)}
+    seconds: dict[bool, list[float]] = {stock: [] for stock in calls}
+    for call in calls.values():
         call()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        seconds.append(time.perf_counter() - t)
-    return {"seconds": seconds, "peak": peak_memory_mib(), "device": f"{device.type} {dtype}"}
+    for _ in range(opts["repeats"]):
+        for stock, call in calls.items():
+            seconds[stock].append(synchronized(call))
+    spec = generate_params(folder, None, opts).diffusion
+    device = resolve_device(spec)
+    return {"seconds": seconds, "device": f"{device.type} {resolve_dtype(spec, device)}"}
+
+
+def peak_memory(stock: bool, folder: Path, opts: dict) -> float:
+    """In a fresh process: peak memory of one sampler over one call (its loading included)."""
+    synchronized(sampler(stock, folder, opts))
+    return peak_memory_mib()
 
 
 def adaptive_cost(folder: Path, clip: Path, opts: dict, adaptive: bool) -> dict:
@@ -116,10 +134,11 @@ def adaptive_cost(folder: Path, clip: Path, opts: dict, adaptive: bool) -> dict:
 
     from tasks import filter as clip_filter
     from tasks import generate
-    from tasks.params import FilterParams
+    from tasks.params import AdaptiveParams, FilterParams
 
-    params = generate_params(folder, clip, opts).model_copy(update={"adaptive": {
-        "enabled": adaptive, "min_accepted": 1, "round_samples": opts["batch_samples"]}})
+    params = generate_params(folder, clip, opts).model_copy(update={"steps": opts["adaptive_steps"], "adaptive":
+                                                            AdaptiveParams(enabled=adaptive, min_accepted=1,
+                                                                           round_samples=opts["batch_samples"])})
     filter_params = FilterParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=0)
     pairs = pl.DataFrame({"caption_id": [f"bench-{i}" for i in range(len(PAIRS))],
                           "image_id": [f"img-{i}" for i in range(len(PAIRS))],
@@ -142,34 +161,36 @@ def main(width: Annotated[int, typer.Option(help="UNet top-level channels (SD v1
          steps: int = 20,
          batch_samples: Annotated[int, typer.Option(help="samples per UNet call (4 rows each)")] = 2,
          samples: Annotated[int, typer.Option(help="n_samples per pair in the adaptive table")] = 8,
-         repeats: int = 3,
+         adaptive_steps: Annotated[int, typer.Option(help="steps in the adaptive table (rows scale with it)")] = 4,
+         repeats: int = 5,
          dtype: Annotated[str, typer.Option(help="auto (fp32 on CPU), float16, bfloat16, float32")] = "auto",
          channels_last: bool = False,
          compile: Annotated[bool, typer.Option("--compile", help="torch.compile both UNets")] = False) -> None:
     from tasks.tiny_images import build_tiny_diffusion, sd15_unet
 
-    opts = dict(size=size, steps=steps, batch_samples=batch_samples, samples=samples, repeats=repeats, dtype=dtype,
-                channels_last=channels_last, compile=compile)
+    opts = dict(size=size, steps=steps, batch_samples=batch_samples, samples=samples, adaptive_steps=adaptive_steps,
+                repeats=repeats, dtype=dtype, channels_last=channels_last, compile=compile)
     with tempfile.TemporaryDirectory(prefix="cfgen-bench-") as tmp:
         folder, clip = Path(tmp) / "sd", Path(tmp) / "clip"
         build_tiny_diffusion(folder, seed=0, unet=sd15_unet(width), text_width=768)
-        timed = {stock: in_fresh_process(time_sampler, stock, folder, opts) for stock in (False, True)}
+        timed = in_fresh_process(time_samplers, folder, opts)
+        peak = {stock: in_fresh_process(peak_memory, stock, folder, opts) for stock in (True, False)}
         costs = {adaptive: in_fresh_process(adaptive_cost, folder, clip, opts, adaptive) for adaptive in (False, True)}
     rows = 4 * batch_samples * steps
-    rate = {stock: rows / statistics.median(t["seconds"]) for stock, t in timed.items()}
-    console = Console()
+    rate = {stock: rows / statistics.median(t) for stock, t in timed["seconds"].items()}
+    console = Console(width=160)
     table = Table(title=f"UNet rows/s: SD v1.5 UNet blocks at width {width}, {size} px, {steps} steps, "
-                        f"{4 * batch_samples} rows per call, {timed[False]['device']}"
+                        f"{4 * batch_samples} rows per call, {timed['device']}"
                         f"{', channels_last' if channels_last else ''}{', compiled' if compile else ''}")
     for column in ("sampler", "calls", "median s per call", "UNet rows/s", "vs stock", "peak memory MiB"):
         table.add_column(column, justify="right")
     for stock, name in ((True, "diffusers StableDiffusionPipeline (stock attention)"),
                         (False, "cfgen paired P2P sampler")):
-        table.add_row(name, str(repeats), f"{statistics.median(timed[stock]['seconds']):.2f}", f"{rate[stock]:.1f}",
-                      f"{rate[stock] / rate[True]:.3f}x", f"{timed[stock]['peak']:.0f}")
+        table.add_row(name, str(repeats), f"{statistics.median(timed['seconds'][stock]):.2f}", f"{rate[stock]:.1f}",
+                      f"{rate[stock] / rate[True]:.3f}x", f"{peak[stock]:.0f}")
     console.print(table)
-    cost = Table(title=f"UNet rows per accepted pair: {len(PAIRS)} pairs, n_samples={samples}, clip_dir >= 0 on a "
-                       "random CLIP (about half pass)")
+    cost = Table(title=f"UNet rows per accepted pair: {len(PAIRS)} pairs, n_samples={samples}, {adaptive_steps} steps, "
+                       "clip_dir >= 0 on a random CLIP (about half pass)")
     for column in ("adaptive stopping", "samples rendered", "UNet rows", "accepted pairs", "UNet rows / accepted pair",
                    "s", "peak memory MiB"):
         cost.add_column(column, justify="right")
