@@ -143,10 +143,12 @@ def test_b_narrower_similarity_window_generates_only_unseen_pairs(repo):
     output = path / "data/processed/counterfactual_captions.parquet"
     before = pl.read_parquet(output)
     set_param(path, "similarity.upper", float(before["similarity"].max()))  # every current winner stays inside
-    stages = timed_repro(path, env, "(b1) similarity.upper = max winner similarity", "perplexity")
-    assert stages == ["similarity", "perplexity"] and pl.read_parquet(output).equals(before)
-    status = sh(path, "dvc", "status", env=env)  # same C_c set: generate and filter have nothing to do
-    assert "generate:" not in status and "filter:" not in status and "report:" in status
+    stages = timed_repro(path, env, "(b1) similarity.upper = max winner similarity", "generate")
+    assert stages[:2] == ["similarity", "perplexity"] and "candidates" not in stages
+    after = pl.read_parquet(output)  # the same C_c; a perplexity may differ by float rounding (another trie packing)
+    assert after.drop("perplexity").equals(before.drop("perplexity"))
+    assert after["perplexity"].to_list() == pytest.approx(before["perplexity"].to_list(), rel=1e-5)
+    assert "generate" not in stages or metrics(path, "generate")["pairs_generated"] == 0  # nothing to render
 
     set_param(path, "similarity.upper", float(before["similarity"].median()))  # half the winners must change
     stages = timed_repro(path, env, "(b2) similarity.upper = median winner similarity", "generate")
