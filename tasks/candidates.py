@@ -61,10 +61,10 @@ def masked_caption(caption: str, start: int, end: int, mask_token: str) -> str:
 
 
 @torch.inference_mode()
-def top_fills(mlm: MaskedLM, masked: list[str], top_k: int, batch_size: int) -> list[list[tuple[str, float]]]:
-    """For each masked sentence, its top-k (token, probability) fills, best first. Batches are cut from the
-    sentences sorted by length (little padding), and the MLM head runs at the masked positions only."""
-    lengths = [len(ids) for ids in mlm.tokenizer(masked)["input_ids"]] if masked else []
+def top_fills(mlm: MaskedLM, masked: list[str], lengths: list[int], top_k: int,
+              batch_size: int) -> list[list[tuple[str, float]]]:
+    """For each masked sentence (of `lengths` tokens), its top-k (token, probability) fills, best first. Batches are
+    cut from the sentences sorted by length (little padding), and the MLM head runs at the masked positions only."""
     order = sorted(range(len(masked)), key=lengths.__getitem__)
     out: list[list[tuple[str, float]]] = [[] for _ in masked]
     for b in range(0, len(order), batch_size):
@@ -100,7 +100,8 @@ def run(sites: pl.DataFrame, params: CandidatesParams, mlm: MaskedLM) -> tuple[p
     masked = [masked_caption(r["caption"], r["start"], r["end"], mlm.tokenizer.mask_token) for r in rows]
     lengths = [len(ids) for ids in mlm.tokenizer(masked)["input_ids"]] if masked else []
     fits = [n <= mlm.max_length for n in lengths]
-    fills = top_fills(mlm, [m for m, ok in zip(masked, fits) if ok], params.top_k, params.batch_size)
+    fills = top_fills(mlm, [m for m, ok in zip(masked, fits) if ok], [n for n, ok in zip(lengths, fits) if ok],
+                      params.top_k, params.batch_size)
     fills_iter = iter(fills)
     kept, rejects = [], []
     for site, ok in zip(rows, fits):

@@ -55,7 +55,8 @@ def with_params(params: CandidatesParams, **changes) -> CandidatesParams:
 
 def fixed_fills(monkeypatch, fills: list[tuple[str, float]]) -> None:
     """Every masked sentence gets these (token, probability) fills."""
-    monkeypatch.setattr(candidates, "top_fills", lambda mlm, masked, top_k, batch_size: [list(fills) for _ in masked])
+    monkeypatch.setattr(candidates, "top_fills",
+                        lambda mlm, masked, lengths, top_k, batch_size: [list(fills) for _ in masked])
 
 
 # --- the tiny model end to end -------------------------------------------------------------------------------------
