@@ -119,7 +119,7 @@ def filter_flow(scores_path: Path, output: Path, selected_images: Path, params: 
             futures = canonical_render.map(pair=pairs, sample=samples, key=[f"canonical-{k}" for k in keys],
                                            params=unmapped(params.generate),
                                            torch_threads=unmapped(params.engine.torch_threads))
-            for candidate, key, future in zip(batch, keys, futures):
+            for candidate, future in zip(batch, futures):
                 result = future.result()
                 cached += future.state.name == "Cached"
                 renders += future.state.name != "Cached"
@@ -127,9 +127,7 @@ def filter_flow(scores_path: Path, output: Path, selected_images: Path, params: 
                 if reason is not None:
                     dropped.append(clip_filter.fallthrough_row(candidate, reason))
                     continue
-                paths = image_store.relative_paths(key)
-                for relative, image in zip(paths, result["images"]):
-                    image_store.write_png(selected_images, relative, image)
+                paths = tuple(image_store.write_png(selected_images, image) for image in result["images"])
                 selected.append(clip_filter.selected_row(candidate, result, rank + 1, paths))
                 del queue[candidate["caption_id"]]
                 progress.advance()

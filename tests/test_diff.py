@@ -6,6 +6,7 @@ import html.parser
 import json
 import re
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -21,12 +22,18 @@ def counterfactuals(rows: dict[str, tuple[str, str, str]]) -> pl.DataFrame:
                          for cid, (caption, word, sub) in rows.items()], schema=schemas.COUNTERFACTUALS)
 
 
+def pixel_paths(label: str) -> tuple[str, str]:
+    pixels = np.frombuffer(label.encode().ljust(12, b"\0")[:12], np.uint8).reshape(2, 2, 3)
+    return image_store.image_path(pixels), image_store.image_path(255 - pixels)
+
+
 def selected(cf: pl.DataFrame, images: dict[str, str], clip_dir: float = 0.3) -> pl.DataFrame:
-    """One selected pair per caption_id in `images` (id -> sample key of its content-addressed PNGs), texts of `cf`."""
+    """One selected pair per caption_id in `images` (id -> a label fixing its pixels), texts of `cf`; image paths are
+    the store's, so pairs with equal labels share paths and others differ."""
     texts = {row["caption_id"]: row for row in cf.iter_rows(named=True)}
     return pl.DataFrame([{**dict.fromkeys(schemas.SELECTED), "caption_id": cid, "caption": texts[cid]["caption"],
                           "counterfactual": texts[cid]["counterfactual"], "clip_dir": clip_dir, "tried": 1,
-                          **dict(zip(["image_o", "image_c"], image_store.relative_paths(key)))}
+                          **dict(zip(["image_o", "image_c"], pixel_paths(key)))}
                          for cid, key in images.items()], schema=schemas.SELECTED)
 
 
