@@ -47,8 +47,8 @@ def measure(source: Path, n: int, overrides: list[str], alone: bool) -> dict:
     t0 = time.perf_counter()
     import polars as pl
 
-    from tasks import candidates, ingest, nouns, perplexity, similarity
-    from tasks.params import load_params
+    from tasks.core.config import load_params
+    from tasks.text import candidates, ingest, nouns, perplexity, similarity
 
     imported = time.perf_counter() - t0
     params = load_params(ROOT / "params.yaml", overrides + (ONE_AT_A_TIME if alone else []))
@@ -101,8 +101,9 @@ def model_overrides(profile: str, models: Path | None, source: Path, n: int) -> 
                 f"perplexity.model.{profile}.id={models / 'gpt2-large'}"]
     if profile != "demo":
         return []
-    from tasks import ingest, tiny_text  # tiny models trained on these captions' vocabulary, as in the demo
-    from tasks.params import TinyModelsParams
+    from tasks.core.params import TinyModelsParams
+    from tasks.demo import tiny_text
+    from tasks.text import ingest  # tiny models trained on these captions' vocabulary, as in the demo
 
     captions = ingest.read_captions(source)[0].head(n)["caption"].to_list()
     tiny = tiny_text.build(captions, Path(tempfile.mkdtemp()), TinyModelsParams())

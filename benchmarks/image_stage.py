@@ -48,8 +48,8 @@ def peak_memory_mib() -> float:
 
 
 def generate_params(folder: Path, clip: Path | None, opts: dict):
-    from tasks.params import GenerateParams, ModelSpec
-    from tasks.tiny_images import build_tiny_clip
+    from tasks.core.params import GenerateParams, ModelSpec
+    from tasks.demo.tiny_images import build_tiny_clip
 
     return GenerateParams(
         diffusion=ModelSpec(id=str(folder), dtype=opts["dtype"]), vae=None,
@@ -62,8 +62,8 @@ def sampler(stock: bool, folder: Path, opts: dict) -> Callable[[], None]:
     """One call of a sampler at 4 x batch_samples UNet rows per call: the stock pipeline or cfgen's paired one."""
     import torch
 
-    from tasks import sampling
-    from tasks.models import resolve_device, resolve_dtype
+    from tasks.core.loading import resolve_device, resolve_dtype
+    from tasks.image import sampling
 
     params, n = generate_params(folder, None, opts), opts["batch_samples"]
     device = resolve_device(params.diffusion)
@@ -107,7 +107,7 @@ def synchronized(call: Callable[[], None]) -> float:
 def time_samplers(folder: Path, opts: dict) -> dict:
     """In a fresh process: both samplers loaded, one untimed call each, then --repeats timed calls alternating
     between them (so drift on a shared machine hits both alike); seconds per call of each, and the device."""
-    from tasks.models import resolve_device, resolve_dtype
+    from tasks.core.loading import resolve_device, resolve_dtype
 
     calls = {stock: sampler(stock, folder, opts) for stock in (True, False)}
     seconds: dict[bool, list[float]] = {stock: [] for stock in calls}
@@ -129,24 +129,23 @@ def peak_memory(stock: bool, folder: Path, opts: dict) -> float:
 
 def adaptive_cost(folder: Path, clip: Path, opts: dict, adaptive: bool) -> dict:
     """In a fresh process: the image stage (generate.run) over the benchmark pairs; UNet rows and accepted pairs.
-    The random CLIP's scores are noise, so the filter keeps clip_dir >= 0: about half of the samples pass."""
+    The random CLIP's scores are noise, so selection keeps clip_dir >= 0: about half of the samples pass."""
     import polars as pl
 
-    from tasks import filter as clip_filter
-    from tasks import generate
-    from tasks.params import AdaptiveParams, FilterParams
+    from tasks.core.params import AdaptiveParams, SelectionParams
+    from tasks.image import generate, selection
 
     params = generate_params(folder, clip, opts).model_copy(update={"steps": opts["adaptive_steps"], "adaptive":
                                                             AdaptiveParams(enabled=adaptive, min_accepted=1,
                                                                            round_samples=opts["batch_samples"])})
-    filter_params = FilterParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=0)
+    selection_params = SelectionParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=0)
     pairs = pl.DataFrame({"caption_id": [f"bench-{i}" for i in range(len(PAIRS))],
                           "image_id": [f"img-{i}" for i in range(len(PAIRS))],
                           "caption": [o for o, _ in PAIRS], "counterfactual": [c for _, c in PAIRS]})
     t = time.perf_counter()
-    scores, _ = generate.run(pairs, generate.Screening(params, {}), filter_params)
+    scores, _ = generate.run(pairs, generate.Screening(params, {}), selection_params)
     seconds = time.perf_counter() - t
-    accepted = clip_filter.ranked(scores, filter_params).filter(pl.col("rank") == 0).height
+    accepted = selection.ranked(scores, selection_params).filter(pl.col("rank") == 0).height
     return {"samples": scores.height, "rows": int(scores["unet_evals"].sum()), "accepted": accepted,
             "seconds": seconds, "peak": peak_memory_mib()}
 
@@ -166,7 +165,7 @@ def main(width: Annotated[int, typer.Option(help="UNet top-level channels (SD v1
          dtype: Annotated[str, typer.Option(help="auto (fp32 on CPU), float16, bfloat16, float32")] = "auto",
          channels_last: bool = False,
          compile: Annotated[bool, typer.Option("--compile", help="torch.compile both UNets")] = False) -> None:
-    from tasks.tiny_images import build_tiny_diffusion, sd15_unet
+    from tasks.demo.tiny_images import build_tiny_diffusion, sd15_unet
 
     opts = dict(size=size, steps=steps, batch_samples=batch_samples, samples=samples, adaptive_steps=adaptive_steps,
                 repeats=repeats, dtype=dtype, channels_last=channels_last, compile=compile)

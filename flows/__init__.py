@@ -1,1 +1,3 @@
-"""Prefect flows that chain the `tasks` stages, the `cfgen` CLI that DVC stages call, and deployments."""
+"""Orchestration only: Prefect flows over the stage logic in `tasks`, the `cfgen` CLI the DVC stages call, the
+temporary Prefect server, progress reporting, the scheduled deployment and dataset-version diffs.
+"""

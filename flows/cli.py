@@ -9,32 +9,28 @@ command that runs them, so a DVC stage executes only its own code.
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 from collections.abc import Callable
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.logging import RichHandler
-from rich.markup import escape
-from rich.table import Table
 
-from flows.io import check_input, write_json
-from tasks.errors import UserError
-from tasks.params import PARAMS_FILE, Params, load_params
-from tasks.stages import CAPTION_STEPS, STAGES
+from flows.console import VERBOSE, console, report_table, stop_on_sigterm, user_errors
+from tasks.core.config import PARAMS_FILE, load_params
+from tasks.core.errors import UserError
+from tasks.core.io import check_distinct, check_input
+from tasks.core.params import Params
+from tasks.core.stages import CAPTION_STEPS, STAGES
 
 app = typer.Typer(help="Counterfactual image-text dataset engine.", no_args_is_help=True, add_completion=False)
-console = Console(stderr=True)
-VERBOSE = {"on": False}
 
 ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
                                                         "similarity.upper=0.9 (repeatable)")]
 ParamsFile = Annotated[Path, typer.Option("--params-file", help="the params file to read")]
 MetricsOption = Annotated[Path | None, typer.Option("--metrics", help="also write the step's metrics here (JSON)")]
+ImagesOption = Annotated[Path, typer.Option(help="where the winners' PNGs are written")]
 
 
 @app.callback()
@@ -46,35 +42,9 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="tracebac
     stop_on_sigterm()
 
 
-def stop_on_sigterm() -> None:
-    """Make SIGTERM raise SystemExit(143) in the main thread, so `with` blocks and atexit hooks run (a temporary
-    Prefect server is stopped). Call it from the main thread: only there can Python install signal handlers."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, handler)
-
-
-@contextmanager
-def user_errors():
-    """A `UserError` anywhere below becomes one line and exit code 2 (the traceback with --verbose)."""
-    try:
-        yield
-    except UserError as err:
-        if VERBOSE["on"]:
-            raise
-        console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
-
-
-def _params(params_file: Path, param: list[str] | None) -> Params:
-    return load_params(params_file, param or [])
-
-
 def _check_models(section: Any) -> None:
     """Every model of a params section is identifiable (a missing folder fails here, before any work)."""
-    from tasks.models import model_fingerprints
+    from tasks.core.fingerprints import model_fingerprints
 
     model_fingerprints(section)
 
@@ -84,30 +54,24 @@ def _check_source(source: Path) -> None:
         raise UserError(f"caption file {source} does not exist")
 
 
-def _check_output(source: Path, output: Path) -> None:
-    from tasks.ingest import check_distinct
-
-    check_distinct(source, output)
-
-
 def _run_flow(flow_fn: Callable, params: Params, *args: Any) -> Any:
     """`flow_fn(*args, params)` on the engine's task runner, under one Prefect API for the whole command."""
-    from flows.captions import task_runner
     from flows.server import prefect_api
+    from flows.text import task_runner
 
     with prefect_api():
         return flow_fn.with_options(task_runner=task_runner(params.engine))(*args, params)
 
 
-def _report(metrics: list[dict], path: Path | None) -> None:
-    table = Table("step", "rows in", "rows out", "rejects", "counters")
-    for m in metrics:
-        rejects = ", ".join(f"{k}={v}" for k, v in m["rejects"].items()) or "-"
-        counters = ", ".join(f"{k}={v}" for k, v in m.items() if k not in {"stage", "rows_in", "rows_out", "rejects"})
-        table.add_row(m["stage"], str(m["rows_in"]), str(m["rows_out"]), rejects, counters or "-")
-    console.print(table)
-    if path:
-        write_json(metrics[0] if len(metrics) == 1 else {m["stage"]: m for m in metrics}, path)
+def _stage_flow(name: str) -> tuple[Callable, tuple]:
+    """The flow that runs caption step or `generate` `name`, and the arguments it takes before (source, output)."""
+    if name == "generate":
+        from flows.image import generate_flow
+
+        return generate_flow, ()
+    from flows.text import stage_flow
+
+    return stage_flow, (name,)
 
 
 @app.command()
@@ -115,14 +79,14 @@ def captions(source: Path, output: Path, param: ParamOption = None, params_file:
              metrics: MetricsOption = None) -> None:
     """Steps 1-5 (ingest, nouns, candidates, similarity, perplexity) on a COCO JSON or TSV caption file."""
     with user_errors():
-        params = _params(params_file, param)
+        params = load_params(params_file, param or [])
         _check_source(source)
-        _check_output(source, output)
+        check_distinct(source, output)
         for name in CAPTION_STEPS:
             _check_models(STAGES[name].section(params))
-        from flows.captions import captions_flow
+        from flows.text import captions_flow
 
-        _report(_run_flow(captions_flow, params, source, output), metrics)
+        report_table(_run_flow(captions_flow, params, source, output), metrics)
 
 
 @app.command()
@@ -130,62 +94,46 @@ def ingest(source: Path, output: Path, metrics: MetricsOption = None) -> None:
     """Step 1: COCO caption JSON or `caption_id<TAB>caption` TSV -> captions parquet (+ rejects)."""
     with user_errors():
         _check_source(source)
-        _check_output(source, output)
-        from flows.captions import ingest_task
+        check_distinct(source, output)
+        from flows.text import ingest_task
 
-        _report([ingest_task.fn(source, output)], metrics)
+        report_table([ingest_task.fn(source, output)], metrics)
 
 
-def _step_command(name: str):
+def _stage_command(name: str):
+    """The command of data stage `name`: `cfgen NAME SOURCE OUTPUT` runs its flow on SOURCE, written to OUTPUT."""
     stage = STAGES[name]
 
     def command(source: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
                 metrics: MetricsOption = None) -> None:
         with user_errors():
-            params = _params(params_file, param)
+            params = load_params(params_file, param or [])
             check_input(source, stage.input, stage.after)
-            _check_output(source, output)
+            check_distinct(source, output)
             _check_models(stage.section(params))
-            from flows.captions import stage_flow
-
-            _report([_run_flow(stage_flow, params, name, source, output)], metrics)
+            flow_fn, head = _stage_flow(name)
+            report_table([_run_flow(flow_fn, params, *head, source, output)], metrics)
 
     command.__doc__ = f"{name}: {stage.description} (reads the output of `cfgen {stage.after}`)."
     return command
 
 
-for _name in CAPTION_STEPS:
-    app.command(_name)(_step_command(_name))
+for _name in (*CAPTION_STEPS, "generate"):
+    app.command(_name)(_stage_command(_name))
 
 
 @app.command()
-def generate(pairs: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
-             metrics: MetricsOption = None) -> None:
-    """Render and CLIP-score n_samples image pairs per caption pair (each sample cached by content)."""
-    with user_errors():
-        params = _params(params_file, param)
-        check_input(pairs, STAGES["generate"].input, "perplexity")
-        _check_output(pairs, output)
-        _check_models(params.generate)
-        from flows.images import generate_flow
-
-        _report([_run_flow(generate_flow, params, pairs, output)], metrics)
-
-
-@app.command("filter")
-def filter_command(scores: Path, output: Path,
-                   selected_images: Annotated[Path, typer.Option(help="where the winners' PNGs are written")] =
-                   Path("data/processed/images"), param: ParamOption = None,
-                   params_file: ParamsFile = PARAMS_FILE, metrics: MetricsOption = None) -> None:
+def selection(scores: Path, output: Path, selected_images: ImagesOption = Path("data/processed/images"),
+              param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE, metrics: MetricsOption = None) -> None:
     """Thresholds on the score table, then each pair's best passing sample rendered alone (cached by content)."""
     with user_errors():
-        params = _params(params_file, param)
-        check_input(scores, STAGES["filter"].input, "generate")
-        _check_output(scores, output)
+        params = load_params(params_file, param or [])
+        check_input(scores, STAGES["selection"].input, "generate")
+        check_distinct(scores, output)
         _check_models(params.generate)
-        from flows.images import filter_flow
+        from flows.image import selection_flow
 
-        _report([_run_flow(filter_flow, params, scores, output, selected_images)], metrics)
+        report_table([_run_flow(selection_flow, params, scores, output, selected_images)], metrics)
 
 
 @app.command("tiny-models")
@@ -193,9 +141,9 @@ def tiny_models(source: Path, output: Path, param: ParamOption = None,
                 params_file: ParamsFile = PARAMS_FILE) -> None:
     """Build the demo profile's tiny random models from a caption file (offline, seeded, deterministic)."""
     with user_errors():
-        params = _params(params_file, param)
+        params = load_params(params_file, param or [])
         _check_source(source)
-        from tasks.tiny_models import build
+        from tasks.demo.tiny_models import build
 
         build(source, output, params.tiny_models)
         console.print(f"tiny models written to {output}")
@@ -203,13 +151,12 @@ def tiny_models(source: Path, output: Path, param: ParamOption = None,
 
 def _release(flow_name: str, param: list[str] | None, params_file: Path) -> Any:
     with user_errors():
-        params = _params(params_file, param)
-        import flows.publish
-
+        params = load_params(params_file, param or [])
+        import flows.release
         from flows.server import prefect_api
 
         with prefect_api():
-            return getattr(flows.publish, flow_name)(params)
+            return getattr(flows.release, flow_name)(params)
 
 
 @app.command()
@@ -234,8 +181,8 @@ def datasheet(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) 
 def publish(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
     """Push the export folder to the Hub when `export.repo_id` is set and HF_TOKEN is in the environment."""
     with user_errors():
-        params = _params(params_file, param)
-        from tasks.export import push_if_configured
+        params = load_params(params_file, param or [])
+        from tasks.release.export import push_if_configured
 
         url = push_if_configured(params.paths.export, params.export)
     console.print(f"pushed to {url}" if url else "not pushed: set export.repo_id and HF_TOKEN to publish")
@@ -248,7 +195,7 @@ def run(source: Annotated[str | None, typer.Option(help="caption file (default: 
     """The whole DAG as one Prefect flow (what the scheduled deployment runs)."""
     with user_errors():
         extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
-        params = _params(params_file, [*(param or []), *extra])
+        params = load_params(params_file, [*(param or []), *extra])
         _check_source(params.paths.captions_source)
         from flows.pipeline import dataset_flow
         from flows.server import prefect_api
@@ -266,7 +213,7 @@ def serve(name: Annotated[str, typer.Option(help="deployment name")] = "refresh"
     """Register the cron-scheduled `cfgen-dataset` deployment on PREFECT_API_URL and serve its runs."""
     with user_errors():
         extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
-        _params(params_file, [*(param or []), *extra])
+        load_params(params_file, [*(param or []), *extra])
         from flows.pipeline import serve as serve_deployment
 
         serve_deployment(name, cron, source, profile, str(params_file), param or [])
@@ -276,7 +223,7 @@ def serve(name: Annotated[str, typer.Option(help="deployment name")] = "refresh"
 def diff(rev_a: str, rev_b: str, params_file: ParamsFile = PARAMS_FILE) -> None:
     """Compare the dataset at two git revisions or DVC experiments; writes markdown + HTML under paths.diff."""
     with user_errors():
-        paths = _params(params_file, None).paths
+        paths = load_params(params_file).paths
         from flows.versions import write_diff
 
         for kind, path in write_diff(rev_a, rev_b, paths).items():

@@ -11,21 +11,19 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.captions import ingest_task, stage_flow, task_runner
-from flows.images import filter_flow, generate_flow
-from flows.io import write_json
-from flows.publish import datasheet_flow, export_flow, report_flow
-from tasks import tiny_models
-from tasks.params import PARAMS_FILE, Params, TinyModelsParams, load_params
-from tasks.stages import CAPTION_STEPS
-
-CAPTION_OUTPUTS = {"nouns": "nouns", "candidates": "candidates", "similarity": "similarity",
-                   "perplexity": "counterfactual_captions"}
+from flows.image import generate_flow, selection_flow
+from flows.release import datasheet_flow, export_flow, report_flow
+from flows.text import ingest_task, stage_flow, task_runner
+from tasks.core.config import PARAMS_FILE, load_params
+from tasks.core.io import write_json
+from tasks.core.params import Params, TinyModelsParams
+from tasks.core.stages import CAPTION_STEPS, STAGES
+from tasks.demo import tiny_models
 
 
 @task(retries=2, retry_delay_seconds=5)
 def tiny_models_task(source: Path, output: Path, params: TinyModelsParams) -> None:
-    """The demo profile's tiny random models (`tasks.tiny_models.build`)."""
+    """The demo profile's tiny random models (`tasks.demo.tiny_models.build`)."""
     tiny_models.build(source, output, params)
 
 
@@ -37,11 +35,11 @@ def run_dag(params: Params) -> dict[str, dict]:
     metrics = {"ingest": ingest_task.with_options(retries=2)(paths.captions_source, paths.captions)}
     previous = paths.captions
     for name in CAPTION_STEPS:
-        target = getattr(paths, CAPTION_OUTPUTS[name])
+        target = getattr(paths, STAGES[name].data)
         metrics[name] = stage_flow.with_options(task_runner=runner)(name, previous, target, params)
         previous = target
     metrics["generate"] = generate_flow.with_options(task_runner=runner)(previous, paths.samples, params)
-    metrics["filter"] = filter_flow.with_options(task_runner=runner)(paths.samples, paths.selected,
+    metrics["selection"] = selection_flow.with_options(task_runner=runner)(paths.samples, paths.selected,
                                                                      paths.selected_images, params)
     for name, m in metrics.items():
         write_json(m, paths.metrics / f"{name}.json")
@@ -57,7 +55,7 @@ def dataset_flow(source: str | None = None, profile: str | None = None, params_f
     """Refresh the dataset: all stages on `source` (default `paths.captions_source`) under `profile`."""
     extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v is not None]
     metrics = run_dag(load_params(Path(params_file), [*(overrides or []), *extra]))
-    get_run_logger().info("dataset refreshed: %s pairs accepted", metrics["filter"]["accepted"])
+    get_run_logger().info("dataset refreshed: %s pairs accepted", metrics["selection"]["accepted"])
     return {stage: {k: v for k, v in m.items() if k != "rejects"} for stage, m in metrics.items()}
 
 

@@ -8,7 +8,7 @@ Invariant: **no Prefect server outlives the command that started it.**
   is started with Linux `prctl(PR_SET_PDEATHSIG, SIGTERM)`: the kernel sends it SIGTERM when the thread that started
   it dies, however it dies (SIGKILL and OOM included), so it cannot be re-parented and left running.
   Enter it from the main thread: the death signal follows the starting *thread*.
-- `flows.cli.stop_on_sigterm()` turns SIGTERM into `SystemExit(143)` so `with` blocks and atexit hooks run (the
+- `flows.console.stop_on_sigterm()` turns SIGTERM into `SystemExit(143)` so `with` blocks and atexit hooks run (the
   server is stopped cleanly, results and logs are flushed) instead of the process dying on the spot.
 - `run_with_server(command)` runs another command (`dvc repro`) under one such server: every process it starts
   inherits `PREFECT_API_URL`, so they all share one server instead of one temporary server each.
@@ -35,7 +35,7 @@ import prefect
 from prefect.server.api.server import SubprocessASGIServer, subprocess_server_logger
 from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
-from tasks.errors import UserError
+from tasks.core.errors import UserError
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 HEALTH_TIMEOUT_S = 3.0

@@ -1,18 +1,12 @@
-"""Content-defined shards and their Prefect-cached execution.
+"""Prefect execution of a caption stage over content-defined shards (`tasks.core.shards`): one cached task per shard.
 
-A shard boundary falls before every group (rows sharing a `caption_id`) whose id hashes to 0 mod `shard_size`, so
-boundaries depend on content, not on row numbers: appending captions touches only the tail shard and new ones, and
-dropping rows changes only their own shards. A shard's cache key hashes its rows + the stage's keyed params + the
-contents of its models + the source of every project module the stage can run (`code.closure`), so a rerun
-recomputes exactly the shards whose inputs changed, and a killed run resumes from the shards it had finished (each
-shard's result is persisted as soon as it completes).
+A shard's result is persisted under its content key as soon as it completes, so a rerun recomputes exactly the
+shards whose inputs changed and a killed run resumes from the shards it had finished.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import json
 from dataclasses import dataclass
 
 import polars as pl
@@ -22,39 +16,10 @@ from prefect.utilities.annotations import unmapped
 from pydantic import BaseModel
 
 from flows.progress import StageProgress
-from tasks.code import code_digest
-from tasks.models import model_fingerprints, set_torch_threads
-from tasks.params import Params, keyed_dump
-from tasks.stages import Stage
-
-GROUP = "caption_id"
-
-
-def digest(*parts: str | bytes) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    for part in parts:
-        h.update(part.encode() if isinstance(part, str) else part)
-        h.update(b"\0")
-    return h.hexdigest()
-
-
-def content_shards(frame: pl.DataFrame, shard_size: int) -> list[pl.DataFrame]:
-    """Split `frame` into shards; a group's rows stay together, groups keep first-appearance order."""
-    if frame.is_empty():
-        return []
-    frame = frame.sort(pl.int_range(pl.len()).min().over(GROUP), maintain_order=True)
-    cut = {g: int.from_bytes(hashlib.blake2b(g.encode(), digest_size=8).digest()) % shard_size == 0
-           for g in frame[GROUP].unique()}
-    starts = frame[GROUP] != frame[GROUP].shift(1)
-    boundary = [bool(s) and cut[g] for s, g in zip(starts.fill_null(True), frame[GROUP])]
-    shard_no = pl.Series(boundary, dtype=pl.Int32).cum_sum()
-    return frame.with_columns(_shard=shard_no).partition_by("_shard", maintain_order=True, include_key=False)
-
-
-def shard_key(stage: Stage, shard: pl.DataFrame, section: BaseModel, *extra: str) -> str:
-    """Rows + keyed params + model contents + the code the stage runs (+ `extra`): all that fixes a shard's output."""
-    return f"{stage.name}-" + digest(shard.write_ndjson(), json.dumps(keyed_dump(section), sort_keys=True),
-                                     code_digest(stage.logic), *model_fingerprints(section), *extra)
+from tasks.core.loading import set_torch_threads
+from tasks.core.params import Params
+from tasks.core.shards import content_shards, shard_key
+from tasks.core.stages import Stage
 
 
 @task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)

@@ -11,8 +11,8 @@ from dvc.api import read
 from dvc.repo.experiments.utils import resolve_name
 from scmrepo.git import Git
 
-from tasks import diff
-from tasks.params import PathsParams
+from tasks.core.params import PathsParams
+from tasks.release import diff
 
 
 def resolve(rev: str, repo: Path = Path(".")) -> str:

@@ -1,1 +1,7 @@
-"""Stage logic: plain functions over polars frames and a typed params object; models are loaded once and passed in."""
+"""Stage logic: plain functions over polars frames and typed params, models loaded once and passed in.
+
+One sub-package per concern: `core` (params, schemas, stage contracts, model identity and loading, cache keys, I/O),
+`text` (caption edits: ingest -> nouns -> candidates -> similarity -> perplexity), `image` (paired generation and
+selection), `release` (report, export, datasheet, diff), `demo` (the tiny offline models). Nothing here imports
+`flows` or Prefect; `tests/test_layering.py` holds every package to the imports its docstring allows.
+"""

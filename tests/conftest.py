@@ -84,7 +84,7 @@ def result_store(tmp_path, prefect_server):
 
 @pytest.fixture(scope="session")
 def demo_captions() -> list[str]:
-    from tasks.ingest import read_captions
+    from tasks.text.ingest import read_captions
 
     return read_captions(DEMO_CAPTIONS)[0]["caption"].to_list()
 
@@ -92,15 +92,15 @@ def demo_captions() -> list[str]:
 @pytest.fixture(scope="session")
 def tiny_text_models(tmp_path_factory, demo_captions) -> dict[str, Path]:
     """Tiny random masked + causal LMs (paths), vocabulary trained on the demo captions."""
-    from tasks.params import TinyModelsParams
-    from tasks.tiny_text import build
+    from tasks.core.params import TinyModelsParams
+    from tasks.demo.tiny_text import build
 
     return build(demo_captions, tmp_path_factory.mktemp("tiny_text"), TinyModelsParams())
 
 
 def project_params(*overrides: str):
     """The project's params.yaml with `key=value` overrides, loaded the way every command loads it."""
-    from tasks.params import load_params
+    from tasks.core.config import load_params
 
     return load_params(ROOT / "params.yaml", overrides)
 

@@ -1,0 +1,53 @@
+"""The CLI's terminal side: stage metrics as a table, user errors as one line, SIGTERM as a clean exit."""
+
+from __future__ import annotations
+
+import signal
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from tasks.core.errors import UserError
+from tasks.core.io import write_json
+
+console = Console(stderr=True)
+VERBOSE = {"on": False}
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM raise SystemExit(143) in the main thread, so `with` blocks and atexit hooks run (a temporary
+    Prefect server is stopped). Call it from the main thread: only there can Python install signal handlers."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+@contextmanager
+def user_errors():
+    """A `UserError` anywhere below becomes one line and exit code 2 (the traceback with --verbose)."""
+    try:
+        yield
+    except UserError as err:
+        if VERBOSE["on"]:
+            raise
+        console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def report_table(metrics: list[dict], path: Path | None) -> None:
+    """Print a stage metrics table; with `path`, also write the metrics there (JSON)."""
+    table = Table("step", "rows in", "rows out", "rejects", "counters")
+    for m in metrics:
+        rejects = ", ".join(f"{k}={v}" for k, v in m["rejects"].items()) or "-"
+        counters = ", ".join(f"{k}={v}" for k, v in m.items() if k not in {"stage", "rows_in", "rows_out", "rejects"})
+        table.add_row(m["stage"], str(m["rows_in"]), str(m["rows_out"]), rejects, counters or "-")
+    console.print(table)
+    if path:
+        write_json(metrics[0] if len(metrics) == 1 else {m["stage"]: m for m in metrics}, path)

@@ -1,0 +1,49 @@
+"""Release flows: run report (metrics.json, figures, plot data), HF datasets export, datasheet + dataset card.
+
+Each reads the stage outputs from `params.yaml` `paths`, like `dataset_flow`, so DVC and Prefect write the same files.
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+from prefect import flow, get_run_logger
+
+from tasks.core.params import Params
+from tasks.core.stages import STAGES
+from tasks.release import datasheet, export, report
+from tasks.release.provenance import model_ids
+
+FRAMES = {"captions": "captions", "nouns": "nouns", "candidates": "candidates",
+          "counterfactuals": "counterfactual_captions", "samples": "samples", "selected": "selected"}
+
+
+@flow(name="report")
+def report_flow(params: Params) -> dict:
+    """reports/metrics.json (funnel, rates, score means, UNet evaluations per accepted pair) + figures + plot data."""
+    paths = params.paths
+    frames = {name: pl.read_parquet(getattr(paths, key)) for name, key in FRAMES.items()}
+    stage_metrics = {s: json.loads((paths.metrics / f"{s}.json").read_text()) for s in STAGES}
+    metrics = report.write_report(frames, stage_metrics, params)
+    get_run_logger().info("report: %s", metrics["funnel"])
+    return metrics
+
+
+@flow(name="export")
+def export_flow(params: Params) -> int:
+    """The selected pairs as a `datasets` folder of parquet shards (images embedded); returns the row count."""
+    paths = params.paths
+    rows = export.dataset_rows(pl.read_parquet(paths.selected), pl.read_parquet(paths.counterfactual_captions),
+                               model_ids(params))
+    export.write_dataset(rows, paths.selected_images, paths.export, params.export)
+    return rows.height
+
+
+@flow(name="datasheet")
+def datasheet_flow(params: Params) -> None:
+    """The datasheet and the dataset card, from the report's metrics and what the export holds."""
+    paths = params.paths
+    exported = pl.scan_parquet(paths.export / "data" / "*.parquet").select("id").collect()["id"].to_list()
+    datasheet.write(json.loads(paths.run_metrics.read_text()), pl.read_parquet(paths.counterfactual_captions),
+                    exported, model_ids(params), params)

@@ -1,0 +1,79 @@
+"""Caption-engine flows: ingest -> nouns -> candidates -> similarity -> perplexity.
+
+Each step is runnable alone (`stage_flow`, what the DVC stages call) on a parquet of the previous step's schema, and
+`captions_flow` chains them for any caption file. Every step writes its output, `<output>.rejects.parquet` and a
+metrics dict (row counts, rejects by reason, shards computed vs. taken from the cache).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from prefect import flow, get_run_logger, task
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from flows.sharding import run_sharded
+from tasks.core.io import read_frame, write_outputs
+from tasks.core.params import EngineParams, Params
+from tasks.core.stages import CAPTION_STEPS, STAGES
+from tasks.text import ingest
+
+
+def task_runner(engine: EngineParams):
+    """Local by default (one shard at a time: the models already use every core); Dask when an address is set."""
+    if engine.dask_address:
+        from prefect_dask import DaskTaskRunner
+
+        return DaskTaskRunner(address=engine.dask_address)
+    return ThreadPoolTaskRunner(max_workers=1)
+
+
+def stage_metrics(stage: str, rows_in: int, kept: pl.DataFrame, rejects: pl.DataFrame, **extra: Any) -> dict:
+    reasons = Counter(rejects["reason"].to_list()) if "reason" in rejects.columns else Counter()
+    return {"stage": stage, "rows_in": rows_in, "rows_out": kept.height, "rejects": dict(sorted(reasons.items())),
+            **extra}
+
+
+@task
+def ingest_task(source: Path, output: Path) -> dict:
+    """Ingest needs no model and no shards: it reads the file once."""
+    kept, rejects = ingest.read_captions(source)
+    write_outputs(kept, rejects, output)
+    return stage_metrics("ingest", kept.height + rejects.height, kept, rejects)
+
+
+def run_step(name: str, source: Path, output: Path, params: Params) -> dict:
+    stage = STAGES[name]
+    frame = read_frame(source, stage.input, stage.after)
+    result = run_sharded(stage, frame, params)
+    write_outputs(result.kept, result.rejects, output)
+    get_run_logger().info("%s: %d rows in, %d out, %d/%d shards computed", name, frame.height,
+                          result.kept.height, result.shards_computed, result.shards)
+    return stage_metrics(name, frame.height, result.kept, result.rejects, shards=result.shards,
+                         shards_computed=result.shards_computed)
+
+
+@flow(name="caption-stage", task_runner=ThreadPoolTaskRunner(max_workers=1))
+def stage_flow(name: str, source: Path, output: Path, params: Params) -> dict:
+    """One caption step over `source`, written to `output` (+ rejects); returns its metrics."""
+    return run_step(name, source, output, params)
+
+
+def intermediate(output: Path, name: str) -> Path:
+    """Where `captions_flow` keeps a step's output: `<output stem>_steps/<stage>.parquet`."""
+    return output.parent / f"{output.stem}_steps" / f"{name}.parquet"
+
+
+@flow(name="captions", task_runner=ThreadPoolTaskRunner(max_workers=1))
+def captions_flow(source: Path, output: Path, params: Params) -> list[dict]:
+    """Steps 1-5 on any caption file; intermediates and their rejects kept beside `output`."""
+    metrics = [ingest_task(source, intermediate(output, "ingest"))]
+    previous = intermediate(output, "ingest")
+    for name in CAPTION_STEPS:
+        target = output if name == "perplexity" else intermediate(output, name)
+        metrics.append(run_step(name, previous, target, params))
+        previous = target
+    return metrics

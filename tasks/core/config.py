@@ -1,0 +1,114 @@
+"""`params.yaml` resolved and validated as a whole, before any work, into one frozen `Params` (`load_params`).
+
+A value that differs between profiles is written as a mapping keyed by profile name (`{demo: ..., paper: ...}`); the
+top-level `profile` picks its branch. Overrides (`key=value`, the value parsed as a YAML scalar) apply first:
+- `profile=paper` switches the profile (branches are picked after every override);
+- `generate.steps=5` sets the value for every profile (a `{demo: ..., paper: ...}` value is replaced by the scalar);
+- `generate.diffusion.id=X` descends through a profile mapping without naming a profile: it edits every branch;
+- `generate.diffusion.paper.id=X` names the profile: it edits that branch only.
+An override may only set keys the schema knows; an unknown key, in the file or an override, is an error that names
+the nearest valid key. Every error is a `ParamsError` of one line naming the dotted key.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, get_args
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from tasks.core.errors import UserError
+from tasks.core.params import PROFILES, Params
+
+PARAMS_FILE = Path("params.yaml")
+
+
+class ParamsError(UserError):
+    """An invalid params file or override; the message is always one line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))
+
+
+def load_params(path: Path = PARAMS_FILE, overrides: Sequence[str] = ()) -> Params:
+    """The params file at `path` with `overrides` (`key=value`) applied, resolved for its profile and validated."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(f"params file {path} not found")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ParamsError(f"params file {path} is not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ParamsError(f"params file {path} is not a mapping")
+    for pair in overrides:
+        key, sep, value = pair.partition("=")
+        parts = key.strip().split(".")
+        if not sep or not all(parts):
+            raise ParamsError(f"override {pair!r} is not key=value")
+        raw = _set(raw, parts, yaml.safe_load(value), [])
+    profile = raw.get("profile")
+    if profile not in PROFILES:
+        raise ParamsError(f"profile: must be one of {', '.join(PROFILES)}, got {profile!r}")
+    try:
+        return Params.model_validate(_pick(raw, profile, []))
+    except ValidationError as e:
+        errors = sorted(e.errors(), key=lambda err: err["type"] != "extra_forbidden")
+        raise ParamsError("; ".join(_describe(err) for err in errors)) from None
+
+
+def _is_branches(node: Any) -> bool:
+    return isinstance(node, dict) and bool(node) and set(node) <= set(PROFILES)
+
+
+def _set(node: Any, parts: list[str], value: Any, at: list[str]) -> Any:
+    """`node` with `value` at `parts`; a profile mapping not named by the next part gets it in every branch."""
+    if _is_branches(node) and parts[0] not in PROFILES:
+        return {branch: _set(sub, parts, value, [*at, branch]) for branch, sub in node.items()}
+    if node is None:
+        node = {}
+    if not isinstance(node, dict):
+        raise ParamsError(f"{'.'.join(at)}: is {node!r}, not a mapping; cannot set {'.'.join(parts)}")
+    head, *rest = parts
+    node[head] = _set(node.get(head), rest, value, [*at, head]) if rest else value
+    return node
+
+
+def _pick(node: Any, profile: str, at: list[str]) -> Any:
+    if _is_branches(node):
+        if profile not in node:
+            raise ParamsError(f"{'.'.join(at)}: no value for profile {profile!r}")
+        return _pick(node[profile], profile, at)
+    if isinstance(node, dict):
+        return {k: _pick(v, profile, [*at, str(k)]) for k, v in node.items()}
+    return node
+
+
+def _dotted(loc: Sequence[int | str]) -> str:
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = err["loc"]
+    if err["type"] == "extra_forbidden":
+        parent = _dotted(loc[:-1])
+        near = difflib.get_close_matches(str(loc[-1]), _keys_at(loc[:-1]), n=1)
+        hint = f" (did you mean '{parent + '.' if parent else ''}{near[0]}'?)" if near else ""
+        return f"unknown key '{_dotted(loc)}'{hint}"
+    msg = str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"]
+    return f"{_dotted(loc)}: {msg}" if loc else msg
+
+
+def _keys_at(loc: Sequence[int | str]) -> list[str]:
+    """The field names of the model at `loc` in `Params` (none when `loc` leaves the models)."""
+    model: Any = Params
+    for part in loc:
+        field = model.model_fields.get(part)
+        types = (field.annotation, *get_args(field.annotation)) if field else ()
+        model = next((t for t in types if isinstance(t, type) and issubclass(t, BaseModel)), None)
+        if model is None:
+            return []
+    return list(model.model_fields)

@@ -1,0 +1,81 @@
+"""Model placement and loading: which device and dtype a `ModelSpec` runs in, and loaders that load once.
+
+Loaders are wrapped in `load_once`: cached per process on the frozen spec and serialised by a lock, so a stage loads
+each model once however many shards (or threads) it runs, and a Dask worker once for all the shards it is given.
+torch is imported inside the functions: a command that only checks its inputs and models never imports it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from functools import cache, wraps
+from typing import TYPE_CHECKING, TypeVar
+
+from tasks.core.fingerprints import resolve_path
+from tasks.core.params import ModelSpec
+
+if TYPE_CHECKING:
+    import torch
+
+log = logging.getLogger(__name__)
+_LOAD_LOCK = threading.RLock()
+T = TypeVar("T")
+
+
+def load_once(loader: Callable[..., T]) -> Callable[..., T]:
+    """Cache `loader` per (frozen) specs; concurrent first calls load once (lazy weight init is not thread-safe)."""
+    cached = cache(loader)
+
+    @wraps(loader)
+    def load(*specs: ModelSpec | None) -> T:
+        with _LOAD_LOCK:
+            return cached(*specs)
+
+    return load
+
+
+def resolve_device(spec: ModelSpec) -> torch.device:
+    import torch
+
+    if spec.device != "auto":
+        return torch.device(spec.device)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    log.warning("no GPU found: %s runs on CPU", spec.id)
+    return torch.device("cpu")
+
+
+def resolve_dtype(spec: ModelSpec, device: torch.device) -> torch.dtype:
+    """`auto` is fp32 on CPU, bf16 on GPUs that have it, fp16 on the others."""
+    import torch
+
+    if spec.dtype != "auto":
+        return getattr(torch, spec.dtype)
+    if device.type != "cuda":
+        return torch.float32
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+def hub_kwargs(spec: ModelSpec) -> dict:
+    return {"revision": spec.revision} if spec.revision else {}
+
+
+@load_once
+def load_pretrained(spec: ModelSpec, model_class: type) -> tuple:
+    """(tokenizer, model in eval mode on its device and dtype) for a transformers `Auto*` model class."""
+    from transformers import AutoTokenizer
+
+    path, device = resolve_path(spec.id), resolve_device(spec)
+    tokenizer = AutoTokenizer.from_pretrained(path, **hub_kwargs(spec))
+    model = model_class.from_pretrained(path, dtype=resolve_dtype(spec, device), **hub_kwargs(spec))
+    return tokenizer, model.to(device).eval()
+
+
+def set_torch_threads(threads: int | None) -> None:
+    """Pin CPU intra-op threads for the calling thread (OpenMP settings are per thread); None keeps the default."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)

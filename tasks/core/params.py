@@ -1,0 +1,247 @@
+"""Every knob of the engine as one frozen, typed `Params` (a section per stage), resolved by `config.load_params`.
+
+A field that never changes what a cached unit computes (batch sizes, threads) or applies after the cache is
+`unkeyed`: `keyed_dump` leaves it out of cache keys. Under the paper profile every hub model is pinned to a revision.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+PROFILES = ("demo", "paper")
+VAE_FACTOR = 8  # Stable Diffusion's VAE downsamples by 8: image sizes must be multiples of it
+PENN_TAGS = frozenset("CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT POS PRP PRP$ RB RBR RBS RP SYM TO UH VB "
+                      "VBD VBG VBN VBP VBZ WDT WP WP$ WRB # $ '' ( ) , . : ``".split())  # as NLTK's pos_tag emits
+
+
+def unkeyed(default: Any, description: str, **constraints: Any) -> Any:
+    """A field that never changes what a cached unit computes (batch sizes, threads) or is applied after the cache:
+    `keyed_dump` leaves it out of cache keys."""
+    return Field(default, description=description, json_schema_extra={"keyed": False}, **constraints)
+
+
+def keyed_dump(model: BaseModel) -> dict[str, Any]:
+    """`model.model_dump(mode="json")` without its unkeyed fields, at every depth: what enters a cache key."""
+    dump = model.model_dump(mode="json")
+    return {name: keyed_dump(value) if isinstance(value := getattr(model, name), BaseModel) else dump[name]
+            for name, field in type(model).model_fields.items()
+            if not (isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("keyed") is False)}
+
+
+def _penn_tag(tag: str) -> str:
+    if tag not in PENN_TAGS:
+        raise ValueError(f"{tag!r} is not a Penn Treebank POS tag")
+    return tag
+
+
+def _ordered(pair: tuple[float, float]) -> tuple[float, float]:
+    if not pair[0] <= pair[1]:
+        raise ValueError(f"needs lo <= hi, got {pair}")
+    return pair
+
+
+PosTag = Annotated[str, AfterValidator(_penn_tag)]
+Cosine = Annotated[float, Field(ge=-1.0, le=1.0)]
+Unit = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelSpec(Frozen):
+    """A model's identity (hub id or local path + pinned revision) and where/how it runs."""
+
+    id: str
+    revision: str | None = None
+    device: str = "auto"
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+
+
+class ClipSpec(ModelSpec):
+    """An open_clip model: `id` is the architecture, `pretrained` a tag (`openai`) or a checkpoint path; `config` is
+    an architecture JSON to register first (its file stem must equal `id`), for architectures open_clip lacks.
+    `revision` is unused: a tag names fixed weights."""
+
+    id: str = "ViT-L-14"
+    pretrained: str = "openai"
+    config: str | None = None
+
+
+class PathsParams(Frozen):
+    """Every file and folder the DAG reads or writes (dvc.yaml interpolates them)."""
+
+    captions_source: Path
+    tiny_models: Path
+    captions: Path
+    nouns: Path
+    candidates: Path
+    similarity: Path
+    counterfactual_captions: Path
+    samples: Path
+    selected: Path
+    selected_images: Path
+    export: Path
+    run_metrics: Path
+    figures: Path
+    plots: Path
+    datasheet: Path
+    diff: Path
+    metrics: Path
+
+
+class EngineParams(Frozen):
+    """How stages are cut into cached shards and where they run (the shard cache is Prefect's result store)."""
+
+    shard_size: int = unkeyed(64, "average captions per content-defined shard", ge=1)
+    dask_address: str | None = unkeyed(None, "a Dask scheduler to map shards over; None runs locally")
+    torch_threads: int | None = unkeyed(None, "CPU threads per process (None: torch's default). CPU float results "
+                                        "depend on it, so runs compared bit for bit must share it", ge=1)
+
+
+class TinyModelsParams(Frozen):
+    seed: int = 0
+    vocab_size: int = Field(1000, ge=300)
+    max_length: int = Field(128, ge=16)
+
+
+class NounsParams(Frozen):
+    tags: tuple[PosTag, ...] = ("NN", "NNS")
+
+
+class CandidatesParams(Frozen):
+    model: ModelSpec
+    top_k: int = Field(10, ge=1)
+    batch_size: int = unkeyed(64, "masked sites per forward pass", ge=1)
+    keep_tags: tuple[PosTag, ...] = ("NN", "NNS", "NNP")
+
+
+class SimilarityParams(Frozen):
+    """Keeps `lower < cos(C_o, C_c) <= upper`, both in [-1, 1]."""
+
+    model: ModelSpec
+    lower: Cosine = 0.8
+    upper: Cosine = 0.91
+    batch_size: int = unkeyed(128, "sentences per forward pass", ge=1)
+
+    @field_validator("upper")
+    @classmethod
+    def _above_lower(cls, upper: float, info: ValidationInfo) -> float:
+        if "lower" in info.data and not info.data["lower"] < upper:
+            raise ValueError(f"must be > lower ({info.data['lower']}), got {upper}")
+        return upper
+
+
+class PerplexityParams(Frozen):
+    model: ModelSpec
+    batch_tokens: int = unkeyed(1024, "tokens per forward pass (whole captions' tries, packed in rows of <= 256)",
+                                ge=1)
+    shared_prefix: bool = unkeyed(True, "compute a token prefix shared by a caption's candidates once; False scores "
+                                        "each candidate alone (the reference method; equal within float rounding)")
+
+
+class AdaptiveParams(Frozen):
+    """Over-generation in rounds of `round_samples`, stopping a pair once `min_accepted` samples pass selection's
+    thresholds."""
+
+    enabled: bool = False
+    min_accepted: int = Field(1, ge=1)
+    round_samples: int = Field(10, ge=1)
+
+
+class GenerateParams(Frozen):
+    """Paired Prompt-to-Prompt sampling. `guidance_scale` and `p2p_fraction` are U(lo, hi) ranges drawn per sample."""
+
+    diffusion: ModelSpec = ModelSpec(id="stable-diffusion-v1-5/stable-diffusion-v1-5")
+    vae: ModelSpec | None = Field(ModelSpec(id="stabilityai/sd-vae-ft-mse"),
+                                  description="replaces the diffusion folder's vae/ (None keeps it); only its id and "
+                                              "revision count: it runs on the diffusion spec's device and dtype")
+    clip: ClipSpec = ClipSpec()
+    size: int = Field(512, ge=VAE_FACTOR, multiple_of=VAE_FACTOR, description="image height and width in pixels")
+    steps: int = Field(100, ge=1, description="Euler-ancestral steps")
+    n_samples: int = unkeyed(100, "samples (seeds) per caption pair; each sample is cached alone", ge=1)
+    guidance_scale: Annotated[tuple[float, float], AfterValidator(_ordered)] = (7.5, 15.0)
+    p2p_fraction: Annotated[tuple[Unit, Unit], AfterValidator(_ordered)] = (0.1, 0.9)
+    p2p_mode: Literal["self", "word_swap"] = "self"
+    seed: int = 0
+    batch_samples: int = unkeyed(4, "samples per UNet call (4 rows each); after a CUDA OOM the halved size is "
+                                    "kept for the rest of the process", ge=1)
+    channels_last: bool = Field(False, description="UNet and VAE in channels_last memory format (GPU tensor cores)")
+    compile_unet: bool = Field(False, description="torch.compile the UNet: slow first call, faster steps after")
+    black_threshold: int = unkeyed(4, "an image with every pixel <= this is black (applied after the cache)",
+                                   ge=0, le=255)
+    clip_batch_size: int = unkeyed(32, "images per CLIP forward pass", ge=1)
+    adaptive: AdaptiveParams = unkeyed(AdaptiveParams(), "when to stop sampling a pair; each sample is cached alone")
+
+
+class SelectionParams(Frozen):
+    """CLIP thresholds in [-1, 1], all inclusive (`score >= min`); among passing samples the highest clip_dir wins."""
+
+    min_text_image_o: Cosine = Field(0.2, description="sim(C_o, I_o)")
+    min_text_image_c: Cosine = Field(0.2, description="sim(C_c, I_c)")
+    min_image_image: Cosine = Field(0.7, description="sim(I_o, I_c)")
+    min_clip_dir: Cosine = Field(0.2, description="cos(E_I(I_c) - E_I(I_o), E_T(C_c) - E_T(C_o))")
+
+    def thresholds(self) -> dict[str, float]:
+        """Score column -> inclusive minimum."""
+        return {"sim_text_image_o": self.min_text_image_o, "sim_text_image_c": self.min_text_image_c,
+                "sim_image_image": self.min_image_image, "clip_dir": self.min_clip_dir}
+
+
+class ExportParams(Frozen):
+    """The `datasets` folder (parquet shards under data/) and, when `repo_id` is set and HF_TOKEN given, its push."""
+
+    shard_rows: int = Field(500, ge=1, description="rows per parquet shard at most")
+    repo_id: str | None = Field(None, description="Hub dataset repo (owner/name) to push to; None never pushes")
+    private: bool = True
+    license: str = "cc-by-4.0"
+    pretty_name: str = "COCO-Counterfactuals (regenerated)"
+
+
+class DatasheetParams(Frozen):
+    """What the generated datasheet summarises: the altered-subject table's length and the human-related nouns."""
+
+    top_subjects: int = Field(20, ge=1, description="rows of the altered-subject table (paper Table 10)")
+    human_words: tuple[str, ...] = (
+        "man", "men", "woman", "women", "person", "people", "boy", "boys", "girl", "girls", "child", "children",
+        "kid", "kids", "baby", "babies", "toddler", "teenager", "adult", "adults", "lady", "ladies", "guy", "guys",
+        "gentleman", "gentlemen", "player", "players", "skier", "skiers", "surfer", "surfers", "skateboarder",
+        "snowboarder", "rider", "riders", "cyclist", "biker", "batter", "pitcher", "catcher", "umpire", "athlete",
+        "chef", "cook", "worker", "workers", "officer", "soldier", "soldiers", "doctor", "nurse", "farmer", "student",
+        "students", "tourist", "tourists", "passenger", "passengers", "pedestrian", "pedestrians", "crowd", "family",
+        "couple", "friends", "mother", "father", "son", "daughter", "wife", "husband", "bride", "groom",
+    )
+
+
+class Params(Frozen):
+    """The whole params file, resolved for `profile`. Every section is required; under `paper` every hub model
+    (not a local path, not `pkg:`, not an open_clip tag) has a pinned revision."""
+
+    profile: Literal["demo", "paper"]
+    paths: PathsParams
+    engine: EngineParams
+    tiny_models: TinyModelsParams
+    nouns: NounsParams
+    candidates: CandidatesParams
+    similarity: SimilarityParams
+    perplexity: PerplexityParams
+    generate: GenerateParams
+    selection: SelectionParams
+    export: ExportParams
+    datasheet: DatasheetParams
+
+    @model_validator(mode="after")
+    def _pinned(self) -> Params:
+        if self.profile == "paper":
+            specs = {f"{section}.{name}": spec for section in type(self).model_fields
+                     if isinstance(model := getattr(self, section), BaseModel)
+                     for name, spec in model if type(spec) is ModelSpec}
+            unpinned = [f"{key}: hub model {spec.id} has no pinned revision (the paper profile needs one)"
+                        for key, spec in specs.items() if spec.revision is None
+                        and not spec.id.startswith("pkg:") and not Path(spec.id).exists()]
+            if unpinned:
+                raise ValueError("; ".join(unpinned))
+        return self

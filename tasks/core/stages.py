@@ -1,0 +1,51 @@
+"""The stage contracts: one typed entry per data stage, read by the CLI, the flows, the cache keys and the tests.
+
+A stage's name is its CLI command, its DVC stage, its `params.yaml` section and its module's name. `logic` names
+that module, whose `run` (and `load_models`) the stage executes; its code identity is `code.closure(logic)`. `input`
+is what the stage reads from the output of `after`; `data` is the `paths` entry it writes (a data name, which may
+differ from the stage's: perplexity writes `counterfactual_captions`). Which params change its output is declared on
+the params model (`unkeyed` fields never enter a cache key). Importing this module imports no model library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tasks.core import schemas
+from tasks.core.schemas import Schema
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    logic: str
+    data: str
+    output: Schema
+    rejects: Schema
+    input: Schema | None = None
+    after: str | None = None
+    description: str = ""
+
+    def section(self, params):
+        """This stage's typed params section of a whole `Params`."""
+        return getattr(params, self.name)
+
+
+STAGES: dict[str, Stage] = {s.name: s for s in (
+    Stage("ingest", "tasks.text.ingest", "captions", schemas.CAPTIONS, schemas.CAPTIONS_REJECTS,
+          description="COCO caption JSON or `caption_id<TAB>caption` TSV -> captions"),
+    Stage("nouns", "tasks.text.nouns", "nouns", schemas.NOUNS, schemas.NOUNS_REJECTS, schemas.CAPTIONS, "ingest",
+          "every NN/NNS token of C_o is a substitution site"),
+    Stage("candidates", "tasks.text.candidates", "candidates", schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES),
+          schemas.NOUNS, "nouns", "top-k masked-LM fills of each site, filtered"),
+    Stage("similarity", "tasks.text.similarity", "similarity", schemas.SIMILARITY, schemas.rejects(schemas.SIMILARITY),
+          schemas.CANDIDATES, "candidates", "keep candidates with lower < cos(C_o, C_c) <= upper"),
+    Stage("perplexity", "tasks.text.perplexity", "counterfactual_captions", schemas.COUNTERFACTUALS,
+          schemas.COUNTERFACTUALS_REJECTS, schemas.SIMILARITY, "similarity",
+          "the lowest-perplexity survivor per caption is C_c"),
+    Stage("generate", "tasks.image.generate", "samples", schemas.SAMPLES, schemas.SAMPLES_REJECTS, schemas.PAIR,
+          "perplexity", "render and CLIP-score n_samples image pairs per caption pair"),
+    Stage("selection", "tasks.image.selection", "selected", schemas.SELECTED, schemas.SELECTED_REJECTS,
+          schemas.SAMPLES, "generate", "thresholds, then the best passing sample rendered canonically"),
+)}
+CAPTION_STEPS = ("nouns", "candidates", "similarity", "perplexity")

@@ -1,0 +1,96 @@
+"""Tiny random stand-ins for the image models, written to disk in the real layouts and loaded by the real loaders.
+
+`build_tiny_diffusion` writes a Stable Diffusion v1 folder (unet/, vae/, text_encoder/, tokenizer/, scheduler/) whose
+tokenizer is the real CLIP BPE (open_clip's bundled merges), so 77-token truncation behaves as in the paper setup;
+the networks are a few channels wide and map 32x32 images to 4x4 latents. `build_tiny_clip` writes an open_clip
+architecture JSON plus a safetensors checkpoint. Both are deterministic in `seed`, and both are for tests and
+benchmarks only: their images and scores are noise.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.resources
+import json
+from pathlib import Path
+
+import open_clip
+import torch
+from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, UNet2DConditionModel
+from open_clip.tokenizer import bytes_to_unicode
+from safetensors.torch import save_file
+from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+
+from tasks.core.params import ClipSpec, ModelSpec
+
+TINY_IMAGE_SIZE = 32
+TINY_CLIP_NAME = "cfgen-tiny-clip"
+_TEXT_WIDTH = 32
+
+
+def clip_bpe_tokenizer() -> CLIPTokenizer:
+    """The SD/OpenAI CLIP tokenizer (49408 tokens, 77 positions) rebuilt from open_clip's bundled BPE merges."""
+    lines = gzip.decompress(importlib.resources.files("open_clip").joinpath("bpe_simple_vocab_16e6.txt.gz")
+                            .read_bytes()).decode("utf-8").split("\n")
+    merges = [tuple(line.split()) for line in lines[1:49152 - 256 - 2 + 1]]
+    byte_chars = list(bytes_to_unicode().values())
+    vocab = byte_chars + [c + "</w>" for c in byte_chars] + ["".join(m) for m in merges]
+    vocab += ["<|startoftext|>", "<|endoftext|>"]
+    return CLIPTokenizer(vocab={t: i for i, t in enumerate(vocab)}, merges=merges, model_max_length=77)
+
+
+TINY_UNET = dict(block_out_channels=(32, 64), layers_per_block=1, attention_head_dim=8,
+                 down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+                 up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"))
+
+
+def sd15_unet(width: int) -> dict:
+    """SD v1.5's UNet block structure (4 levels, 2 layers each, cross-attention in the top 3, 8 heads) with
+    `width` channels at the top level (SD v1.5: 320)."""
+    return dict(block_out_channels=(width, 2 * width, 4 * width, 4 * width), layers_per_block=2,
+                down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
+                up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3, attention_head_dim=8)
+
+
+def build_tiny_diffusion(out_dir: Path, seed: int, unet: dict = TINY_UNET, text_width: int = _TEXT_WIDTH) -> ModelSpec:
+    """Write a tiny SD v1 folder to `out_dir` (its UNet shaped by `unet`, its text states `text_width` wide; SD v1.5:
+    768); returns its spec (use it with `vae=None`, `size=TINY_IMAGE_SIZE` or any multiple of 8)."""
+    out_dir = Path(out_dir)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        UNet2DConditionModel(sample_size=TINY_IMAGE_SIZE // 8, cross_attention_dim=text_width,
+                             **unet).save_pretrained(out_dir / "unet")
+        AutoencoderKL(
+            block_out_channels=(8, 8, 8, 8), down_block_types=("DownEncoderBlock2D",) * 4,
+            up_block_types=("UpDecoderBlock2D",) * 4, latent_channels=4, norm_num_groups=4, layers_per_block=1,
+            sample_size=TINY_IMAGE_SIZE,
+        ).save_pretrained(out_dir / "vae")
+        CLIPTextModel(CLIPTextConfig(
+            vocab_size=49408, hidden_size=text_width, intermediate_size=2 * text_width, num_hidden_layers=2,
+            num_attention_heads=4, max_position_embeddings=77, bos_token_id=49406, eos_token_id=49407,
+            pad_token_id=49407,
+        )).save_pretrained(out_dir / "text_encoder")
+    clip_bpe_tokenizer().save_pretrained(out_dir / "tokenizer")
+    EulerAncestralDiscreteScheduler(
+        beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", steps_offset=1, timestep_spacing="leading",
+    ).save_pretrained(out_dir / "scheduler")
+    return ModelSpec(id=str(out_dir))
+
+
+def build_tiny_clip(out_dir: Path, seed: int) -> ClipSpec:
+    """Write `cfgen-tiny-clip.json` + a checkpoint to `out_dir`; returns the spec the real CLIP loader takes."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = {
+        "embed_dim": 16,
+        "vision_cfg": {"image_size": TINY_IMAGE_SIZE, "layers": 1, "width": 32, "head_width": 16, "patch_size": 8},
+        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1},
+    }
+    config_path = out_dir / f"{TINY_CLIP_NAME}.json"
+    config_path.write_text(json.dumps(config, indent=2))
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = open_clip.CLIP(**config)
+    checkpoint = out_dir / "tiny_clip.safetensors"
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(checkpoint))
+    return ClipSpec(id=TINY_CLIP_NAME, pretrained=str(checkpoint), config=str(config_path))

@@ -1,0 +1,124 @@
+"""Image stage, screening: `n_samples` seeds per caption pair rendered as (I_o, I_c) and CLIP-scored; no PNG kept.
+
+Output: one row per sample of every pair (`schemas.SAMPLES`); seeds, guidance scales and p2p fractions come from
+`sampling.plan_sample`, so sample i of a pair is the same whatever n_samples is. A sample is the unit of caching:
+its measurement is looked up in `cache` under `render.sample_key` and rendered only when missing, `batch_samples`
+per UNet call. So raising n_samples renders only the new samples and lowering it renders nothing. Batched kernels
+may round differently from a batch of one: these are screening scores, and selection exports a canonical render.
+`unet_evals` is the cost of a sample (4 UNet rows per step) whether it was rendered now or before.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import polars as pl
+
+from tasks.core.code import code_digest
+from tasks.core.params import GenerateParams, SelectionParams, keyed_dump
+from tasks.core.schemas import PAIR, SAMPLES, SAMPLES_REJECTS
+from tasks.core.shards import digest
+from tasks.image import render, selection
+from tasks.image.sampling import encode_prompts, load_tokenizer, plan_sample, token_counts
+
+SCHEMA, REJECTS_SCHEMA = SAMPLES, SAMPLES_REJECTS
+_CONTROLLER_LOCK = threading.Lock()  # the loaded UNet's attention controller is per-process state
+Progress = Callable[[int], None]
+
+
+class SampleCache(Protocol):
+    """Sample measurements by `render.sample_key` (a dict is one)."""
+
+    def get(self, key: str) -> dict | None: ...
+
+    def __setitem__(self, key: str, measured: dict) -> None: ...
+
+
+@dataclass
+class Screening:
+    """One stage run: its params, sample cache, progress callback, models (loaded on the first render unless given,
+    so a run whose samples are all cached loads none) and the count of samples rendered."""
+
+    params: GenerateParams
+    cache: SampleCache
+    progress: Progress = lambda n: None
+    models: render.ImageModels | None = None
+    rendered: int = 0
+
+    def __post_init__(self) -> None:
+        self.batcher = render.batcher(render.identity(self.params), self.params.batch_samples)
+
+    def measure(self, pair: dict, indices: range) -> list[dict]:
+        """Measurements of samples `indices` of `pair`: from the cache, or rendered now and cached."""
+        samples = [plan_sample(self.params, pair["caption_id"], i) for i in indices]
+        keys = [render.sample_key(pair, s, self.params) for s in samples]
+        found = {i: self.cache.get(k) for i, k in enumerate(keys)}
+        self.progress(sum(m is not None for m in found.values()))
+        todo = [i for i, m in found.items() if m is None]
+        if todo:
+            models = self.models = self.models or render.load_models(self.params)
+            prompts = encode_prompts(models.diffusion, pair["caption"], pair["counterfactual"])
+            texts = render.caption_texts(models, pair)
+            done = 0
+            for chunk, rendered in self.batcher.render(models, prompts, [samples[i] for i in todo], self.params):
+                for i, measured in zip(todo[done:done + len(chunk)],
+                                       render.measure(rendered, texts, models, self.params.clip_batch_size)):
+                    self.cache[keys[i]] = found[i] = measured
+                done += len(chunk)
+                self.rendered += len(chunk)
+                self.progress(len(chunk))
+        return [{"sample": index, "seed": s.seed, "p2p_fraction": s.p2p_fraction, "guidance_scale": s.guidance_scale,
+                 **found[i]} for i, (index, s) in enumerate(zip(indices, samples))]
+
+
+def pair_key(pair: dict, params: GenerateParams, selection_params: SelectionParams | None) -> str:
+    """Everything that fixes a pair's rows: its sample keys' ingredients plus n_samples and the stopping rule."""
+    rule = [params.n_samples, params.black_threshold, params.adaptive.model_dump(),
+            keyed_dump(selection_params) if selection_params else None]
+    return "generate-" + digest(json.dumps([pair[k] for k in PAIR]), render.identity(params), json.dumps(rule),
+                                code_digest(__name__))
+
+
+def prompt_flags(params: GenerateParams, pair: dict) -> dict:
+    """Whether C_o / C_c exceed the text encoder's 77 tokens, and whether their token counts differ."""
+    (count_o, count_c), (truncated_o, truncated_c) = token_counts(
+        load_tokenizer(params.diffusion), pair["caption"], pair["counterfactual"])
+    return {"truncated_o": truncated_o, "truncated_c": truncated_c, "tokens_misaligned": count_o != count_c}
+
+
+def pair_rows(pair: dict, screening: Screening, selection_params: SelectionParams | None) -> list[dict]:
+    """Rows of one pair's samples: n_samples, or fewer when adaptive mode has enough passing samples."""
+    params = screening.params
+    adaptive = params.adaptive.enabled and selection_params is not None
+    step = params.adaptive.round_samples if adaptive else params.n_samples
+    base = {**{k: pair[k] for k in PAIR}, **prompt_flags(params, pair), "unet_evals": 4 * params.steps}
+    rows: list[dict] = []
+    for start in range(0, params.n_samples, step):
+        for measured in screening.measure(pair, range(start, min(start + step, params.n_samples))):
+            rows.append({**base, **measured, "reject_reason": render.reject_reason(measured, params.black_threshold)})
+        if adaptive and n_passing(rows, selection_params) >= params.adaptive.min_accepted:
+            break
+    return rows
+
+
+def n_passing(rows: list[dict], selection_params: SelectionParams) -> int:
+    return pl.DataFrame(rows, schema=SCHEMA).filter(selection.passing(selection_params)).height
+
+
+def run(pairs: pl.DataFrame, screening: Screening,
+        selection_params: SelectionParams | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(a row per sample of every pair, rejected samples) for a `counterfactual_captions` frame.
+
+    `selection_params` is only read in adaptive mode (without it every pair gets n_samples).
+    """
+    with _CONTROLLER_LOCK:
+        rows = [row for pair in pairs.select(list(PAIR)).iter_rows(named=True)
+                for row in pair_rows(pair, screening, selection_params)]
+    scores = pl.DataFrame(rows, schema=SCHEMA)
+    rejects = (scores.filter(pl.col("reject_reason").is_not_null())
+               .with_columns(stage=pl.lit("generate"), reason=pl.col("reject_reason")).select(list(REJECTS_SCHEMA)))
+    return scores, rejects

@@ -1,0 +1,122 @@
+"""Rendering and measuring one caption pair's samples: the part of the image stage both screening and selection run.
+
+A sample's measurement is `{nan, max_pixel_o, max_pixel_c, <SCORE_COLUMNS>}` (scores None when a decoded image had
+NaN/inf); black_threshold is applied to it afterwards (`reject_reason`), so it never enters a cache key.
+`sample_key` hashes everything that fixes a sample's pixels and scores — C_o, C_c, its seed, p2p fraction and
+guidance scale, the keyed generate params, model identities, device, dtype and the code below this module — and
+nothing else (no batch size, no n_samples). `canonical` renders one sample alone: the reproducible path whose
+pixels and scores are what the dataset exports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+
+import torch
+
+from tasks.core.code import code_digest
+from tasks.core.fingerprints import model_fingerprints
+from tasks.core.loading import resolve_device, resolve_dtype
+from tasks.core.params import GenerateParams, keyed_dump
+from tasks.core.schemas import SCORE_COLUMNS
+from tasks.image.sampling import Diffusion, Prompts, Rendered, Sample, encode_prompts, load_diffusion, render
+from tasks.image.scoring import ClipScorer, load_clip, pair_scores
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ImageModels:
+    diffusion: Diffusion
+    clip: ClipScorer
+
+
+def load_models(params: GenerateParams) -> ImageModels:
+    return ImageModels(load_diffusion(params.diffusion, params.vae, params.channels_last, params.compile_unet),
+                       load_clip(params.clip))
+
+
+@cache
+def identity(params: GenerateParams) -> str:
+    """What fixes a sample besides its own values: keyed params, model contents, device, dtype, code."""
+    device = resolve_device(params.diffusion)
+    return json.dumps({
+        "params": keyed_dump(params), "models": model_fingerprints(params),
+        "device": device.type, "dtype": str(resolve_dtype(params.diffusion, device)), "code": code_digest(__name__),
+    }, sort_keys=True)
+
+
+def sample_key(pair: dict, sample: Sample, params: GenerateParams) -> str:
+    payload = json.dumps([identity(params), pair["caption"], pair["counterfactual"], sample.seed,
+                          repr(float(sample.p2p_fraction)), repr(float(sample.guidance_scale))])
+    return hashlib.blake2b(payload.encode(), digest_size=20).hexdigest()
+
+
+@dataclass
+class Batcher:
+    """Renders samples `size` at a time; a CUDA OOM halves `size` for every later call and retries."""
+
+    size: int
+
+    def render(self, models: ImageModels, prompts: Prompts, samples: list[Sample],
+               params: GenerateParams) -> Iterator[tuple[list[Sample], Rendered]]:
+        start = 0
+        while start < len(samples):
+            chunk = samples[start:start + self.size]
+            try:
+                rendered = render(models.diffusion, prompts, chunk, params.steps, params.size, params.p2p_mode)
+            except torch.cuda.OutOfMemoryError:
+                if self.size == 1:
+                    raise
+                self.size //= 2
+                log.warning("CUDA out of memory: batch_samples halved to %d", self.size)
+                torch.cuda.empty_cache()
+                continue
+            yield chunk, rendered
+            start += len(chunk)
+
+
+@cache
+def batcher(identity: str, batch_samples: int) -> Batcher:
+    """One per process and `identity(params)` (models, device, dtype, size...): the largest batch that fits is found
+    once, after at most log2(batch_samples) OOMs, and every later pair starts from it."""
+    return Batcher(batch_samples)
+
+
+def caption_texts(models: ImageModels, pair: dict) -> torch.Tensor:
+    return models.clip.embed_texts([pair["caption"], pair["counterfactual"]])
+
+
+def measure(rendered: Rendered, texts: torch.Tensor, models: ImageModels, clip_batch_size: int) -> list[dict]:
+    """One measurement per rendered sample; only finite pairs are embedded and scored."""
+    ok = [i for i, finite in enumerate(rendered.finite) if finite]
+    scores = {name: [None] * len(rendered.finite) for name in SCORE_COLUMNS}
+    if ok:
+        embedded = models.clip.embed_images([rendered.images[i, b] for b in (0, 1) for i in ok],
+                                            clip_batch_size).split(len(ok))
+        for name, values in pair_scores(texts[:1], texts[1:], *embedded).items():
+            for i, value in zip(ok, values):
+                scores[name][i] = value
+    max_pixel = rendered.images.reshape(len(rendered.finite), 2, -1).max(-1)
+    return [{"nan": not bool(finite), "max_pixel_o": int(max_pixel[i, 0]), "max_pixel_c": int(max_pixel[i, 1]),
+             **{name: scores[name][i] for name in SCORE_COLUMNS}} for i, finite in enumerate(rendered.finite)]
+
+
+def reject_reason(measured: dict, black_threshold: int) -> str | None:
+    """`nan_image` (NaN/inf decoded), `black_image` (either image has every pixel <= black_threshold), or None."""
+    if measured["nan"]:
+        return "nan_image"
+    return "black_image" if min(measured["max_pixel_o"], measured["max_pixel_c"]) <= black_threshold else None
+
+
+def canonical(pair: dict, sample: Sample, params: GenerateParams, models: ImageModels) -> dict:
+    """`sample` rendered alone: its measurement plus `images` (2, H, W, 3) uint8, I_o then I_c."""
+    prompts = encode_prompts(models.diffusion, pair["caption"], pair["counterfactual"])
+    rendered = render(models.diffusion, prompts, [sample], params.steps, params.size, params.p2p_mode)
+    measured = measure(rendered, caption_texts(models, pair), models, params.clip_batch_size)[0]
+    return {**measured, "images": rendered.images[0]}

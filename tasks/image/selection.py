@@ -1,0 +1,99 @@
+"""Selection: one canonically rendered (I_o, I_c) per caption pair, chosen from the screening scores.
+
+A sample passes when it was not rejected and every score is a number at or above its minimum (`>=`; NaN and null
+never pass). Per pair the passing samples are ranked by clip_dir (ties: lower sample index); the first whose
+canonical render (alone, `render.canonical`) is finite, not black and still passes every threshold wins, and its
+canonical scores are the ones exported. A candidate whose canonical render fails is a reject row
+(`canonical_<reason>`) and the next one is tried. Pairs with no winner are pair-level rejects (`sample` null):
+`all_samples_rejected` (every sample NaN/black), `no_sample_passed`, `no_canonical_render_passed`.
+Candidates are rendered in rounds, one per rank, through a `Render` the caller supplies (the flow's is a Prefect
+task cached by sample content), so a threshold change renders only newly chosen candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+
+from tasks.core.params import SelectionParams
+from tasks.core.schemas import PAIR, SCORE_COLUMNS, SELECTED, SELECTED_REJECTS
+from tasks.image import store
+from tasks.image.render import reject_reason
+from tasks.image.sampling import Sample
+
+Render = Callable[[list[dict], list[Sample]], list[dict]]
+"""Canonical renders (`render.canonical`: a measurement plus `images`) of (pair, sample) lists, in order."""
+CANDIDATE_COLUMNS = [*PAIR, "sample", "seed", "p2p_fraction", "guidance_scale", "truncated_o", "truncated_c",
+                     "tokens_misaligned"]
+
+
+def passing(params: SelectionParams) -> pl.Expr:
+    """True for samples that pass every threshold (never null)."""
+    checks = [pl.col(name).is_not_nan() & (pl.col(name) >= minimum) for name, minimum in params.thresholds().items()]
+    return pl.all_horizontal(pl.col("reject_reason").is_null(), *checks).fill_null(False)
+
+
+def ranked(scores: pl.DataFrame, params: SelectionParams) -> pl.DataFrame:
+    """Passing samples, best first within each pair, pairs by caption_id; `rank` counts from 0 within a pair."""
+    return (scores.filter(passing(params)).sort(["caption_id", "clip_dir", "sample"], descending=[False, True, False])
+            .with_columns(rank=pl.int_range(pl.len()).over("caption_id")))
+
+
+def failure(measured: dict, params: SelectionParams, black_threshold: int) -> str | None:
+    """Why a canonical render cannot be the winner, or None when it can."""
+    reason = reject_reason(measured, black_threshold)
+    if reason is not None:
+        return f"canonical_{reason}"
+    for name, minimum in params.thresholds().items():
+        if not measured[name] >= minimum:
+            return f"canonical_below_{name}"
+    return None
+
+
+def unselected(scores: pl.DataFrame, selected_ids: list[str], exhausted: list[str]) -> pl.DataFrame:
+    """Pair-level rejects for every pair of `scores` without a winner; `exhausted` pairs had candidates."""
+    return (scores.filter(~pl.col("caption_id").is_in(selected_ids))
+            .group_by(list(PAIR), maintain_order=True)
+            .agg(all_rejected=pl.col("reject_reason").is_not_null().all())
+            .select(*PAIR, sample=pl.lit(None, pl.Int64), seed=pl.lit(None, pl.Int64), stage=pl.lit("selection"),
+                    reason=pl.when(pl.col("caption_id").is_in(exhausted)).then(pl.lit("no_canonical_render_passed"))
+                    .when("all_rejected").then(pl.lit("all_samples_rejected")).otherwise(pl.lit("no_sample_passed")))
+            .sort("caption_id"))
+
+
+def selected_row(candidate: dict, measured: dict, tried: int, paths: tuple[str, str]) -> dict:
+    return {**{k: candidate[k] for k in CANDIDATE_COLUMNS}, **{k: measured[k] for k in SCORE_COLUMNS},
+            "tried": tried, "image_o": paths[0], "image_c": paths[1]}
+
+
+def fallthrough_row(candidate: dict, reason: str) -> dict:
+    return {**{k: candidate[k] for k in (*PAIR, "sample", "seed")}, "stage": "selection", "reason": reason}
+
+
+def run(scores: pl.DataFrame, params: SelectionParams, black_threshold: int, render: Render, images: Path,
+        progress: Callable[[int], None] = lambda n: None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """(one winner per pair, rejects, candidates that fell through) from a `samples` score table; the winners' PNGs
+    are written to the image store at `images`."""
+    queue = {cid: rows.to_dicts() for (cid,), rows in
+             ranked(scores, params).partition_by("caption_id", as_dict=True).items()}
+    selected, dropped = [], []
+    for rank in range(max((len(q) for q in queue.values()), default=0)):
+        batch = [rows[rank] for rows in queue.values() if len(rows) > rank]
+        results = render([{k: c[k] for k in PAIR} for c in batch],
+                         [Sample(c["seed"], c["p2p_fraction"], c["guidance_scale"]) for c in batch])
+        for candidate, result in zip(batch, results):
+            reason = failure(result, params, black_threshold)
+            if reason is not None:
+                dropped.append(fallthrough_row(candidate, reason))
+                continue
+            paths = tuple(store.write_png(images, image) for image in result["images"])
+            selected.append(selected_row(candidate, result, rank + 1, paths))
+            del queue[candidate["caption_id"]]
+            progress(1)
+    kept = pl.DataFrame(selected, schema=SELECTED).sort("caption_id")
+    rejects = pl.concat([pl.DataFrame(dropped, schema=SELECTED_REJECTS),  # queue: pairs whose candidates all failed
+                         unselected(scores, kept["caption_id"].to_list(), list(queue))]
+                        ).sort("caption_id", "sample", nulls_last=True)
+    return kept, rejects, len(dropped)

@@ -1,0 +1,112 @@
+"""Release: the selected pairs as a `datasets` folder in the Hub layout, optionally pushed to the Hub.
+
+`dataset_rows` gives one row per selected pair, sorted by `id`, in the published COCO-Counterfactuals schema
+(`id, image_0, image_1, caption_0, caption_1`: I_o, I_c, C_o, C_c) followed by provenance columns. `write_dataset`
+writes them as `data/train-{i:05d}-of-{n:05d}.parquet` shards with both PNGs embedded byte for byte as
+`datasets.Image` (struct {bytes, path}, path relative to the image folder); same inputs give byte-identical shards.
+A push needs `repo_id` and an `HF_TOKEN`; the token is only ever handed to `huggingface_hub`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import datasets
+import huggingface_hub
+import polars as pl
+
+from tasks.core.params import ExportParams
+from tasks.core.schemas import EXPORT
+
+log = logging.getLogger(__name__)
+
+IMAGE_COLUMNS = ("image_0", "image_1")
+SCHEMA = EXPORT
+_VALUE_TYPES = {pl.String: "string", pl.Int64: "int64", pl.Float64: "float64"}
+SHARD_GLOB = "train-*.parquet"
+
+
+def dataset_rows(selected: pl.DataFrame, counterfactuals: pl.DataFrame, models: dict[str, str]) -> pl.DataFrame:
+    """SCHEMA + one string column per `models` entry (`model_<role>` -> id@revision), one row per selected pair.
+
+    Every selected pair must have both image paths and exactly one counterfactual_captions row.
+    """
+    if bad := [name for name in models if not name.startswith("model_")]:
+        raise ValueError(f"model columns must be named model_<role>, got {bad}")
+    if selected["image_o"].null_count() or selected["image_c"].null_count():
+        raise ValueError("selected pairs without stored PNGs: regenerate them (cfgen selection) before exporting")
+    words = counterfactuals.select("caption_id", "original_word", "substitute", "position", "mlm_score",
+                                   "similarity", "perplexity")
+    joined = selected.join(words, on="caption_id", how="left", validate="1:1")
+    if joined["original_word"].null_count():
+        missing = joined.filter(pl.col("original_word").is_null())["caption_id"].to_list()
+        raise ValueError(f"selected pairs missing from counterfactual_captions: {missing[:5]}")
+    renamed = joined.rename({"caption_id": "id", "image_o": "image_0", "image_c": "image_1",
+                             "caption": "caption_0", "counterfactual": "caption_1"})
+    return renamed.select(
+        *[pl.col(name).cast(dtype) for name, dtype in SCHEMA.items()],
+        *[pl.lit(spec, dtype=pl.String).alias(name) for name, spec in models.items()],
+    ).sort("id")
+
+
+def features(rows: pl.DataFrame) -> datasets.Features:
+    """HF features of a `dataset_rows` frame: the image columns as `datasets.Image`, the rest as plain values."""
+    return datasets.Features({name: datasets.Image() if name in IMAGE_COLUMNS else datasets.Value(_VALUE_TYPES[dtype])
+                              for name, dtype in rows.schema.items()})
+
+
+def embedded(rows: pl.DataFrame, images_dir: Path) -> datasets.Dataset:
+    """`rows` as a Dataset whose image columns hold each PNG's bytes (unchanged) and its relative path."""
+    data = rows.to_dict(as_series=False)
+    for column in IMAGE_COLUMNS:
+        data[column] = [{"bytes": (images_dir / path).read_bytes(), "path": path} for path in data[column]]
+    return datasets.Dataset.from_dict(data, features=features(rows))
+
+
+def write_dataset(rows: pl.DataFrame, images_dir: Path, out_dir: Path, params: ExportParams) -> list[Path]:
+    """Write `out_dir/data/train-*.parquet` (at most shard_rows rows each, at least one shard); returns the shards.
+
+    Each shard is written atomically; shards of earlier runs that are not part of this one are removed.
+    """
+    data_dir = Path(out_dir) / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    n = max(1, math.ceil(rows.height / params.shard_rows))
+    shards = []
+    for i in range(n):
+        shard = data_dir / f"train-{i:05d}-of-{n:05d}.parquet"
+        tmp = shard.with_name(f".{shard.name}.tmp")
+        embedded(rows.slice(i * params.shard_rows, params.shard_rows), Path(images_dir)).to_parquet(tmp)
+        os.replace(tmp, shard)
+        shards.append(shard)
+    for stale in sorted(set(data_dir.glob(SHARD_GLOB)) - set(shards)):
+        log.info("removing stale shard %s", stale.name)
+        stale.unlink()
+    log.info("wrote %d rows in %d shard(s) to %s", rows.height, n, data_dir)
+    return shards
+
+
+def push(out_dir: Path, repo_id: str, token: str, private: bool) -> str:
+    """Create the dataset repo if needed and upload `out_dir` (remote shards not in it are deleted); its URL."""
+    api = huggingface_hub.HfApi(token=token)
+    url = api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+    api.upload_folder(folder_path=str(out_dir), repo_id=repo_id, repo_type="dataset",
+                      delete_patterns=f"data/{SHARD_GLOB}", commit_message="Export COCO-Counterfactuals pairs")
+    return str(url)
+
+
+def push_if_configured(out_dir: Path, params: ExportParams, environ: Mapping[str, str] = os.environ) -> str | None:
+    """Push when `params.repo_id` is set and `HF_TOKEN` is in `environ`; otherwise log why not and return None."""
+    if params.repo_id is None:
+        log.info("export.repo_id not set: dataset left at %s, not pushed", out_dir)
+        return None
+    token = environ.get("HF_TOKEN")
+    if not token:
+        log.warning("export.repo_id is %s but HF_TOKEN is not set: not pushed", params.repo_id)
+        return None
+    url = push(Path(out_dir), params.repo_id, token, params.private)
+    log.info("pushed %s to %s", out_dir, url)
+    return url

@@ -1,0 +1,129 @@
+"""Ingest: MS-COCO caption JSON or `caption_id<TAB>caption` TSV -> `captions(caption_id, image_id, caption)`.
+
+Invariants: every input record (a non-blank TSV line, a COCO annotation) ends up in exactly one of (captions,
+rejects), so one bad record never costs the good ones; kept captions are byte-for-byte as given; a kept id is valid
+UTF-8, stripped of surrounding whitespace, non-empty, unique. A leading UTF-8 BOM is dropped, never part of an id.
+Only a file that cannot be read as records at all (not JSON, or JSON without an `annotations` list) is a one-line
+`MalformedInput` naming the file (and the line, for JSON syntax errors); an empty file is zero rows.
+
+A reject row says where it came from: `file` (the source path as given) and `line` (TSV: the 1-based line number;
+COCO: the 1-based index of the annotation in `annotations`), and why, as `reason`:
+  non_utf8            the id or caption is not valid UTF-8 (stored with U+FFFD replacements)
+  empty_id            the caption id is empty after stripping whitespace
+  empty_caption       the caption is empty or whitespace only
+  duplicate_id        the id was already kept (the first kept occurrence wins)
+  no_tab              TSV line without a tab; `caption_id` is the whole line, `caption` is null
+  not_an_object       COCO annotation that is not a JSON object
+  missing_image_id    COCO annotation without `image_id`
+  bad_image_id        COCO `image_id` not an int or a non-empty string (null, bool, float, list, dict, "")
+  caption_not_string  COCO `caption` missing or not a string; `caption` is null
+COCO ids are `{image_id}_{k}`, k counting the image's annotations in file order, rejected ones included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+
+from tasks.core import schemas
+from tasks.core.errors import UserError
+
+SCHEMA, REJECTS_SCHEMA = schemas.CAPTIONS, schemas.CAPTIONS_REJECTS
+
+# (line, caption_id, caption, reason found while parsing); ids and captions still raw (bytes, or str from JSON).
+Record = tuple[int, bytes | str | None, bytes | str | None, str | None]
+
+
+class MalformedInput(UserError):
+    """The file cannot be read as records at all; a one-line message naming the file (and line where known)."""
+
+
+def _image_id(caption_id: str) -> str:
+    """COCO-style ids are `{image_id}_{k}`; any other id is its own image."""
+    head, sep, tail = caption_id.rpartition("_")
+    return head if sep and tail.isdigit() else caption_id
+
+
+def _read_tsv(path: Path) -> Iterator[Record]:
+    for line_no, raw in enumerate(path.read_bytes().removeprefix(b"\xef\xbb\xbf").splitlines(), start=1):
+        if raw.strip():
+            caption_id, sep, caption = raw.partition(b"\t")
+            yield (line_no, caption_id, caption, None) if sep else (line_no, raw, None, "no_tab")
+
+
+def _coco_image_id(ann: object) -> tuple[str | None, str | None]:
+    """(image_id as text, None) or (None, reason)."""
+    if not isinstance(ann, dict):
+        return None, "not_an_object"
+    if "image_id" not in ann:
+        return None, "missing_image_id"
+    value = ann["image_id"]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value), None
+    if isinstance(value, str) and value.strip():
+        return value.strip(), None
+    return None, "bad_image_id"
+
+
+def _read_coco_json(path: Path) -> Iterator[Record]:
+    text = path.read_bytes().decode("utf-8", "surrogateescape").removeprefix("\ufeff")
+    if not text.strip():
+        return
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise MalformedInput(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from err
+    except (ValueError, RecursionError) as err:  # an int over Python's digit limit, nesting too deep
+        raise MalformedInput(f"{path}: invalid JSON ({err})") from err
+    if not isinstance(doc, dict) or not isinstance(doc.get("annotations"), list):
+        raise MalformedInput(f"{path}:1: not a COCO captions file (no 'annotations' list)")
+    seen: dict[str, int] = {}
+    for index, ann in enumerate(doc["annotations"], start=1):
+        image_id, reason = _coco_image_id(ann)
+        caption = ann.get("caption") if isinstance(ann, dict) else None
+        caption = caption if isinstance(caption, str) else None
+        caption_id = None
+        if image_id is not None:
+            k = seen[image_id] = seen.get(image_id, -1) + 1
+            caption_id = f"{image_id}_{k}"
+        yield index, caption_id, caption, reason or (None if caption is not None else "caption_not_string")
+
+
+def _decode(raw: bytes | str | None) -> tuple[str | None, bool]:
+    """Text that is safe to store, and whether the input was valid UTF-8."""
+    if isinstance(raw, bytes):
+        try:
+            return raw.decode("utf-8"), True
+        except UnicodeDecodeError:
+            return raw.decode("utf-8", "replace"), False
+    if raw is not None and any(0xD800 <= ord(ch) <= 0xDFFF for ch in raw):  # undecodable JSON bytes, lone escapes
+        try:
+            return raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), False
+        except UnicodeEncodeError:
+            return raw.encode("utf-8", "replace").decode("utf-8"), False
+    return raw, True
+
+
+def read_captions(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(captions, rejects) from a `.json` COCO file or a TSV; the first kept occurrence of an id wins."""
+    file = os.fspath(path)
+    path = Path(path)
+    records = _read_coco_json(path) if path.suffix.lower() == ".json" else _read_tsv(path)
+    kept, rejects, seen = [], [], set()
+    for line, raw_id, raw_caption, reason in records:
+        caption_id, id_ok = _decode(raw_id)
+        caption, caption_ok = _decode(raw_caption)
+        if reason is None:
+            caption_id = caption_id.strip()
+            reason = ("non_utf8" if not (id_ok and caption_ok) else "empty_id" if not caption_id
+                      else "empty_caption" if not caption.strip() else "duplicate_id" if caption_id in seen else None)
+        if reason is None:
+            seen.add(caption_id)
+            kept.append({"caption_id": caption_id, "image_id": _image_id(caption_id), "caption": caption})
+        else:
+            rejects.append({"file": file, "line": line, "caption_id": caption_id, "caption": caption, "reason": reason})
+    return pl.DataFrame(kept, schema=SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)

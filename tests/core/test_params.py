@@ -1,0 +1,130 @@
+"""`load_params` on real params files: both profiles, unknown keys, override rules, checks, cache-key fields."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tasks.core.config import ParamsError, load_params
+from tasks.core.params import PROFILES, Params, keyed_dump
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def raw() -> dict:
+    """The project's params.yaml, to edit and write back."""
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def write(tmp_path: Path, raw: dict) -> Path:
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def error(path: Path, *overrides: str) -> str:
+    """The one-line message `load_params` fails with."""
+    with pytest.raises(ParamsError) as caught:
+        load_params(path, overrides)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_the_project_params_load_for_both_profiles():
+    demo = load_params(ROOT / "params.yaml")
+    paper = load_params(ROOT / "params.yaml", ["profile=paper"])
+    assert isinstance(demo, Params) and (demo.profile, paper.profile) == ("demo", "paper")
+    assert (demo.generate.size, paper.generate.size) == (32, 512)
+    assert demo.generate.vae is None and paper.generate.vae.revision
+    assert paper.candidates.model.id == "FacebookAI/roberta-base" and paper.generate.clip.revision is None
+    assert demo.paths.samples == Path("data/interim/samples.parquet")
+
+
+def test_a_missing_file_and_a_malformed_override_are_params_errors(tmp_path, raw):
+    assert error(tmp_path / "nope.yaml") == f"params file {tmp_path / 'nope.yaml'} not found"
+    assert "'similarity.upper'" in error(write(tmp_path, raw), "similarity.upper")
+
+
+@pytest.mark.parametrize("edit, overrides, expected", [
+    (lambda raw: raw.update(selectoin=raw.pop("selection")), [], "unknown key 'selectoin' (did you mean 'selection'?)"),
+    (lambda raw: raw["similarity"].update(uper=raw["similarity"].pop("upper")), [],
+     "unknown key 'similarity.uper' (did you mean 'similarity.upper'?)"),
+    (lambda raw: None, ["simlarity.upper=0.9"], "unknown key 'simlarity' (did you mean 'similarity'?)"),
+    (lambda raw: None, ["generate.diffusion.idd=x"], "unknown key 'generate.diffusion.idd' (did you mean "
+                                                     "'generate.diffusion.id'?)"),
+    (lambda raw: None, ["generate.top_k_images=2"], "unknown key 'generate.top_k_images'"),
+], ids=["section", "key", "override", "override-through-branches", "removed-key"])
+def test_an_unknown_key_names_the_nearest_valid_one(tmp_path, raw, edit, overrides, expected):
+    edit(raw)
+    message = error(write(tmp_path, raw), *overrides)
+    assert message.startswith(expected)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_an_override_of_a_profile_mapping_sets_every_profile(tmp_path, raw, profile):
+    params = load_params(write(tmp_path, raw), [f"profile={profile}", "generate.steps=5"])
+    assert params.generate.steps == 5
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_an_override_through_a_profile_mapping_edits_every_branch(tmp_path, raw, profile):
+    params = load_params(write(tmp_path, raw), ["generate.diffusion.id=org/other", f"profile={profile}"])
+    assert params.generate.diffusion.id == "org/other"
+    assert params.generate.diffusion.revision == raw["generate"]["diffusion"][profile].get("revision")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_an_override_naming_a_profile_edits_that_branch_only(tmp_path, raw, profile):
+    params = load_params(write(tmp_path, raw), ["generate.diffusion.paper.id=org/other", "generate.steps.paper=7",
+                                                f"profile={profile}"])
+    expected = ("org/other", 7) if profile == "paper" else ("models/tiny/diffusion", 4)
+    assert (params.generate.diffusion.id, params.generate.steps) == expected
+
+
+def test_an_override_cannot_descend_into_a_scalar_or_leave_a_profile_without_a_value(tmp_path, raw):
+    path = write(tmp_path, raw)
+    assert error(path, "generate.seed.paper=1").startswith("generate.seed:")
+    raw["generate"]["steps"] = {"paper": 100}
+    assert error(write(tmp_path, raw)) == "generate.steps: no value for profile 'demo'"
+
+
+@pytest.mark.parametrize("override, key", [
+    ("nouns.tags=[NN, XX]", "nouns.tags[1]: 'XX' is not a Penn Treebank POS tag"),
+    ("candidates.keep_tags=[nn]", "candidates.keep_tags[0]: 'nn' is not a Penn Treebank POS tag"),
+    ("selection.min_clip_dir=1.5", "selection.min_clip_dir:"),
+    ("selection.min_image_image=-1.5", "selection.min_image_image:"),
+    ("generate.size=36", "generate.size: Input should be a multiple of 8"),
+    ("similarity.lower=0.91", "similarity.upper: must be > lower (0.91)"),
+    ("similarity.lower=0.95", "similarity.upper: must be > lower (0.95)"),
+    ("similarity.upper=1.5", "similarity.upper:"),
+    ("generate.p2p_fraction=[0.9, 0.1]", "generate.p2p_fraction: needs lo <= hi"),
+    ("profile=gpu", "profile: must be one of demo, paper"),
+])
+def test_an_invalid_value_is_a_one_line_error_naming_its_key(tmp_path, raw, override, key):
+    assert error(write(tmp_path, raw), override).startswith(key)
+
+
+def test_the_paper_profile_needs_every_hub_model_pinned(tmp_path, raw):
+    path = write(tmp_path, raw)
+    assert error(path, "profile=paper", "candidates.model.paper.revision=null") == (
+        "candidates.model: hub model FacebookAI/roberta-base has no pinned revision (the paper profile needs one)")
+    unpinned = "candidates.model={id: FacebookAI/roberta-base}"
+    assert load_params(path, [unpinned]).candidates.model.revision is None  # demo: allowed
+    local = load_params(path, ["profile=paper", f"candidates.model={{id: {tmp_path}}}", "similarity.model.id=pkg:m/x",
+                               "generate.vae=null"])
+    assert local.candidates.model.id == str(tmp_path) and local.generate.vae is None
+
+
+def test_keyed_dump_leaves_out_what_never_changes_a_cached_unit(tmp_path, raw):
+    path = write(tmp_path, raw)
+    generate = load_params(path).generate
+    keyed = keyed_dump(generate)
+    assert not {"batch_samples", "clip_batch_size", "black_threshold", "n_samples", "adaptive"} & set(keyed)
+    assert keyed["steps"] == 4 and keyed["diffusion"]["id"] == "models/tiny/diffusion" and keyed["vae"] is None
+    assert keyed_dump(load_params(path, ["generate.batch_samples=1", "generate.n_samples=9"]).generate) == keyed
+    assert keyed_dump(load_params(path, ["generate.steps=5"]).generate) != keyed
+    assert keyed_dump(load_params(path).engine) == {}
+    assert "batch_size" not in keyed_dump(load_params(path).similarity)

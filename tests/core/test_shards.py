@@ -1,0 +1,124 @@
+"""Content-defined shards: boundaries depend on content, groups never split, order preserved."""
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tasks.core import code
+from tasks.core.fingerprints import ModelNotFound, fingerprint
+from tasks.core.params import CandidatesParams, ModelSpec, NounsParams
+from tasks.core.shards import content_shards, shard_key
+from tasks.core.stages import STAGES
+
+
+def frame(ids: list[str]) -> pl.DataFrame:
+    return pl.DataFrame({"caption_id": ids, "value": list(range(len(ids)))})
+
+
+def ids(n: int, start: int = 0) -> list[str]:
+    return [f"{i}_0" for i in range(start, start + n)]
+
+
+def test_shards_partition_rows_in_order():
+    f = frame(ids(500))
+    shards = content_shards(f, 16)
+    assert len(shards) > 10
+    assert pl.concat(shards).equals(f)
+
+
+def test_groups_stay_together_and_keep_first_appearance_order():
+    f = frame(["b", "a", "b", "c", "a", "c"] * 20)
+    shards = content_shards(f, 2)
+    for g in ("a", "b", "c"):
+        assert sum(g in s["caption_id"].to_list() for s in shards) == 1
+    assert pl.concat(shards)["caption_id"].unique(maintain_order=True).to_list() == ["b", "a", "c"]
+
+
+def test_appending_rows_leaves_every_earlier_shard_but_the_tail_unchanged():
+    before = content_shards(frame(ids(1000)), 64)
+    after = content_shards(frame(ids(1010)), 64)
+    changed = [s for s in after if not any(s.equals(b) for b in before)]
+    assert len(changed) == 1  # the tail shard, now holding the 10 new rows as well
+    assert changed[0]["caption_id"].to_list()[-10:] == ids(10, 1000)
+
+
+def test_dropping_a_row_changes_only_its_shard():
+    full = frame(ids(400))
+    before = content_shards(full, 16)
+    after = content_shards(full.filter(pl.col("caption_id") != "200_0"), 16)
+    assert sum(not any(s.equals(b) for b in before) for s in after) == 1
+
+
+def test_empty_frame_has_no_shards():
+    assert content_shards(frame([]), 8) == []
+
+
+@pytest.fixture
+def project_copy(tmp_path, monkeypatch) -> Path:
+    """`tasks.core.code` reading a tmp copy of the `tasks` package, so a test can edit the stage's code."""
+    root = tmp_path / "project"
+    shutil.copytree(code.ROOT / "tasks", root / "tasks", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(code, "ROOT", root)
+    return root
+
+
+def model_folder(path: Path, weights: bytes) -> None:
+    """A tiny local model folder; its fingerprint is a hash of these bytes."""
+    path.mkdir(parents=True)
+    (path / "config.json").write_text('{"model_type": "roberta"}')
+    (path / "model.safetensors").write_bytes(weights)
+
+
+def edit(path: Path) -> None:
+    path.write_text(path.read_text() + "\n# edited\n")
+
+
+def test_cache_key_changes_with_rows_and_keyed_params():
+    nouns, shard = STAGES["nouns"], frame(ids(3))
+    base = shard_key(nouns, shard, NounsParams())
+    assert shard_key(nouns, shard, NounsParams()) == base  # deterministic
+    assert shard_key(nouns, frame(ids(4)), NounsParams()) != base
+    assert shard_key(nouns, shard, NounsParams(tags=("NN",))) != base
+    assert shard_key(nouns, shard, NounsParams(), "extra") != base
+
+
+def test_cache_key_changes_with_code_anywhere_in_the_stage_import_closure(project_copy, tmp_path):
+    model_folder(tmp_path / "mlm", b"weights")
+    stage, shard = STAGES["candidates"], frame(ids(3))
+    params = CandidatesParams(model=ModelSpec(id=str(tmp_path / "mlm")))
+    # candidates -> core.loading -> core.fingerprints -> core.errors: three imports away, never named by the stage
+    assert {"tasks.core.loading", "tasks.core.fingerprints", "tasks.core.errors"} <= set(code.closure(stage.logic))
+    assert "tasks.image.generate" not in code.closure(stage.logic)
+    base = shard_key(stage, shard, params)
+    edit(project_copy / "tasks" / "image" / "generate.py")  # outside the closure: same key
+    assert shard_key(stage, shard, params) == base
+    edit(project_copy / "tasks" / "core" / "errors.py")
+    changed = shard_key(stage, shard, params)
+    assert changed != base
+    assert shard_key(stage, shard, params) == changed
+
+
+def test_cache_key_changes_with_model_content_not_with_unkeyed_params(tmp_path, monkeypatch):
+    """Same spec (`models/mlm`, relative) over three real folders: the key follows the bytes, not the name."""
+    candidates, shard, params = STAGES["candidates"], frame(ids(3)), CandidatesParams(model=ModelSpec(id="models/mlm"))
+
+    def key_in(folder: Path, weights: bytes, section: CandidatesParams = params) -> str:
+        model_folder(folder / "models" / "mlm", weights)
+        monkeypatch.chdir(folder)
+        fingerprint.cache_clear()  # fingerprints are cached per spec for the process; here the folder behind it moves
+        return shard_key(candidates, shard, section)
+
+    base = key_in(tmp_path / "a", b"weights-1")
+    assert key_in(tmp_path / "b", b"weights-2") != base
+    assert key_in(tmp_path / "c", b"weights-1") == base
+    # batch_size only changes how the work is batched, never its result: not in the key; top_k is.
+    assert shard_key(candidates, shard, CandidatesParams(model=params.model, batch_size=3)) == base
+    assert shard_key(candidates, shard, CandidatesParams(model=params.model, top_k=3)) != base
+
+
+def test_a_missing_model_fails_the_key_instead_of_keying_on_the_name(tmp_path):
+    params = CandidatesParams(model=ModelSpec(id=str(tmp_path / "absent")))
+    with pytest.raises(ModelNotFound):
+        shard_key(STAGES["candidates"], frame(ids(3)), params)

@@ -1,0 +1,132 @@
+"""`cfgen` as a user runs it (a subprocess): a mistake is ONE `error:` line on stderr, exit code 2, no traceback,
+reported before any Prefect server starts and before anything is written."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.conftest import DEMO_CAPTIONS, ROOT, SHARED
+
+FAST_S = 15.0  # well under a Prefect server's start: the error comes from the checks that run first
+
+
+def cfgen(tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None) -> tuple[int, str, str, float]:
+    """Run the real CLI in `tmp_path` (holding a copy of params.yaml); (exit code, stdout, stderr, seconds)."""
+    if not (tmp_path / "params.yaml").exists():
+        shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    # No COLUMNS: like a DVC stage or CI log, stderr is not a terminal (the error must not be wrapped at 80).
+    env = {k: v for k, v in os.environ.items() if k not in {"PREFECT_API_URL", "COLUMNS"}}
+    env.update(PYTHONPATH=str(ROOT), PREFECT_HOME=str(tmp_path / "prefect-home"), HF_HUB_OFFLINE="1")
+    if (SHARED / "nltk_data").is_dir():
+        env.setdefault("NLTK_DATA", str(SHARED / "nltk_data"))
+    env.update(env_extra or {})
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    seconds = time.monotonic() - start
+    print(f"cfgen {' '.join(args)}: exit {done.returncode} in {seconds:.2f} s\nstderr: {done.stderr}")
+    return done.returncode, done.stdout, done.stderr, seconds
+
+
+def assert_one_error(result: tuple[int, str, str, float], *needles: str) -> str:
+    """Exit code 2, fast, no traceback, and exactly one non-empty stderr line: `error: ...` holding every needle."""
+    code, out, err, seconds = result
+    assert "Traceback" not in out + err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error:"), lines[0]
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    assert code == 2
+    assert seconds < FAST_S, f"took {seconds:.2f} s: a Prefect server or model load before the checks?"
+    return lines[0]
+
+
+def one_row_parquet(path: Path, schema: dict[str, pl.DataType], **values) -> Path:
+    """One row holding `values` (a default for every other column) with exactly `schema`'s columns."""
+    defaults = {pl.String: "x", pl.Int64: 0, pl.Float64: 0.0}
+    row = {c: [values.get(c, defaults[t])] for c, t in schema.items()}
+    pl.DataFrame(row, schema=schema).write_parquet(path)
+    return path
+
+
+@pytest.mark.parametrize("name", ["missing.parquet", "missing[demo].parquet", "x[/y].parquet"])
+def test_missing_input_names_it_and_the_command_that_makes_it(tmp_path, name):
+    """Named verbatim: a path is not rich markup (`[demo]` must not vanish, `[/y]` must not crash)."""
+    assert_one_error(cfgen(tmp_path, "nouns", name, "out.parquet"), f"input {name} does not exist", "cfgen ingest")
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_input_without_the_stage_columns(tmp_path):
+    pl.DataFrame({"x": [1]}).write_parquet(tmp_path / "odd.parquet")
+    line = assert_one_error(cfgen(tmp_path, "nouns", "odd.parquet", "out.parquet"), "odd.parquet", "lacks columns")
+    assert all(c in line for c in ("caption_id", "image_id", "caption"))
+    assert not (tmp_path / "out.parquet").exists()
+
+
+@pytest.mark.parametrize("args, needles, one_of", [
+    pytest.param([], ["unknown key 'similarty'", "did you mean 'similarity'"], [""], id="misspelt-section-in-file"),
+    pytest.param(["-p", "simlarity.upper=0.9"], ["unknown key 'simlarity'", "did you mean 'similarity'"], [""],
+                 id="misspelt-override"),
+    pytest.param(["-p", "similarity.lower=0.95"], [], ["similarity.upper", "similarity.lower"], id="lower-above-upper"),
+])
+def test_bad_params_fail_before_any_step(tmp_path, args, needles, one_of):
+    if not args:
+        text = (ROOT / "params.yaml").read_text()
+        assert "\nsimilarity:" in text
+        (tmp_path / "params.yaml").write_text(text.replace("\nsimilarity:", "\nsimilarty:"))
+    line = assert_one_error(cfgen(tmp_path, "captions", str(DEMO_CAPTIONS), "out.parquet", *args), *needles)
+    assert any(key in line for key in one_of), line
+    assert not (tmp_path / "out.parquet").exists()
+    assert not (tmp_path / "out_steps").exists()
+
+
+def test_missing_model_folder_is_named(tmp_path):
+    from tasks.core.schemas import NOUNS
+
+    one_row_parquet(tmp_path / "nouns.parquet", NOUNS, caption="a dog on a mat", original_word="dog", start=2,
+                    end=5, position=1, tag="NN", n_tokens=1)
+    result = cfgen(tmp_path, "candidates", "nouns.parquet", "out.parquet",
+                   "-p", "candidates.model.id=models/nowhere/mlm")
+    assert_one_error(result, "models/nowhere/mlm", "does not exist")
+    assert not (tmp_path / "out.parquet").exists()
+
+
+@pytest.mark.parametrize("source, output", [("a.tsv", "a.tsv"), ("./a.tsv", "a.tsv"), ("a.tsv", "./a.tsv")])
+def test_ingest_refuses_to_overwrite_its_input(tmp_path, source, output):
+    shutil.copy(DEMO_CAPTIONS, tmp_path / "a.tsv")
+    before = (tmp_path / "a.tsv").read_bytes()
+    assert_one_error(cfgen(tmp_path, "ingest", source, output), "a.tsv", "refusing to overwrite")
+    assert (tmp_path / "a.tsv").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tsv", "params.yaml"]  # not even Prefect's home
+
+
+def test_run_accepts_overrides_and_rejects_unknown_keys(tmp_path):
+    assert_one_error(cfgen(tmp_path, "run", "-p", "simlarity.upper=0.9"), "unknown key 'simlarity'",
+                     "did you mean 'similarity'")
+
+
+def test_unreachable_prefect_api_is_one_line(tmp_path):
+    from tasks.text.ingest import SCHEMA
+
+    one_row_parquet(tmp_path / "captions.parquet", SCHEMA, caption="a dog on a mat")
+    result = cfgen(tmp_path, "nouns", "captions.parquet", "out.parquet",
+                   env_extra={"PREFECT_API_URL": "http://127.0.0.1:9/api"})
+    assert_one_error(result, "Prefect API", "http://127.0.0.1:9/api", "not reachable")
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_verbose_shows_the_traceback(tmp_path):
+    code, out, err, _ = cfgen(tmp_path, "--verbose", "nouns", "missing.parquet", "out.parquet")
+    assert code != 0
+    assert "Traceback" in out + err
+    assert "missing.parquet" in out + err
+    assert not (tmp_path / "out.parquet").exists()

@@ -1,0 +1,265 @@
+"""The real `dvc` CLI on the demo DAG in a temporary git repo: which stages rerun after which param or code change,
+and what each rerun renders.
+
+(a) a second `dvc repro` does nothing; (b) narrowing `similarity.upper` reruns similarity and downstream, but the
+generate stage generates only never-seen caption pairs; (c) a CLIP threshold renders only new winners and its
+reversal nothing; (d) fewer steps regenerates every pair; batch sizes render nothing; n_samples 4 -> 6 -> 4 renders
+the 2 new samples per pair, then nothing; an edit two imports below generate re-renders everything, an edit of the
+report module nothing; every stage's `deps` are exactly the project files its command imports (traced with
+PYTHONPROFILEIMPORTTIME); `dvc exp run -S` behaves the same, and `cfgen diff` compares two versions.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from tests.conftest import ROOT, requires_nltk
+
+pytestmark = [requires_nltk, pytest.mark.slow]
+N_CAPTIONS = 15
+
+
+def sh(repo: Path, *args: str, env: dict) -> str:
+    """stdout and stderr of a command, interleaved as printed."""
+    done = subprocess.run(args, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if done.returncode:
+        raise AssertionError(f"{' '.join(args)} failed:\n{done.stdout[-8000:]}")
+    return done.stdout
+
+
+def ran(output: str) -> list[str]:
+    return re.findall(r"Running stage '([^']+)'", output)
+
+
+def metrics(repo: Path, stage: str) -> dict:
+    return json.loads((repo / "reports" / "metrics" / f"{stage}.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory, prefect_server) -> tuple[Path, dict]:
+    """A git + DVC copy of the project (25 demo captions), reproduced once."""
+    from prefect.settings import PREFECT_API_URL
+
+    repo = tmp_path_factory.mktemp("dvc_repo")
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        if (ROOT / name).is_file() and name != "dvc.lock":
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, repo / name)
+    captions = (repo / "data/raw/demo_captions.tsv").read_text().splitlines()[:N_CAPTIONS]
+    (repo / "data/raw/demo_captions.tsv").write_text("\n".join(captions) + "\n")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "PYTHONPATH": str(repo),
+           "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(repo / ".cache")}
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
+                ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"]):
+        sh(repo, *cmd, env=env)
+    started = time.monotonic()
+    first = sh(repo, "dvc", "repro", env={**env, "PYTHONPROFILEIMPORTTIME": "1"})
+    print(f"initial dvc repro: {time.monotonic() - started:.0f}s")
+    assert "datasheet" in ran(first)
+    (repo / ".cache").mkdir(exist_ok=True)
+    (repo / ".cache/imports.log").write_text(first)
+    commit(repo, env, "v1")
+    return repo, env
+
+
+def imported_files(log: str) -> dict[str, set[str]]:
+    """Per stage, the project files its command imported (from PYTHONPROFILEIMPORTTIME lines, which may follow a
+    progress bar's carriage return on the same line)."""
+    found: dict[str, set[str]] = {}
+    stage = None
+    for line in log.splitlines():
+        if started := re.search(r"Running stage '([^']+)'", line):
+            stage = started.group(1)
+            found[stage] = set()
+        elif stage and (hit := re.search(r"import time:.*\|\s*((?:tasks|flows)(?:\.\w+)*)\s*$", line)):
+            module = ROOT.joinpath(*hit.group(1).split("."))
+            found[stage].add((f"{hit.group(1).replace('.', '/')}.py" if module.with_suffix(".py").is_file()
+                              else f"{hit.group(1).replace('.', '/')}/__init__.py"))
+    return found
+
+
+def test_every_stage_lists_exactly_the_code_it_imports(repo):
+    path, _ = repo
+    stages = yaml.safe_load((path / "dvc.yaml").read_text())["stages"]
+    from tasks.core import code
+    from tasks.core.stages import STAGES
+
+    traced = imported_files((path / ".cache/imports.log").read_text())
+    assert set(traced) == set(stages)
+    for stage in traced.keys() & STAGES.keys():  # run_shard imports the logic module by name, in a worker thread
+        traced[stage] |= set(code.files(STAGES[stage].logic))
+    wrong = {}
+    for stage, files in traced.items():
+        listed = {d for d in stages[stage]["deps"] if isinstance(d, str) and d.startswith(("tasks/", "flows/"))}
+        if listed != files:
+            wrong[stage] = {"missing": sorted(files - listed), "not imported": sorted(listed - files)}
+    assert not wrong, json.dumps(wrong, indent=1)
+
+
+def commit(repo: Path, env: dict, message: str) -> None:
+    sh(repo, "git", "add", "-A", env=env)
+    sh(repo, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message, env=env)
+
+
+def set_param(repo: Path, dotted: str, value) -> None:
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    node = params
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        node = node[part]
+    node[leaf] = value
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def timed_repro(repo: Path, env: dict, label: str, *targets: str) -> list[str]:
+    started = time.monotonic()
+    stages = ran(sh(repo, "dvc", "repro", *targets, env=env))
+    print(f"{label}: {time.monotonic() - started:.0f}s, reran {stages}")
+    return stages
+
+
+def test_a_second_repro_does_nothing(repo):
+    path, env = repo
+    assert timed_repro(path, env, "(a) second repro") == []
+    assert "up to date" in sh(path, "dvc", "status", env=env)
+
+
+def test_b_narrower_similarity_window_generates_only_unseen_pairs(repo):
+    path, env = repo
+    output = path / "data/processed/counterfactual_captions.parquet"
+    before = pl.read_parquet(output)
+    set_param(path, "similarity.upper", float(before["similarity"].max()))  # every current winner stays inside
+    stages = timed_repro(path, env, "(b1) similarity.upper = max winner similarity", "generate")
+    assert stages[:2] == ["similarity", "perplexity"] and "candidates" not in stages
+    after = pl.read_parquet(output)  # the same C_c; a perplexity may differ by float rounding (another trie packing)
+    assert after.drop("perplexity").equals(before.drop("perplexity"))
+    assert after["perplexity"].to_list() == pytest.approx(before["perplexity"].to_list(), rel=1e-5)
+    assert "generate" not in stages or metrics(path, "generate")["pairs_generated"] == 0  # nothing to render
+
+    set_param(path, "similarity.upper", float(before["similarity"].median()))  # half the winners must change
+    stages = timed_repro(path, env, "(b2) similarity.upper = median winner similarity", "generate")
+    assert stages[:2] == ["similarity", "perplexity"] and "generate" in stages and "candidates" not in stages
+    after = pl.read_parquet(output)
+    unseen = after.join(before, on=["caption_id", "counterfactual"], how="anti").height
+    generated = metrics(path, "generate")
+    assert generated["pairs"] == after.height and generated["pairs_generated"] == unseen < after.height
+    commit(path, env, "narrow")
+
+
+def test_c_clip_threshold_renders_only_new_winners_and_its_reversal_nothing(repo):
+    path, env = repo
+    timed_repro(path, env, "(c0) selection after (b)", "selection")  # every current pair's winner rendered once
+    before = pl.read_parquet(path / "data/processed/selected.parquet")
+    set_param(path, "selection.min_clip_dir.demo", float(before["clip_dir"].median()))
+    stages = timed_repro(path, env, "(c1) selection.min_clip_dir = median winner clip_dir")
+    assert {"selection", "export", "datasheet"} <= set(stages)
+    assert not set(stages) & {"ingest", "nouns", "candidates", "similarity", "perplexity"}
+    assert metrics(path, "generate")["pairs_generated"] == 0
+    after = pl.read_parquet(path / "data/processed/selected.parquet")
+    assert metrics(path, "selection")["renders"] == after.join(before, on=["caption_id", "sample"], how="anti").height
+    set_param(path, "selection.min_clip_dir.demo", -1.0)
+    stages = timed_repro(path, env, "(c2) threshold reverted", "selection")
+    # DVC's run cache restores (c0)'s outputs without running selection; if selection runs, every winner is a cache hit
+    assert "selection" not in stages or metrics(path, "selection")["renders"] == 0
+    assert pl.read_parquet(path / "data/processed/selected.parquet").equals(before)
+    set_param(path, "selection.min_image_image.demo", 0.99999)
+    timed_repro(path, env, "(c3) selection.min_image_image = 0.99999")
+    commit(path, env, "strict")
+
+
+def test_d_fewer_steps_regenerates(repo):
+    path, env = repo
+    set_param(path, "generate.steps.demo", 3)
+    stages = timed_repro(path, env, "(d) generate.steps", "generate")
+    assert "generate" in stages
+    generated = metrics(path, "generate")
+    assert generated["pairs_generated"] == generated["pairs"] > 0
+    commit(path, env, "steps")
+
+
+def rendered(path: Path) -> tuple[int, int, int]:
+    generated = metrics(path, "generate")
+    return generated["pairs_generated"], generated["samples_rendered"], metrics(path, "selection")["renders"]
+
+
+def test_e_batch_sizes_and_n_samples_render_only_new_samples(repo):
+    path, env = repo
+    timed_repro(path, env, "(e0) selection after (d)", "selection")  # (d) reproduced up to generate only
+    for key, value in (("generate.batch_samples", 1), ("generate.clip_batch_size", 2)):
+        set_param(path, key, value)
+        timed_repro(path, env, f"(e) {key}={value}", "selection")
+        assert rendered(path) == (0, 0, 0), key
+    pairs = metrics(path, "generate")["pairs"]
+    set_param(path, "generate.n_samples.demo", 6)
+    timed_repro(path, env, "(e) n_samples 4 -> 6", "selection")
+    assert rendered(path)[:2] == (pairs, 2 * pairs)
+    set_param(path, "generate.n_samples.demo", 4)
+    timed_repro(path, env, "(e) n_samples 6 -> 4", "selection")
+    assert rendered(path)[:2] == (0, 0)
+    commit(path, env, "batches")
+
+
+def test_f_code_edits_rerun_exactly_what_they_affect(repo):
+    path, env = repo
+    with (path / "tasks/image/p2p.py").open("a") as f:  # generate -> render -> sampling -> p2p
+        f.write("\n\ndef _edited() -> None:\n    \"\"\"A change to the code that renders.\"\"\"\n")
+    stages = timed_repro(path, env, "(f1) tasks/image/p2p.py edited", "selection")
+    assert stages == ["generate", "selection"]
+    generated = metrics(path, "generate")
+    assert generated["pairs_generated"] == generated["pairs"] and generated["samples_rendered"] == generated["samples"]
+    assert metrics(path, "selection")["renders"] == metrics(path, "selection")["accepted"]
+    with (path / "tasks/release/report.py").open("a") as f:
+        f.write("\n\ndef _edited() -> None:\n    \"\"\"A change to the report only.\"\"\"\n")
+    importing = [name for name, stage in yaml.safe_load((path / "dvc.yaml").read_text())["stages"].items()
+                 if "tasks/release/report.py" in stage["deps"]]  # report, and export/datasheet through flows/release.py
+    assert timed_repro(path, env, "(f2) tasks/release/report.py edited") == importing
+    assert not set(importing) & {"generate", "selection"}
+    sh(path, "cfgen", "generate", "data/processed/counterfactual_captions.parquet", ".cache/f2.parquet",
+       "--metrics", ".cache/f2.json", env=env)  # the Prefect cache alone decides: nothing to render
+    direct = json.loads((path / ".cache/f2.json").read_text())
+    assert (direct["pairs_generated"], direct["samples_rendered"]) == (0, 0)
+    commit(path, env, "edits")
+
+
+def selected_at(repo: Path, rev: str | None) -> pl.DataFrame:
+    """The selected pairs at a git revision (None: the workspace)."""
+    from dvc.api import read
+
+    if rev is None:
+        return pl.read_parquet(repo / "data/processed/selected.parquet")
+    return pl.read_parquet(io.BytesIO(read("data/processed/selected.parquet", repo=str(repo), rev=rev, mode="rb")))
+
+
+def test_exp_run_and_dataset_diff(repo):
+    path, env = repo
+    started = time.monotonic()
+    out = sh(path, "dvc", "exp", "run", "-n", "wide", "-S", "similarity.upper=0.95", "report", env=env)
+    print(f"(exp) dvc exp run -S similarity.upper=0.95: {time.monotonic() - started:.0f}s, reran {ran(out)}")
+    assert ran(out)[:2] == ["similarity", "perplexity"] and "candidates" not in ran(out)
+    head, wide = selected_at(path, "HEAD"), selected_at(path, None)  # exp run leaves its results in the workspace
+    sh(path, "cfgen", "diff", "HEAD", "wide", env=env)
+    pairs = json.loads((path / "reports/diff/HEAD..wide.json").read_text())["pairs"]
+    a_ids, b_ids = set(head["caption_id"]), set(wide["caption_id"])
+    assert (pairs["a"], pairs["b"]) == (len(a_ids), len(b_ids))
+    assert (pairs["added"], pairs["removed"]) == (len(b_ids - a_ids), len(a_ids - b_ids))
+    both = head.join(wide, on="caption_id", suffix="_b")
+    changed = both.filter((pl.col("counterfactual") != pl.col("counterfactual_b"))
+                          | (pl.col("image_o") != pl.col("image_o_b")) | (pl.col("image_c") != pl.col("image_c_b")))
+    assert pairs["caption_changed"] + pairs["image_changed"] == changed.height
+    assert pairs["unchanged"] == both.height - changed.height
+    assert "wide" in (path / "reports/diff/HEAD..wide.md").read_text()
+    assert (path / "reports/diff/HEAD..wide.html").read_text().lstrip().startswith("<")

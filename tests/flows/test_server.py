@@ -1,0 +1,196 @@
+"""flows.server: no Prefect server outlives the command that started it (real processes, real servers, no mocks)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from flows.server import PrefectUnavailable, prefect_api, run_with_server
+from tests.conftest import ROOT
+
+DRIVER = textwrap.dedent("""
+    import time
+    from prefect import flow
+    from flows.console import stop_on_sigterm
+    from flows.server import prefect_api
+
+    @flow
+    def trivial():
+        return 1
+
+    stop_on_sigterm()
+    with prefect_api() as url:
+        print(url, flush=True)
+        trivial()
+        print("ready", flush=True)
+        time.sleep(600)
+""")
+
+
+@pytest.fixture(scope="module")
+def prefect_home(tmp_path_factory) -> Path:
+    """One PREFECT_HOME for the drivers: the first server migrates its database, the next ones start faster."""
+    return tmp_path_factory.mktemp("prefect-home")
+
+
+def _env(prefect_home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    return {**env, "PYTHONPATH": str(ROOT), "PREFECT_HOME": str(prefect_home), **extra}
+
+
+def _readline(proc: subprocess.Popen, deadline: float, stderr: Path) -> str:
+    import selectors
+
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if sel.select(timeout=0.2):
+                line = proc.stdout.readline()
+                if line:
+                    return line.strip()
+            if proc.poll() is not None:
+                break
+    proc.kill()
+    pytest.fail(f"driver gave no line (exit {proc.poll()}); stderr:\n{stderr.read_text()[-3000:]}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait_until(predicate, timeout: float) -> float:
+    """Seconds until predicate() held; fails after timeout."""
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            pytest.fail(f"not within {timeout} s: {predicate.__doc__}")
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+def _start_driver(tmp_path: Path, prefect_home: Path):
+    """The driver, its API URL and the pid of its temporary server, once a flow has run against it."""
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    stderr = tmp_path / "driver.stderr"
+    proc = subprocess.Popen([sys.executable, str(script)], env=_env(prefect_home), stdout=subprocess.PIPE,
+                            stderr=stderr.open("w"), text=True)
+    deadline = time.monotonic() + 90
+    url = _readline(proc, deadline, stderr)
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/api")
+    assert _readline(proc, deadline, stderr) == "ready"
+    descendants = psutil.Process(proc.pid).children(recursive=True)
+    # one server, and the direct child is uvicorn itself (no wrapper whose grandchild would escape the signal)
+    assert len(descendants) == 1, [p.cmdline() for p in descendants]
+    server = descendants[0]
+    assert server.ppid() == proc.pid and server.cmdline()[1:3] == ["-m", "uvicorn"]
+    return proc, url, server.pid
+
+
+def _port(url: str) -> int:
+    return int(url.split(":")[2].split("/")[0])
+
+
+@pytest.mark.slow
+def test_sigterm_stops_command_and_its_server(tmp_path, prefect_home):
+    proc, url, server = _start_driver(tmp_path, prefect_home)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=15) == 128 + signal.SIGTERM  # stop_on_sigterm: SystemExit, so `with` blocks ran
+    exited = time.monotonic() - start
+
+    def server_gone():
+        """the server process and its port are gone"""
+        return not _alive(server) and not _port_open(_port(url))
+
+    _wait_until(server_gone, 10)
+    assert exited < 10
+    assert "Stopping temporary server" in (tmp_path / "driver.stderr").read_text()
+
+
+@pytest.mark.slow
+def test_sigkill_of_command_kills_its_server(tmp_path, prefect_home):
+    proc, url, server = _start_driver(tmp_path, prefect_home)
+    proc.kill()
+    proc.wait(timeout=5)
+
+    def server_gone():
+        """PR_SET_PDEATHSIG: the orphaned server got SIGTERM and exited"""
+        return not _alive(server) and not _port_open(_port(url))
+
+    _wait_until(server_gone, 10)
+
+
+def test_unreachable_api_url_fails_fast_in_one_line():
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/api"
+        start = time.monotonic()
+        with temporary_settings(updates={PREFECT_API_URL: url}), pytest.raises(PrefectUnavailable) as error:
+            with prefect_api():
+                pytest.fail("yielded an unreachable API")
+    assert time.monotonic() - start < 5
+    assert str(error.value) == (f"Prefect API at {url} is not reachable: start the server or unset "
+                                "PREFECT_API_URL")
+
+
+@pytest.mark.slow
+def test_server_that_cannot_start_fails_in_one_line_with_its_last_stderr_line(tmp_path, prefect_home):
+    script = "\n".join([
+        "from flows.server import PrefectUnavailable, prefect_api",
+        "try:",
+        "    with prefect_api(timeout=60): pass",
+        "except PrefectUnavailable as e:",
+        "    print(e)",
+    ])
+    # a database nobody listens on: the server's lifespan startup fails
+    env = _env(prefect_home, PREFECT_SERVER_DATABASE_CONNECTION_URL="postgresql+asyncpg://u:p@127.0.0.1:1/db")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=90)
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1, done.stdout + done.stderr
+    assert lines[0].startswith("temporary Prefect server on http://127.0.0.1:")
+    assert "exited with code" in lines[0] and "ConnectionRefusedError" in lines[0]
+    assert "uvicorn" not in {p.name() for p in psutil.Process().children(recursive=True)}
+
+
+@pytest.mark.slow
+def test_run_with_server_shares_one_server_and_stops_it(monkeypatch, capfd):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    command = [sys.executable, "-c", textwrap.dedent("""
+        import os, urllib.request, psutil
+        urllib.request.urlopen(os.environ['PREFECT_API_URL'] + '/health')
+        url = os.environ['PREFECT_API_URL']
+        port = url.rsplit(':', 1)[1].split('/')[0]  # not the suite's own session server, also our parent's child
+        siblings = psutil.Process(os.getppid()).children()
+        print('ok', url, *[p.pid for p in siblings if 'uvicorn' in p.cmdline() and port in p.cmdline()])
+    """)]
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):  # even after a test that set one
+        assert run_with_server(command) == 0
+    out = capfd.readouterr().out.split()
+    assert out[0] == "ok", out
+    url, servers = out[1], [int(pid) for pid in out[2:]]
+    assert len(servers) == 1
+    assert not _alive(servers[0]) and not _port_open(_port(url))
+    assert "PREFECT_API_URL" not in os.environ

@@ -1,0 +1,54 @@
+"""Fixtures for the image-stage tests: tiny random SD + open_clip models built once per session, loaded for real."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from tasks.core.params import ClipSpec, GenerateParams, ModelSpec
+from tasks.demo.tiny_images import TINY_IMAGE_SIZE, build_tiny_clip, build_tiny_diffusion
+from tasks.image import generate, render
+
+PAIRS = pl.DataFrame({
+    "caption_id": ["p0", "p1"], "image_id": ["i0", "i1"],
+    "caption": ["a dog sitting on a couch", "a red car parked on the street"],
+    "counterfactual": ["a cat sitting on a couch", "a red bus parked on the street"],
+})
+
+
+@pytest.fixture(scope="session")
+def tiny_specs(tmp_path_factory) -> tuple[ModelSpec, ClipSpec]:
+    root = tmp_path_factory.mktemp("tiny_image_models")
+    return build_tiny_diffusion(root / "sd", seed=0), build_tiny_clip(root / "clip", seed=0)
+
+
+def make_params(specs: tuple[ModelSpec, ClipSpec], **overrides) -> GenerateParams:
+    """Tiny-profile generation params: 32x32 images, 3 steps, 4 samples per pair, 2 per UNet call."""
+    diffusion, clip = specs
+    values = dict(diffusion=diffusion, vae=None, clip=clip, size=TINY_IMAGE_SIZE, steps=3, n_samples=4,
+                  batch_samples=2)
+    return GenerateParams(**{**values, **overrides})
+
+
+@pytest.fixture(scope="session")
+def tiny_params(tiny_specs) -> GenerateParams:
+    return make_params(tiny_specs)
+
+
+@pytest.fixture(scope="session")
+def image_models(tiny_params) -> render.ImageModels:
+    return render.load_models(tiny_params)
+
+
+def screen(pairs: pl.DataFrame, params: GenerateParams, models: render.ImageModels, cache: dict | None = None,
+           selection_params=None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """`generate.run` with a dict as the sample cache: (scores, rejects, samples rendered now)."""
+    screening = generate.Screening(params, {} if cache is None else cache, models=models)
+    scores, rejects = generate.run(pairs, screening, selection_params)
+    return scores, rejects, screening.rendered
+
+
+@pytest.fixture(scope="session")
+def generated(tiny_params, image_models) -> pl.DataFrame:
+    """The tiny PAIRS' score table with `tiny_params`."""
+    return screen(PAIRS, tiny_params, image_models)[0]

@@ -1,0 +1,126 @@
+"""Prompt-to-Prompt sharing: the SDPA form equals an explicit map copy; sharing only during the first p·T steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from diffusers.models.attention_processor import Attention
+
+from tasks.demo.tiny_images import TINY_IMAGE_SIZE
+from tasks.image import p2p
+from tasks.image.sampling import Sample, encode_prompts, load_diffusion, render
+
+pytest_plugins = ["tests.image.fixtures"]
+
+
+@pytest.fixture(scope="module")
+def diffusion(tiny_specs):
+    """The tiny random Stable Diffusion, loaded for real by the image stage's loader (its own VAE)."""
+    return load_diffusion(tiny_specs[0], None)
+
+
+def explicit_attention(attn: Attention, hidden: torch.Tensor, context: torch.Tensor, share: list[bool]):
+    """Reference: materialise softmax(q kᵀ/√d) per row, give each shared pair's c row its o row's map, times v."""
+    heads = attn.heads
+    q, k, v = (x.unflatten(-1, (heads, -1)).transpose(1, 2)
+               for x in (attn.to_q(hidden), attn.to_k(context), attn.to_v(context)))
+    maps = (q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5).softmax(-1)
+    for pair, shared in enumerate(share):
+        if shared:
+            maps[2 * pair + 1] = maps[2 * pair]
+    out = (maps @ v).transpose(1, 2).flatten(2)
+    return attn.to_out[0](out)
+
+
+@pytest.mark.parametrize("mode", ["self", "word_swap"])
+def test_sdpa_sharing_equals_explicit_map_copy(mode):
+    torch.manual_seed(0)
+    cross = mode == "word_swap"
+    attn = Attention(query_dim=32, cross_attention_dim=24 if cross else None, heads=4, dim_head=8).eval()
+    controller = p2p.AttentionController()
+    attn.set_processor(p2p.P2PAttnProcessor(controller))
+    hidden = torch.randn(12, 16, 32)  # 3 samples x [uncond o, uncond c, cond o, cond c]
+    context = torch.randn(12, 7, 24) if cross else None
+    controller.begin(mode, fractions=[0.5, 0.0, 1.0], steps=10)
+    controller.step(2)
+    share = [True, True, False, False, True, True]  # per (o, c) row pair: samples 0 and 2 share, 1 does not
+    with torch.no_grad():
+        got = attn(hidden, encoder_hidden_states=context)
+        want = explicit_attention(attn, hidden, hidden if context is None else context, share)
+        stock = explicit_attention(attn, hidden, hidden if context is None else context, [False] * 6)
+    assert ((got - want).norm() / want.norm()).item() < 1e-5
+    c_rows_shared = [1, 3, 9, 11]
+    assert not torch.allclose(got[c_rows_shared], stock[c_rows_shared], atol=1e-4)  # sharing changed c rows
+    unchanged = [0, 2, 4, 5, 6, 7, 8, 10]  # o rows and the rows of the non-sharing sample
+    torch.testing.assert_close(got[unchanged], stock[unchanged], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["self", "word_swap"])
+def test_layers_of_the_other_kind_run_stock(mode):
+    torch.manual_seed(1)
+    cross = mode != "word_swap"  # the layer kind the mode must leave alone
+    attn = Attention(query_dim=32, cross_attention_dim=24 if cross else None, heads=4, dim_head=8).eval()
+    controller = p2p.AttentionController()
+    attn.set_processor(p2p.P2PAttnProcessor(controller))
+    hidden, context = torch.randn(4, 16, 32), torch.randn(4, 7, 24) if cross else None
+    controller.begin(mode, fractions=[1.0], steps=4)
+    controller.step(0)
+    with torch.no_grad():
+        got = attn(hidden, encoder_hidden_states=context)
+        stock = explicit_attention(attn, hidden, hidden if context is None else context, [False, False])
+    torch.testing.assert_close(got, stock, rtol=1e-5, atol=1e-6)
+
+
+def test_controller_shares_while_step_below_fraction_times_steps():
+    controller = p2p.AttentionController()
+    controller.begin("self", fractions=[0.1, 0.25, 0.5, 0.9], steps=4)
+    active = [controller.active(i) for i in range(4)]
+    assert [sum(row[s] for row in active) for s in range(4)] == [1, 1, 2, 4]  # i < p*T: 0.4, 1.0, 2.0, 3.6
+    controller.step(1)
+    assert controller.shared.tolist() == [False, False, False, False, True, True, True, True]
+    assert controller.sharing(cross=False) is controller.shared and controller.sharing(cross=True) is None
+    controller.step(3)  # only the 0.9 sample shares
+    assert controller.shared.tolist() == [False] * 6 + [True] * 2
+    controller.begin("self", fractions=[0.1, 0.25], steps=4)
+    controller.step(2)  # nobody shares: every layer runs as stock
+    assert controller.sharing(cross=False) is None
+    controller.reset()
+    assert controller.sharing(cross=False) is None
+
+
+def test_real_unet_shares_per_sample_only_during_first_fraction(diffusion):
+    """Every attn1 call of the tiny UNet: c rows equal SDPA(q_o, k_o, v_c) iff step < p·T for their sample."""
+    samples = [Sample(11, 0.25, 8.0), Sample(12, 0.6, 12.0)]  # 4 steps: shares at steps {0} and {0, 1, 2}
+    step, checked = {"i": -1}, {"shared": 0, "stock": 0}
+
+    def count_steps(module, args):
+        step["i"] += 1
+
+    def check(module, args, kwargs, output):
+        hidden = args[0] if args else kwargs["hidden_states"]
+        share = [step["i"] < p * 4 for s in samples for p in [s.p2p_fraction] * 2]
+        want = explicit_attention(module, hidden, hidden, share)
+        torch.testing.assert_close(output, want, rtol=1e-4, atol=1e-4)
+        checked["shared" if any(share) else "stock"] += 1
+
+    attn1 = [m for name, m in diffusion.unet.named_modules() if name.endswith("attn1")]
+    handles = [diffusion.unet.register_forward_pre_hook(count_steps)]
+    handles += [m.register_forward_hook(check, with_kwargs=True) for m in attn1]
+    try:
+        prompts = encode_prompts(diffusion, "a dog on a couch", "a cat on a couch")
+        render(diffusion, prompts, samples, steps=4, size=TINY_IMAGE_SIZE, mode="self")
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert step["i"] == 3
+    assert checked == {"shared": 3 * len(attn1), "stock": len(attn1)}
+
+
+@pytest.mark.parametrize("mode", ["self", "word_swap"])
+def test_sharing_changes_only_the_counterfactual_image(diffusion, mode):
+    prompts = encode_prompts(diffusion, "a dog on a couch", "a cat on a couch")
+    never = render(diffusion, prompts, [Sample(5, 0.0, 9.0)], 3, TINY_IMAGE_SIZE, mode)
+    always = render(diffusion, prompts, [Sample(5, 1.0, 9.0)], 3, TINY_IMAGE_SIZE, mode)
+    assert np.array_equal(never.images[0, 0], always.images[0, 0])
+    assert not np.array_equal(never.images[0, 1], always.images[0, 1])

@@ -1,0 +1,61 @@
+"""Selection helpers over the screening table: inclusive thresholds, ranking, canonical failures, pair rejects."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tasks.core.params import SelectionParams
+from tasks.core.schemas import SAMPLES
+from tasks.image import selection
+
+GOOD = {"sim_text_image_o": 0.3, "sim_text_image_c": 0.3, "sim_image_image": 0.8, "clip_dir": 0.3}
+PARAMS = SelectionParams()
+
+
+def table(rows: list[dict]) -> pl.DataFrame:
+    """A screening table from partial rows (defaults: pair p0, passing scores, not rejected)."""
+    full = [{"caption_id": "p0", "image_id": "i", "caption": "c", "counterfactual": "d", "sample": i, **GOOD,
+             "reject_reason": None, **row} for i, row in enumerate(rows)]
+    return pl.DataFrame(full, schema={name: SAMPLES[name] for name in full[0]})
+
+
+@pytest.mark.parametrize("column", list(GOOD))
+def test_each_threshold_is_inclusive(column):
+    minimum = PARAMS.thresholds()[column]
+    scores = table([{column: minimum}, {column: float(np.nextafter(minimum, -1.0)), "caption_id": "p1"}])
+    assert selection.ranked(scores, PARAMS)["caption_id"].to_list() == ["p0"]
+    rejects = selection.unselected(scores, [], [])
+    assert rejects.select("caption_id", "reason").rows() == [("p0", "no_sample_passed"), ("p1", "no_sample_passed")]
+
+
+def test_ranking_is_best_clip_dir_first_with_ties_to_the_lower_sample():
+    scores = table([{"clip_dir": 0.5}, {"clip_dir": 0.9, "sim_image_image": 0.6},  # best dir but fails sim_ii
+                    {"clip_dir": 0.7}, {"clip_dir": 0.7}, {"clip_dir": 0.4}, {"caption_id": "p1", "clip_dir": 0.2}])
+    ranked = selection.ranked(scores.sample(fraction=1.0, shuffle=True, seed=3), PARAMS)  # order must not matter
+    assert ranked.select("caption_id", "sample", "rank").rows() == [
+        ("p0", 2, 0), ("p0", 3, 1), ("p0", 0, 2), ("p0", 4, 3), ("p1", 5, 0)]
+
+
+def test_nan_null_and_rejected_samples_never_pass_and_pairs_get_their_reason():
+    scores = table([{"clip_dir": math.nan}, {"sim_text_image_o": None}, {"reject_reason": "nan_image"},
+                    {"caption_id": "p1", "reject_reason": "black_image", **dict.fromkeys(GOOD)},
+                    {"caption_id": "p2"}, {"caption_id": "p3"}])
+    loose = SelectionParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=-1)
+    assert selection.ranked(scores, loose)["caption_id"].to_list() == ["p2", "p3"]
+    rejects = selection.unselected(scores, selected_ids=["p2"], exhausted=["p3"])
+    assert rejects.select("caption_id", "sample", "stage", "reason").rows() == [
+        ("p0", None, "selection", "no_sample_passed"), ("p1", None, "selection", "all_samples_rejected"),
+        ("p3", None, "selection", "no_canonical_render_passed")]
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"nan": True}, "canonical_nan_image"), ({"max_pixel_c": 3}, "canonical_black_image"),
+    ({"sim_image_image": 0.69}, "canonical_below_sim_image_image"), ({"clip_dir": math.nan}, "canonical_below_clip_dir"),
+    ({}, None)])
+def test_a_canonical_render_fails_on_nan_black_or_any_threshold(change, reason):
+    measured = {"nan": False, "max_pixel_o": 200, "max_pixel_c": 200, **GOOD, **change}
+    assert selection.failure(measured, PARAMS, black_threshold=4) == reason

@@ -1,0 +1,164 @@
+"""Datasheet + dataset card: subject table, human share, sections filled from the run, no paths/secrets, card YAML."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import polars as pl
+import pytest
+import yaml
+from PIL import Image
+
+from tasks.core.config import load_params
+from tasks.core.params import DatasheetParams, ExportParams
+from tasks.release import datasheet, export
+from tasks.release.datasheet import altered_subjects, human_share, render_datasheet
+from tests.conftest import ROOT
+
+SWAPS = [("c0", "Man", "woman"), ("c1", "man", "Woman"), ("c2", "dog", "cat"), ("c3", "cat", "dog"),
+         ("c4", "bus", "car"), ("c5", "car", "bus"), ("c6", "dog", "cat"), ("c7", "Man", "boy"), ("c8", "tree", "pole")]
+FUNNEL = {"captions in": 1000, "with a noun": 990, "with a candidate": 812, "with C_c": 640,
+          "pairs with an accepted image pair": 411, "final": 407}
+METRICS = {"similarity": {"rows_in": 714, "rows_out": 360, "rejects": {"above_window": 40, "below_window": 314}},
+           "selection": {"rows_in": 640, "rows_out": 411, "rejects": {"no_sample_passed": 229}}}
+PARAMS = {"profile": "demo", "candidates": {"model": {"id": "/home/someone/models/tiny/mlm"}, "top_k": 10},
+          "generate": {"guidance_scale": [7.5, 15.0], "vae": None, "adaptive": {"enabled": False}},
+          "selection": {"min_clip_dir": 0.2}, "export": {"repo_id": None, "hub_token": "hf_secret_value"}, "nouns": {}}
+MODELS = {"model_mlm": "/tmp/run/models/tiny/mlm@fp1234",
+          "model_diffusion": "stable-diffusion-v1-5/stable-diffusion-v1-5@451f4fe"}
+
+
+def counterfactuals() -> pl.DataFrame:
+    return pl.DataFrame(SWAPS, schema=["caption_id", "original_word", "substitute"], orient="row")
+
+
+def sheet(**overrides) -> str:
+    args = dict(funnel=FUNNEL, stage_metrics=METRICS, params=PARAMS, models=MODELS,
+                table=altered_subjects(counterfactuals(), None), human_share=0.25, created="2026-03-04",
+                dp=DatasheetParams(top_subjects=3))
+    return render_datasheet(**{**args, **overrides})
+
+
+def test_altered_subjects_counts_case_folded_most_frequent_first_ties_alphabetical():
+    table = altered_subjects(counterfactuals(), None)
+    assert table.columns == ["original_word", "substitute", "count", "share"]
+    assert table.select("original_word", "substitute", "count").rows() == [
+        ("dog", "cat", 2), ("man", "woman", 2), ("bus", "car", 1), ("car", "bus", 1), ("cat", "dog", 1),
+        ("man", "boy", 1), ("tree", "pole", 1)]
+    assert table["share"].to_list() == pytest.approx([2 / 9, 2 / 9] + [1 / 9] * 5)
+
+
+def test_altered_subjects_restricted_to_selected_pairs():
+    table = altered_subjects(counterfactuals(), ["c0", "c2", "c3", "c6"])
+    assert table.select("original_word", "substitute", "count").rows() == [
+        ("dog", "cat", 2), ("cat", "dog", 1), ("man", "woman", 1)]
+    assert table["share"].sum() == pytest.approx(1.0)
+    assert altered_subjects(counterfactuals(), []).height == 0
+
+
+def test_human_share_counts_either_side_weighted_by_count():
+    table = altered_subjects(counterfactuals(), None)
+    assert human_share(table, ("woman", "boy")) == pytest.approx(3 / 9)  # man->woman x2, man->boy
+    assert human_share(table, ("Man",)) == pytest.approx(3 / 9)
+    assert human_share(table, ("pole", "cat")) == pytest.approx(4 / 9)
+    assert human_share(table, ()) == 0.0
+    assert human_share(table.head(0), ("man",)) == 0.0
+
+
+def test_datasheet_has_the_seven_sections_in_order_with_the_funnel_and_metrics():
+    text = sheet()
+    headings = re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
+    assert headings == list(datasheet.SECTIONS)
+    for step, count in FUNNEL.items():
+        assert re.search(rf"^\| {re.escape(step)} \| {count} \|", text, flags=re.MULTILINE), step
+    assert "407 instances" in text and "2026-03-04" in text and "25.0%" in text
+    for stage, reason, count in [("similarity", "below_window", 314), ("selection", "no_sample_passed", 229)]:
+        assert re.search(rf"^\| {stage} \| .* \| {reason} \| {count} \|$", text, flags=re.MULTILINE)
+    assert "| mlm | …/mlm@fp1234 |" in text
+    assert "| diffusion | stable-diffusion-v1-5/stable-diffusion-v1-5@451f4fe |" in text
+    assert "CC BY 4.0" in text and "OpenRAIL-M" in text
+
+
+def test_datasheet_lists_every_param_and_the_top_subjects_only():
+    text = sheet()
+    for key in ["profile", "candidates.model.id", "candidates.top_k", "generate.guidance_scale", "generate.vae",
+                "generate.adaptive.enabled", "selection.min_clip_dir", "export.repo_id", "nouns"]:
+        assert re.search(rf"^{re.escape(key)} = ", text, flags=re.MULTILINE), key
+    assert "generate.guidance_scale = [7.5, 15.0]" in text and "generate.vae = null" in text
+    assert "| dog | cat | 2 | 22.2% |" in text and "| bus | car | 1 |" in text and "| car | bus |" not in text
+
+
+@pytest.mark.parametrize("profile", ["demo", "paper"])
+def test_datasheet_lists_the_resolved_params_of_a_real_params_file(profile):
+    """What the datasheet flow passes: a whole `Params`, resolved for its profile, dumped as JSON types."""
+    params = load_params(ROOT / "params.yaml", [f"profile={profile}"])
+    text = sheet(params=params.model_dump(mode="json"))
+    for key, value in datasheet.flatten(params.model_dump(mode="json")).items():
+        assert re.search(rf"^{re.escape(key)} = ", text, flags=re.MULTILINE), key
+    assert f"generate.size = {params.generate.size}" in text
+    assert f"candidates.model.id = {params.candidates.model.id}" in text
+    assert f"paths.selected = {params.paths.selected.as_posix()}" in text
+    assert ("Demo profile" in text) == (profile == "demo")
+
+
+def test_datasheet_has_no_absolute_paths_or_secrets():
+    text = sheet()
+    assert "hf_secret_value" not in text and "export.hub_token = <redacted>" in text
+    assert "/home/" not in text and "/tmp/" not in text and "someone" not in text
+    assert "candidates.model.id = …/mlm" in text
+    assert not re.search(r"(^|[\s=|(`])(~|[A-Za-z]:)?[/\\]\w", text, flags=re.MULTILINE)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("/a/b/c.png", "…/c.png"), ("id = ~/models/clm@x", "id = …/clm@x"),
+    ("at C:\\Users\\me\\m.bin.", "at …/m.bin."),
+    ("/trailing/dir/", "…/dir"), ("org/model@rev data/train-*.parquet", "org/model@rev data/train-*.parquet"),
+    ("https://huggingface.co/x", "https://huggingface.co/x"), ("pkg:gt_minilm/model", "pkg:gt_minilm/model"),
+])
+def test_public_cuts_absolute_paths_only(text, expected):
+    assert datasheet.public(text) == expected
+
+
+def test_demo_limitation_only_for_the_demo_profile():
+    assert "Demo profile" in sheet()
+    paper = sheet(params={**PARAMS, "profile": "paper"})
+    assert "Demo profile" not in paper and "NLTK" in paper and "CLIP" in paper
+
+
+@pytest.mark.parametrize(("n", "category"), [
+    (0, "n<1K"), (999, "n<1K"), (1000, "1K<n<10K"), (9999, "1K<n<10K"), (10_000, "10K<n<100K"),
+    (999_999, "100K<n<1M"), (1_000_000, "1M<n<10M"), (10**9, "n>1B"),
+])
+def test_size_category_boundaries(n, category):
+    assert datasheet.size_category(n) == category
+    front = yaml.safe_load(datasheet.dataset_card("# Datasheet\n", n, ExportParams()).split("---\n")[1])
+    assert front["size_categories"] == [category]
+
+
+def test_card_front_matter_and_load_dataset_with_the_card(tmp_path):
+    import datasets
+
+    image = tmp_path / "images" / "x_o.png"
+    image.parent.mkdir()
+    Image.fromarray(np.full((4, 4, 3), 7, dtype=np.uint8)).save(image)
+    values = {"id": "c0", "image_0": "x_o.png", "image_1": "x_o.png", "caption_0": "a dog", "caption_1": "a cat",
+              "image_id": "1", "original_word": "dog", "substitute": "cat", "position": 1, "seed": 3}
+    rows = pl.DataFrame([{name: values.get(name, 0.5) for name in export.SCHEMA}], schema=export.SCHEMA)
+    out = tmp_path / "ds"
+    export.write_dataset(rows, image.parent, out, ExportParams())
+    params = ExportParams(repo_id="me/cf", license="cc-by-4.0")
+    card = datasheet.dataset_card(sheet(), rows.height, params)
+    (out / "README.md").write_text(card)
+
+    assert card.startswith("---\n")
+    front = yaml.safe_load(card.split("---\n")[1])
+    assert front["license"] == "cc-by-4.0" and front["pretty_name"] == params.pretty_name
+    assert front["language"] == ["en"] and "image-to-text" in front["task_categories"]
+    assert front["configs"] == [{"config_name": "default",
+                                 "data_files": [{"split": "train", "path": "data/train-*.parquet"}]}]
+    assert "## Motivation" in card and 'load_dataset("me/cf"' in card
+
+    loaded = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))
+    assert list(loaded) == ["train"] and loaded["train"][0]["caption_1"] == "a cat"
+    assert np.asarray(loaded["train"][0]["image_0"]).max() == 7

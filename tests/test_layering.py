@@ -1,0 +1,89 @@
+"""Import layering of `tasks`, read from the source (imports inside functions count): each package imports only what
+its docstring allows, nothing in `tasks` imports `flows` or Prefect, and release never touches a model library."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import shutil
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+ALLOWED = {  # package -> project packages/modules it may import
+    "tasks.core": ("tasks.core",),
+    "tasks.text": ("tasks.core", "tasks.text"),
+    "tasks.image": ("tasks.core", "tasks.image"),
+    "tasks.release": ("tasks.core", "tasks.release"),
+    "tasks.demo": ("tasks.core", "tasks.text.ingest", "tasks.demo"),
+}
+FORBIDDEN = {  # package -> modules it must never import, even where ALLOWED admits their package
+    "tasks": ("flows", "prefect", "prefect_dask", "dask"),
+    "tasks.release": ("tasks.core.loading", "torch", "transformers", "diffusers", "open_clip", "sentence_transformers"),
+}
+
+
+def imports(path: Path, module: str) -> set[str]:
+    """Absolute names of everything `path` imports (`from a import b` gives `a` and `a.b`)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level \
+                else node.module
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def violations(root: Path) -> list[str]:
+    """`module imports name` for every import that breaks ALLOWED or FORBIDDEN under `root/tasks`."""
+    found = []
+    for path in sorted((root / "tasks").rglob("*.py")):
+        module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        names = imports(path, module)
+        project = {n for n in names if within(n, "tasks") and n != "tasks"}
+        for package, allowed in ALLOWED.items():
+            if within(module, package):
+                found += [f"{module} imports {n}" for n in sorted(project)
+                          if not any(within(n, a) or within(a, n) for a in allowed)]
+        for package, banned in FORBIDDEN.items():
+            if within(module, package):
+                found += [f"{module} imports {n}" for n in sorted(names) if any(within(n, b) for b in banned)]
+    return found
+
+
+def test_every_tasks_package_imports_only_what_it_may():
+    assert violations(ROOT) == []
+    assert {p.parent.name for p in (ROOT / "tasks").glob("*/__init__.py")} == {a.split(".")[1] for a in ALLOWED}
+
+
+def test_a_forbidden_import_is_reported(tmp_path):
+    shutil.copytree(ROOT / "tasks", tmp_path / "tasks", ignore=shutil.ignore_patterns("__pycache__"))
+    edits = {"text/nouns.py": "from tasks.image import render", "image/render.py": "from ..text import nouns",
+             "release/report.py": "    from tasks.core.loading import load_pretrained",
+             "release/diff.py": "import torch", "core/params.py": "from tasks.text import ingest",
+             "demo/tiny_text.py": "from tasks.text.nouns import tag_caption"}
+    for name, line in edits.items():
+        path = tmp_path / "tasks" / name
+        body = f"\n\ndef _late():\n{line}\n" if line.startswith(" ") else f"\n{line}\n"
+        path.write_text(path.read_text() + body)
+    for inner in ("image/generate.py",):  # and anything importing Prefect, at any depth
+        path = tmp_path / "tasks" / inner
+        path.write_text(path.read_text() + "\n\ndef _late():\n    from prefect import task\n")
+    assert violations(tmp_path) == [
+        "tasks.core.params imports tasks.text", "tasks.core.params imports tasks.text.ingest",
+        "tasks.demo.tiny_text imports tasks.text.nouns", "tasks.demo.tiny_text imports tasks.text.nouns.tag_caption",
+        "tasks.image.generate imports prefect", "tasks.image.generate imports prefect.task",
+        "tasks.image.render imports tasks.text", "tasks.image.render imports tasks.text.nouns",
+        "tasks.release.diff imports torch",
+        "tasks.release.report imports tasks.core.loading",
+        "tasks.release.report imports tasks.core.loading.load_pretrained",
+        "tasks.text.nouns imports tasks.image", "tasks.text.nouns imports tasks.image.render",
+    ]

@@ -1,0 +1,273 @@
+"""MLM candidates on the tiny RoBERTa: minimal edits, filter reasons in order, accounting, batching, long captions."""
+
+from __future__ import annotations
+
+import nltk
+import polars as pl
+import pytest
+import torch
+
+from tasks.core.params import CandidatesParams, ModelSpec, NounsParams
+from tasks.text import candidates, nouns
+from tasks.text.ingest import read_captions
+from tests.conftest import DEMO_CAPTIONS, requires_nltk
+
+pytestmark = requires_nltk
+TOP_K = 10
+KEYS = ["caption_id", "position"]
+
+
+def site_frame(captions: list[str], prefix: str = "t") -> pl.DataFrame:
+    caps = pl.DataFrame({"caption_id": [f"{prefix}{i}_0" for i in range(len(captions))],
+                         "image_id": [f"{prefix}{i}" for i in range(len(captions))], "caption": captions})
+    return nouns.run(caps, NounsParams())[0]
+
+
+def site(caption: str, word: str) -> dict:
+    rows = site_frame([caption]).filter(pl.col("original_word") == word).to_dicts()
+    assert rows, f"{word!r} is not a noun site of {caption!r}"
+    return rows[0]
+
+
+@pytest.fixture(scope="module")
+def params(tiny_text_models) -> CandidatesParams:
+    return CandidatesParams(model=ModelSpec(id=str(tiny_text_models["mlm"])), top_k=TOP_K, batch_size=16)
+
+
+@pytest.fixture(scope="module")
+def mlm(params):
+    return candidates.load_models(params)
+
+
+@pytest.fixture(scope="module")
+def demo_sites() -> pl.DataFrame:
+    return nouns.run(read_captions(DEMO_CAPTIONS)[0], NounsParams())[0]
+
+
+@pytest.fixture(scope="module")
+def demo_run(demo_sites, params, mlm):
+    return candidates.run(demo_sites, params, mlm)
+
+
+def with_params(params: CandidatesParams, **changes) -> CandidatesParams:
+    return params.model_copy(update=changes)
+
+
+def fixed_fills(monkeypatch, fills: list[tuple[str, float]]) -> None:
+    """Every masked sentence gets these (token, probability) fills."""
+    monkeypatch.setattr(candidates, "top_fills",
+                        lambda mlm, masked, lengths, top_k, batch_size: [list(fills) for _ in masked])
+
+
+# --- the tiny model end to end -------------------------------------------------------------------------------------
+
+
+def test_model_is_what_the_tests_assume(mlm):
+    assert mlm.max_length == 128
+    assert mlm.marks_word_start
+    assert mlm.is_word_start("Ġdog") and not mlm.is_word_start("dog")
+
+
+def test_minimal_edit_invariant_on_every_row(demo_run):
+    kept, rejects = demo_run
+    assert dict(kept.schema) == candidates.SCHEMA and dict(rejects.schema) == candidates.REJECTS_SCHEMA
+    assert kept.height > 0
+    rows = kept.to_dicts() + rejects.filter(pl.col("substitute").is_not_null()).to_dicts()
+    for r in rows:
+        cap, s, e, sub = r["caption"], r["start"], r["end"], r["substitute"]
+        assert r["candidate"] == cap[:s] + sub + cap[e:]
+        assert r["candidate"][:s] == cap[:s]
+        assert r["candidate"][s + len(sub):] == cap[e:]
+        assert cap[s:e] == r["original_word"]
+
+
+def test_every_site_fill_is_kept_or_rejected(demo_sites, demo_run):
+    kept, rejects = demo_run
+    assert kept.height + rejects.height == demo_sites.height * TOP_K
+    counts = pl.concat([kept.select(KEYS), rejects.select(KEYS)]).group_by(KEYS).len()
+    assert counts.height == demo_sites.height
+    assert set(counts["len"]) == {TOP_K}
+    assert set(rejects["stage"]) == {"candidates"}
+    assert set(rejects["reason"]) <= {"subword", "not_a_word", "same_word", "token_count_changed", "not_a_noun",
+                                      "duplicate_fill"}
+
+
+def test_kept_rows_pass_every_filter_independently(demo_sites, demo_run, params):
+    kept, _ = demo_run
+    n_tokens = {(r["caption_id"], r["position"]): r["n_tokens"] for r in demo_sites.iter_rows(named=True)}
+    for r in kept.iter_rows(named=True):
+        assert r["substitute"].casefold() != r["original_word"].casefold()
+        assert candidates._WORD.fullmatch(r["substitute"])
+        tokens = nltk.word_tokenize(r["candidate"])
+        assert len(tokens) == n_tokens[(r["caption_id"], r["position"])]
+        assert nltk.pos_tag(tokens)[r["position"]][1] in params.keep_tags
+        assert 0.0 < r["mlm_score"] <= 1.0
+    # One candidate per (site, substitute).
+    assert kept.select(*KEYS, "substitute").is_duplicated().sum() == 0
+
+
+def test_string_reasons_are_reproducible(demo_sites, demo_run, params):
+    """Rejects whose reason depends on the fill string alone are what `reject_reason` says for that string."""
+    _, rejects = demo_run
+    by_site = {(r["caption_id"], r["position"]): r for r in demo_sites.iter_rows(named=True)}
+    checked = rejects.filter(pl.col("reason").is_in(["not_a_word", "same_word", "token_count_changed", "not_a_noun"]))
+    assert checked.height > 0
+    for r in checked.iter_rows(named=True):
+        s = by_site[(r["caption_id"], r["position"])]
+        assert candidates.reject_reason(True, r["substitute"], s, params.keep_tags) == r["reason"]
+
+
+def test_batched_equals_unbatched(demo_sites, params, mlm):
+    sites = demo_sites.gather(list(range(0, demo_sites.height, 8)))  # ~40 sites of mixed caption lengths
+    one = candidates.run(sites, with_params(params, batch_size=1), mlm)
+    many = candidates.run(sites, with_params(params, batch_size=64), mlm)
+    assert one[0].height > 0
+    for a, b in zip(one, many):
+        assert a.drop("mlm_score").equals(b.drop("mlm_score"))
+        diff = (a["mlm_score"] - b["mlm_score"]).abs().max()
+        assert diff is None or diff <= 1e-5
+
+
+def test_deterministic_rerun(demo_sites, params, mlm):
+    sites = demo_sites.head(60)
+    first, again = candidates.run(sites, params, mlm), candidates.run(sites, params, mlm)
+    assert first[0].height > 0
+    assert again[0].equals(first[0]) and again[1].equals(first[1])
+
+
+def test_too_long_caption_is_rejected_and_others_unaffected(demo_sites, params, mlm):
+    long_caption = "A dog sits on a mat" + ", and a cat sits on a mat" * 25 + "."
+    long_sites = site_frame([long_caption], prefix="long")
+    assert long_sites.height > 0
+    assert len(mlm.tokenizer(long_caption)["input_ids"]) > mlm.max_length
+    normal = demo_sites.head(20)
+    mixed = pl.concat([normal.head(7), long_sites, normal.tail(13)])
+
+    kept, rejects = candidates.run(mixed, params, mlm)
+    base_kept, base_rejects = candidates.run(normal, params, mlm)
+
+    too_long = rejects.filter(pl.col("reason") == "too_long_for_mlm")
+    assert too_long.height == long_sites.height  # one reject per long site, no fills
+    assert too_long.select(KEYS).sort(KEYS).equals(long_sites.select(KEYS).sort(KEYS))
+    assert too_long["substitute"].null_count() == too_long.height
+    assert too_long["candidate"].null_count() == too_long.height
+    assert not kept.filter(pl.col("caption_id").str.starts_with("long")).height
+    for got, want in ((kept, base_kept), (rejects.filter(pl.col("reason") != "too_long_for_mlm"), base_rejects)):
+        assert got.drop("mlm_score").equals(want.drop("mlm_score"))
+        diff = (got["mlm_score"] - want["mlm_score"]).abs().max()
+        assert diff is None or diff <= 1e-5
+
+
+def test_mlm_length_limit_is_exact(params, mlm):
+    """A masked caption of exactly max_length tokens (specials included) is filled; one more token is too long."""
+    by_length = {}
+    for k in range(110, 135):
+        s = site("A dog" + " a" * k + ".", "dog")
+        n = len(mlm.tokenizer(candidates.masked_caption(s["caption"], s["start"], s["end"], "<mask>"))["input_ids"])
+        by_length.setdefault(n, s)
+    assert {128, 129} <= set(by_length)
+    fits, over = by_length[128], by_length[129]
+    kept, rejects = candidates.run(pl.DataFrame([fits, over], schema=nouns.SCHEMA), params, mlm)
+    fit_rows = pl.concat([kept.select("caption", "substitute"), rejects.select("caption", "substitute")]).filter(
+        pl.col("caption") == fits["caption"])
+    assert fit_rows.height == TOP_K and fit_rows["substitute"].null_count() == 0
+    assert rejects.filter(pl.col("caption") == over["caption"])["reason"].to_list() == ["too_long_for_mlm"]
+
+
+def test_only_too_long_sites(params, mlm):
+    long_sites = site_frame(["A dog sits on a mat" + ", and a cat sits on a mat" * 25 + "."])
+    kept, rejects = candidates.run(long_sites, params, mlm)
+    assert kept.is_empty() and set(rejects["reason"]) == {"too_long_for_mlm"}
+    assert rejects.height == long_sites.height
+
+
+# --- reject_reason: each filter, in order ---------------------------------------------------------------------------
+
+DOG = "A dog runs in the park."
+KEEP = ("NN", "NNS", "NNP")
+
+
+@pytest.mark.parametrize(("word_start", "fill", "reason"), [
+    (True, "cat", None),
+    (True, "John", None),                      # NNP is a keep tag
+    (False, "cat", "subword"),                 # a continuation piece after a space
+    (False, ",", "subword"),                   # subword is checked first
+    (True, ",", "not_a_word"),
+    (True, "123", "not_a_word"),
+    (True, "", "not_a_word"),
+    (True, "cat1", "not_a_word"),
+    (True, "_", "not_a_word"),
+    (True, "dog", "same_word"),
+    (True, "DOG", "same_word"),
+    (True, "Dog", "same_word"),
+    (True, "cat's", "token_count_changed"),   # word-shaped, but word_tokenize splits it
+    (True, "can't", "token_count_changed"),
+    (True, "the", "not_a_noun"),
+    (True, "quickly", "not_a_noun"),
+])
+def test_reject_reason(word_start, fill, reason):
+    assert candidates.reject_reason(word_start, fill, site(DOG, "dog"), KEEP) == reason
+
+
+def test_reject_reason_keep_tags():
+    assert candidates.reject_reason(True, "John", site(DOG, "dog"), ("NN", "NNS")) == "not_a_noun"
+
+
+def test_no_subword_check_at_caption_start():
+    s = site("Dogs run in the park.", "Dogs")
+    assert s["start"] == 0
+    assert candidates.reject_reason(False, "Cats", s, KEEP) is None
+    assert candidates.reject_reason(False, "Dogs", s, KEEP) == "same_word"
+
+
+# --- run with controlled fills -------------------------------------------------------------------------------------
+
+
+def test_run_assigns_every_reason(monkeypatch, params, mlm):
+    fixed_fills(monkeypatch, [
+        ("Ġcat", 0.20), ("cat", 0.15), ("Ġ,", 0.12), ("ĠDog", 0.11), ("Ġthe", 0.10),
+        ("Ġcat's", 0.09), ("Ġ", 0.08), ("Ġ123", 0.07), ("bird", 0.06), ("ĠJohn", 0.05),
+    ])
+    sites = site_frame([DOG]).filter(pl.col("original_word") == "dog")
+    kept, rejects = candidates.run(sites, params, mlm)
+    assert kept.select("substitute", "mlm_score", "candidate").rows() == [
+        ("cat", 0.20, "A cat runs in the park."), ("John", 0.05, "A John runs in the park.")]
+    assert rejects.select("substitute", "reason").rows() == [
+        ("cat", "duplicate_fill"), (",", "not_a_word"), ("Dog", "same_word"), ("the", "not_a_noun"),
+        ("cat's", "token_count_changed"), ("", "not_a_word"), ("123", "not_a_word"), ("bird", "subword"),
+    ]
+    assert rejects.filter(pl.col("substitute") == "cat's")["candidate"].to_list() == ["A cat's runs in the park."]
+
+
+def test_run_word_start_not_needed_at_caption_start(monkeypatch, params, mlm):
+    fixed_fills(monkeypatch, [("Cats", 0.5), ("ĠBirds", 0.4)])
+    kept, rejects = candidates.run(site_frame(["Dogs run in the park."]).filter(pl.col("start") == 0), params, mlm)
+    assert kept["candidate"].to_list() == ["Cats run in the park.", "Birds run in the park."]
+    assert rejects.is_empty()
+
+
+def test_fill_after_a_rejected_subword_twin_is_not_a_duplicate(monkeypatch, params, mlm):
+    """`cat` (a continuation piece: "Acat") is rejected as subword; the word-start `Ġcat` that follows is the first
+    usable fill with that text and must be kept, not dropped as `duplicate_fill` of a fill that was never kept."""
+    fixed_fills(monkeypatch, [("cat", 0.5), ("Ġcat", 0.3)])
+    sites = site_frame([DOG]).filter(pl.col("original_word") == "dog")
+    kept, rejects = candidates.run(sites, params, mlm)
+    assert kept.select("substitute", "mlm_score").rows() == [("cat", 0.3)]
+    assert rejects.select("substitute", "reason").rows() == [("cat", "subword")]
+
+
+def test_no_sites_no_candidates(params, mlm):
+    kept, rejects = candidates.run(site_frame([]), params, mlm)
+    assert kept.is_empty() and rejects.is_empty()
+    assert kept.schema == candidates.SCHEMA
+
+
+def test_head_at_masked_positions_equals_full_logits(mlm, demo_sites):
+    masked = [candidates.masked_caption(r["caption"], r["start"], r["end"], mlm.tokenizer.mask_token)
+              for r in demo_sites.head(6).iter_rows(named=True)]
+    enc = mlm.tokenizer(masked, padding=True, return_tensors="pt")
+    rows, cols = (enc["input_ids"] == mlm.tokenizer.mask_token_id).nonzero(as_tuple=True)
+    with torch.no_grad():
+        full = mlm.model(**enc).logits[rows, cols]
+        torch.testing.assert_close(mlm.masked_logits(enc, rows, cols), full, rtol=1e-5, atol=1e-5)
+    assert rows.tolist() == list(range(6))
