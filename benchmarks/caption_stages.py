@@ -17,29 +17,21 @@ Both must select the same C_c for every caption; the table counts the captions w
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
+from bench import console, in_fresh_process, peak_memory_mib, start, table
 
 ROOT = Path(__file__).resolve().parents[1]
 COCO = ROOT.parent / "shared" / "data" / "coco_val2017_captions.tsv"
 STAGES = ("nouns", "candidates", "similarity", "perplexity")
 ONE_AT_A_TIME = ["perplexity.batch_tokens=1", "perplexity.shared_prefix=false"]
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def measure(source: Path, n: int, overrides: list[str], alone: bool) -> dict:
@@ -76,7 +68,7 @@ def measure(source: Path, n: int, overrides: list[str], alone: bool) -> dict:
     seconds, selected = dict.fromkeys(STAGES, 0.0), []
     for frame in captions.head(n).iter_slices(1) if alone else [captions.head(n)]:
         selected += through(frame, seconds).select("caption_id", "position", "substitute").rows()
-    return {"import": imported, "load": load, "seconds": seconds, "selected": selected, "rss": peak_rss_mib()}
+    return {"import": imported, "load": load, "seconds": seconds, "selected": selected, "rss": peak_memory_mib()}
 
 
 def cli_wall(source: Path, n: int, overrides: list[str]) -> float:
@@ -123,29 +115,23 @@ def main(n: Annotated[list[int] | None, typer.Option(help="captions from the sou
     methods = {"cfgen": ([], False), "one-at-a-time": ([], True)}
     if clm_dtype:
         methods[f"cfgen, CLM {clm_dtype}"] = ([f"perplexity.model.{profile}.dtype={clm_dtype}"], False)
-    spawn = multiprocessing.get_context("spawn")
     runs = {}
     for size in sizes:
         for method, (extra, alone) in methods.items():
             if method == "cfgen" or size in reference and alone or size == sizes[0] and method.startswith("cfgen, "):
-                with ProcessPoolExecutor(1, mp_context=spawn) as pool:
-                    runs[size, method] = pool.submit(measure, source, size, overrides + extra, alone).result()
-    console = Console(width=200)
+                runs[size, method] = in_fresh_process(measure, source, size, overrides + extra, alone)
     title = f"caption stages (logic, models loaded), profile={profile}" + (f", models={models}" if models else "")
-    table = Table(title=title)
-    for column in ("N", "method", *(f"{s} s" for s in STAGES), "total s", "captions/s", "peak RSS MiB",
-                   "time / cfgen time", "C_c differing from cfgen"):
-        table.add_column(column, justify="right")
+    stages = table(title, ("N", "method", *(f"{s} s" for s in STAGES), "total s", "captions/s", "peak memory MiB",
+                           "time / cfgen time", "C_c differing from cfgen"))
     for (size, method), run in runs.items():
         total, ours = sum(run["seconds"].values()), runs[size, "cfgen"]
         differ = sum(a != b for a, b in zip(run["selected"], ours["selected"], strict=True))
-        table.add_row(str(size), method, *(f"{run['seconds'][s]:.1f}" for s in STAGES), f"{total:.1f}",
+        stages.add_row(str(size), method, *(f"{run['seconds'][s]:.1f}" for s in STAGES), f"{total:.1f}",
                       f"{size / total:.2f}", f"{run['rss']:.0f}", f"{total / sum(ours['seconds'].values()):.2f}x",
                       f"{differ} of {len(ours['selected'])}")
-    console.print(table)
-    fixed = Table(title="fixed costs (s)")
-    for column in ("N", "imports", *(f"load {s}" for s in STAGES), "cfgen captions wall", "wall - cfgen logic"):
-        fixed.add_column(column, justify="right")
+    console.print(stages)
+    fixed = table("fixed costs (s)", ("N", "imports", *(f"load {s}" for s in STAGES), "cfgen captions wall",
+                                      "wall - cfgen logic"))
     smallest = runs[sizes[0], "cfgen"]
     wall = cli_wall(source, sizes[0], overrides) if cli else None
     logic = sum(smallest["seconds"].values())
@@ -155,4 +141,4 @@ def main(n: Annotated[list[int] | None, typer.Option(help="captions from the sou
 
 
 if __name__ == "__main__":
-    typer.run(main)
+    start(main)

@@ -15,36 +15,21 @@ them; peak memory: each sampler alone in a fresh process.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import resource
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Annotated
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-import typer  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
+import typer
+from bench import console, in_fresh_process, peak_memory_mib, start, table
 
 C_O, C_C = "a dog sitting on a couch in a living room", "a cat sitting on a couch in a living room"
 PAIRS = [("a dog sitting on a couch", "a cat sitting on a couch"),
          ("a red car parked on the street", "a red bus parked on the street"),
          ("a man riding a horse on the beach", "a man riding a bicycle on the beach"),
          ("a plate of pizza on a table", "a plate of salad on a table")]
-
-
-def peak_memory_mib() -> float:
-    import torch
-
-    if torch.cuda.is_available():
-        return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def generate_params(folder: Path, clip: Path | None, opts: dict):
@@ -150,11 +135,6 @@ def adaptive_cost(folder: Path, clip: Path, opts: dict, adaptive: bool) -> dict:
             "seconds": seconds, "peak": peak_memory_mib()}
 
 
-def in_fresh_process(fn, *args):
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(fn, *args).result()
-
-
 def main(width: Annotated[int, typer.Option(help="UNet top-level channels (SD v1.5: 320)")] = 64,
          size: Annotated[int, typer.Option(help="image side in pixels (SD v1.5: 512)")] = 256,
          steps: int = 20,
@@ -177,22 +157,19 @@ def main(width: Annotated[int, typer.Option(help="UNet top-level channels (SD v1
         costs = {adaptive: in_fresh_process(adaptive_cost, folder, clip, opts, adaptive) for adaptive in (False, True)}
     rows = 4 * batch_samples * steps
     rate = {stock: rows / statistics.median(t) for stock, t in timed["seconds"].items()}
-    console = Console(width=160)
-    table = Table(title=f"UNet rows/s: SD v1.5 UNet blocks at width {width}, {size} px, {steps} steps, "
-                        f"{4 * batch_samples} rows per call, {timed['device']}"
-                        f"{', channels_last' if channels_last else ''}{', compiled' if compile else ''}")
-    for column in ("sampler", "calls", "median s per call", "UNet rows/s", "vs stock", "peak memory MiB"):
-        table.add_column(column, justify="right")
+    speed = table(f"UNet rows/s: SD v1.5 UNet blocks at width {width}, {size} px, {steps} steps, "
+                  f"{4 * batch_samples} rows per call, {timed['device']}"
+                  f"{', channels_last' if channels_last else ''}{', compiled' if compile else ''}",
+                  ("sampler", "calls", "median s per call", "UNet rows/s", "vs stock", "peak memory MiB"))
     for stock, name in ((True, "diffusers StableDiffusionPipeline (stock attention)"),
                         (False, "cfgen paired P2P sampler")):
-        table.add_row(name, str(repeats), f"{statistics.median(timed['seconds'][stock]):.2f}", f"{rate[stock]:.1f}",
+        speed.add_row(name, str(repeats), f"{statistics.median(timed['seconds'][stock]):.2f}", f"{rate[stock]:.1f}",
                       f"{rate[stock] / rate[True]:.3f}x", f"{peak[stock]:.0f}")
-    console.print(table)
-    cost = Table(title=f"UNet rows per accepted pair: {len(PAIRS)} pairs, n_samples={samples}, {adaptive_steps} steps, "
-                       "clip_dir >= 0 on a random CLIP (about half pass)")
-    for column in ("adaptive stopping", "samples rendered", "UNet rows", "accepted pairs", "UNet rows / accepted pair",
-                   "s", "peak memory MiB"):
-        cost.add_column(column, justify="right")
+    console.print(speed)
+    cost = table(f"UNet rows per accepted pair: {len(PAIRS)} pairs, n_samples={samples}, {adaptive_steps} steps, "
+                 "clip_dir >= 0 on a random CLIP (about half pass)",
+                 ("adaptive stopping", "samples rendered", "UNet rows", "accepted pairs", "UNet rows / accepted pair",
+                  "s", "peak memory MiB"))
     for adaptive, c in costs.items():
         per_pair = f"{c['rows'] / c['accepted']:.0f}" if c["accepted"] else "n/a"
         cost.add_row("on" if adaptive else "off (paper)", str(c["samples"]), str(c["rows"]), str(c["accepted"]),
@@ -201,4 +178,4 @@ def main(width: Annotated[int, typer.Option(help="UNet top-level channels (SD v1
 
 
 if __name__ == "__main__":
-    typer.run(main)
+    start(main)

@@ -37,8 +37,3 @@ def write_png(root: Path, image: np.ndarray) -> str:
         Path(tmp).unlink(missing_ok=True)
         raise
     return relative
-
-
-def read_png(path: Path) -> np.ndarray:
-    with Image.open(path) as image:
-        return np.asarray(image.convert("RGB"))

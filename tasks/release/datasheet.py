@@ -20,8 +20,6 @@ from tasks.core.params import DatasheetParams, ExportParams, Params
 from tasks.core.stages import STAGES
 from tasks.release.report import FUNNEL_STEPS
 
-SECTIONS = ("Motivation", "Composition", "Collection Process", "Preprocessing/Cleaning/Labeling", "Uses",
-            "Distribution", "Maintenance")
 SIZE_CATEGORIES = ((10**3, "n<1K"), (10**4, "1K<n<10K"), (10**5, "10K<n<100K"), (10**6, "100K<n<1M"),
                    (10**7, "1M<n<10M"), (10**8, "10M<n<100M"), (10**9, "100M<n<1B"))
 _ABSOLUTE = re.compile(r"(?<![\w.~:/\\-])(?:~|[A-Za-z]:)?[/\\][^\s`'\"|]+")

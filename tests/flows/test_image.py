@@ -10,10 +10,10 @@ import torch
 from flows.image import generate_flow, selection_flow
 from tasks.core.io import write_frame
 from tasks.core.schemas import SCORE_COLUMNS
-from tasks.image import render, store
+from tasks.image import render
 from tasks.image.sampling import Sample
 from tests.conftest import crash_on_call, project_params
-from tests.image.fixtures import PAIRS
+from tests.image.fixtures import PAIRS, read_png
 
 pytest_plugins = ["tests.image.fixtures"]
 MORE = pl.DataFrame({"caption_id": ["p2"], "image_id": ["i2"], "caption": ["a horse in a field"],
@@ -88,7 +88,7 @@ def test_selection_renders_each_winner_once_and_exports_its_canonical_scores(tmp
                                      params.generate, image_models)
         assert all(row[name] == canonical[name] for name in SCORE_COLUMNS)  # exported scores = exported pixels
         for image, column in zip(canonical["images"], ("image_o", "image_c")):
-            assert (store.read_png(tmp_path / "img" / row[column]) == image).all()
+            assert (read_png(tmp_path / "img" / row[column]) == image).all()
     torch.set_num_threads(threads)
 
 

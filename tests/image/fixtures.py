@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
+from PIL import Image
 
 from tasks.core.params import ClipSpec, GenerateParams, ModelSpec
 from tasks.demo.tiny_images import TINY_IMAGE_SIZE, build_tiny_clip, build_tiny_diffusion
@@ -14,6 +16,11 @@ PAIRS = pl.DataFrame({
     "caption": ["a dog sitting on a couch", "a red car parked on the street"],
     "counterfactual": ["a cat sitting on a couch", "a red bus parked on the street"],
 })
+
+
+def read_png(path) -> np.ndarray:
+    with Image.open(path) as image:
+        return np.asarray(image.convert("RGB"))
 
 
 @pytest.fixture(scope="session")

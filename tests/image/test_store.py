@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tasks.image import store
+from tests.image.fixtures import read_png
 
 
 def test_path_depends_on_pixels_only(tmp_path):
@@ -16,6 +17,6 @@ def test_path_depends_on_pixels_only(tmp_path):
     assert store.image_path(image.reshape(6, 4, 3)) != store.image_path(image)  # same bytes, other shape
     relative = store.write_png(tmp_path, image)
     assert relative == store.image_path(image) and relative.startswith(relative[3:5] + "/")
-    assert (store.read_png(tmp_path / relative) == image).all()
+    assert (read_png(tmp_path / relative) == image).all()
     assert store.write_png(tmp_path, image) == relative  # rewriting the same pixels is the same file
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == [relative.split("/")[1]]
