@@ -57,7 +57,7 @@ def _check_source(source: Path) -> None:
 def _run_flow(flow_fn: Callable, params: Params, *args: Any) -> Any:
     """`flow_fn(*args, params)` on the engine's task runner, under one Prefect API for the whole command."""
     from flows.server import prefect_api
-    from flows.text import task_runner
+    from flows.sharding import task_runner
 
     with prefect_api():
         return flow_fn.with_options(task_runner=task_runner(params.engine))(*args, params)

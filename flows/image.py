@@ -21,7 +21,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import unmapped
 
 from flows.progress import StageProgress
-from flows.text import stage_metrics
+from flows.sharding import stage_metrics
 from tasks.core.io import read_frame, write_outputs
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import GenerateParams, Params, SelectionParams

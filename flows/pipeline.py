@@ -13,7 +13,8 @@ from prefect import flow, get_run_logger, task
 
 from flows.image import generate_flow, selection_flow
 from flows.release import datasheet_flow, export_flow, report_flow
-from flows.text import ingest_task, stage_flow, task_runner
+from flows.sharding import task_runner
+from flows.text import ingest_task, stage_flow
 from tasks.core.config import PARAMS_FILE, load_params
 from tasks.core.io import write_json
 from tasks.core.params import Params, TinyModelsParams

@@ -1,4 +1,5 @@
-"""Prefect execution of a caption stage over content-defined shards (`tasks.core.shards`): one cached task per shard.
+"""Prefect execution of stages: where their tasks run, their metrics, and a caption stage over content-defined shards
+(`tasks.core.shards`), one cached task per shard.
 
 A shard's result is persisted under its content key as soon as it completes, so a rerun recomputes exactly the
 shards whose inputs changed and a killed run resumes from the shards it had finished.
@@ -7,19 +8,37 @@ shards whose inputs changed and a killed run resumes from the shards it had fini
 from __future__ import annotations
 
 import importlib
+from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 from prefect import task
 from prefect.futures import as_completed
+from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import unmapped
 from pydantic import BaseModel
 
 from flows.progress import StageProgress
 from tasks.core.loading import set_torch_threads
-from tasks.core.params import Params
+from tasks.core.params import EngineParams, Params
 from tasks.core.shards import content_shards, shard_key
 from tasks.core.stages import Stage
+
+
+def task_runner(engine: EngineParams):
+    """Local by default (one shard at a time: the models already use every core); Dask when an address is set."""
+    if engine.dask_address:
+        from prefect_dask import DaskTaskRunner
+
+        return DaskTaskRunner(address=engine.dask_address)
+    return ThreadPoolTaskRunner(max_workers=1)
+
+
+def stage_metrics(stage: str, rows_in: int, kept: pl.DataFrame, rejects: pl.DataFrame, **extra: Any) -> dict:
+    reasons = Counter(rejects["reason"].to_list()) if "reason" in rejects.columns else Counter()
+    return {"stage": stage, "rows_in": rows_in, "rows_out": kept.height, "rejects": dict(sorted(reasons.items())),
+            **extra}
 
 
 @task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)

@@ -7,40 +7,23 @@ metrics dict (row counts, rejects by reason, shards computed vs. taken from the 
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
-import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.sharding import run_sharded
+from flows.sharding import run_sharded, stage_metrics
 from tasks.core.io import read_frame, write_outputs
-from tasks.core.params import EngineParams, Params
+from tasks.core.params import Params
 from tasks.core.stages import CAPTION_STEPS, STAGES
-from tasks.text import ingest
-
-
-def task_runner(engine: EngineParams):
-    """Local by default (one shard at a time: the models already use every core); Dask when an address is set."""
-    if engine.dask_address:
-        from prefect_dask import DaskTaskRunner
-
-        return DaskTaskRunner(address=engine.dask_address)
-    return ThreadPoolTaskRunner(max_workers=1)
-
-
-def stage_metrics(stage: str, rows_in: int, kept: pl.DataFrame, rejects: pl.DataFrame, **extra: Any) -> dict:
-    reasons = Counter(rejects["reason"].to_list()) if "reason" in rejects.columns else Counter()
-    return {"stage": stage, "rows_in": rows_in, "rows_out": kept.height, "rejects": dict(sorted(reasons.items())),
-            **extra}
 
 
 @task
 def ingest_task(source: Path, output: Path) -> dict:
     """Ingest needs no model and no shards: it reads the file once."""
-    kept, rejects = ingest.read_captions(source)
+    from tasks.text.ingest import read_captions  # here: the other caption stages never run ingest's code
+
+    kept, rejects = read_captions(source)
     write_outputs(kept, rejects, output)
     return stage_metrics("ingest", kept.height + rejects.height, kept, rejects)
 
