@@ -3,11 +3,10 @@ its docstring allows, nothing in `tasks` imports `flows` or Prefect, and release
 
 from __future__ import annotations
 
-import ast
-import importlib.util
 import shutil
 from pathlib import Path
 
+from tasks.core import code
 from tests.conftest import ROOT
 
 ALLOWED = {  # package -> project packages/modules it may import
@@ -23,21 +22,6 @@ FORBIDDEN = {  # package -> modules it must never import, even where ALLOWED adm
 }
 
 
-def imports(path: Path, module: str) -> set[str]:
-    """Absolute names of everything `path` imports (`from a import b` gives `a` and `a.b`)."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level \
-                else node.module
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
-    return found
-
-
 def within(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
@@ -47,7 +31,7 @@ def violations(root: Path) -> list[str]:
     found = []
     for path in sorted((root / "tasks").rglob("*.py")):
         module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
-        names = imports(path, module)
+        names = code.imported(module, path)
         project = {n for n in names if within(n, "tasks") and n != "tasks"}
         for package, allowed in ALLOWED.items():
             if within(module, package):

@@ -27,8 +27,9 @@ def source_file(module: str) -> Path | None:
     return None
 
 
-def _imported(module: str, path: Path) -> set[str]:
-    """Project modules named by the import statements of one file (`from pkg import mod` names `pkg.mod`)."""
+def imported(module: str, path: Path) -> set[str]:
+    """Every absolute name the import statements of one file name, at any depth (`from pkg import x` names `pkg` and
+    `pkg.x`; relative imports resolved against `module`)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
@@ -39,7 +40,7 @@ def _imported(module: str, path: Path) -> set[str]:
                 else node.module
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)
-    return {name for name in found if source_file(name)}
+    return found
 
 
 def closure(module: str) -> tuple[str, ...]:
@@ -51,7 +52,7 @@ def closure(module: str) -> tuple[str, ...]:
             continue
         seen.add(name)
         parents = [name.rsplit(".", i)[0] for i in range(1, name.count(".") + 1)]
-        todo.extend(parents + sorted(_imported(name, source_file(name))))
+        todo.extend(parents + sorted(n for n in imported(name, source_file(name)) if source_file(n)))
     return tuple(sorted(seen))
 
 
