@@ -33,7 +33,8 @@ PAIRS = [("a dog sitting on a couch", "a cat sitting on a couch"),
 
 
 def generate_params(folder: Path, clip: Path | None, opts: dict):
-    from tasks.core.params import GenerateParams, ModelSpec
+    from tasks.core.params import GenerateParams
+    from tasks.core.specs import ModelSpec
     from tasks.demo.tiny_images import build_tiny_clip
 
     return GenerateParams(

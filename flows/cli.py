@@ -178,6 +178,20 @@ def datasheet(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) 
 
 
 @app.command()
+def evaluate(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+    """Zero-shot retrieval R@k and ITM score differences of every `evaluate.models` entry on the selected pairs."""
+    with user_errors():
+        params = load_params(params_file, param or [])
+        _check_models(params.evaluate)
+        from flows.evaluation import evaluate_flow
+        from flows.server import prefect_api
+
+        with prefect_api():
+            metrics = evaluate_flow(params)
+    console.print_json(data={name: m["all"] for name, m in metrics["models"].items()})
+
+
+@app.command()
 def publish(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
     """Push the export folder to the Hub when `export.repo_id` is set and HF_TOKEN is in the environment."""
     with user_errors():

@@ -45,5 +45,7 @@ def datasheet_flow(params: Params) -> None:
     """The datasheet and the dataset card, from the report's metrics and what the export holds."""
     paths = params.paths
     exported = pl.scan_parquet(paths.export / "data" / "*.parquet").select("id").collect()["id"].to_list()
+    evaluation = paths.evaluation_reports / "metrics.json"
     datasheet.write(json.loads(paths.run_metrics.read_text()), pl.read_parquet(paths.counterfactual_captions),
-                    exported, model_ids(params), params)
+                    exported, model_ids(params), params,
+                    json.loads(evaluation.read_text()) if evaluation.is_file() else None)

@@ -15,6 +15,8 @@ ALLOWED = {  # package -> project packages/modules it may import
     "tasks.image": ("tasks.core", "tasks.image"),
     "tasks.release": ("tasks.core", "tasks.release"),
     "tasks.demo": ("tasks.core", "tasks.text.ingest", "tasks.demo"),
+    "tasks.evaluation": ("tasks.core", "tasks.image.scoring", "tasks.evaluation"),
+    "tasks.validation": ("tasks.core", "tasks.validation"),
 }
 FORBIDDEN = {  # package -> modules it must never import, even where ALLOWED admits their package
     "tasks": ("flows", "prefect", "prefect_dask", "dask"),

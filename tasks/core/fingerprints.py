@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from tasks.core.errors import UserError
-from tasks.core.params import ClipSpec, ModelSpec
+from tasks.core.specs import ClipSpec, ModelSpec, model_specs
 
 PACKAGE_SCHEME = "pkg:"
 COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -118,10 +118,4 @@ def clip_fingerprint(spec: ClipSpec) -> str:
 
 def model_fingerprints(section: BaseModel) -> list[str]:
     """Content identities of every model spec in a params section, in field order (raises ModelNotFound)."""
-    found = []
-    for value in dict(section).values():
-        if isinstance(value, ModelSpec):
-            found.append(fingerprint(value))
-        elif isinstance(value, BaseModel):
-            found.extend(model_fingerprints(value))
-    return found
+    return [fingerprint(spec) for _, spec in model_specs(section)]

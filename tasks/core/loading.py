@@ -14,7 +14,7 @@ from functools import cache, wraps
 from typing import TYPE_CHECKING, TypeVar
 
 from tasks.core.fingerprints import resolve_path
-from tasks.core.params import ModelSpec
+from tasks.core.specs import ModelSpec
 
 if TYPE_CHECKING:
     import torch

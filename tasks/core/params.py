@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, Field, ValidationInfo, field_validator, model_validator
+
+from tasks.core.specs import ClipSpec, Frozen, ItmSpec, ModelSpec, model_specs
 
 PROFILES = ("demo", "paper")
 VAE_FACTOR = 8  # Stable Diffusion's VAE downsamples by 8: image sizes must be multiples of it
@@ -48,29 +50,6 @@ Cosine = Annotated[float, Field(ge=-1.0, le=1.0)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ModelSpec(Frozen):
-    """A model's identity (hub id or local path + pinned revision) and where/how it runs."""
-
-    id: str
-    revision: str | None = None
-    device: str = "auto"
-    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
-
-
-class ClipSpec(ModelSpec):
-    """An open_clip model: `id` is the architecture, `pretrained` a tag (`openai`) or a checkpoint path; `config` is
-    an architecture JSON to register first (its file stem must equal `id`), for architectures open_clip lacks.
-    `revision` is unused: a tag names fixed weights."""
-
-    id: str = "ViT-L-14"
-    pretrained: str = "openai"
-    config: str | None = None
-
-
 class PathsParams(Frozen):
     """Every file and folder the DAG reads or writes (dvc.yaml interpolates them)."""
 
@@ -91,6 +70,10 @@ class PathsParams(Frozen):
     datasheet: Path
     diff: Path
     metrics: Path
+    evaluation: Path
+    evaluation_reports: Path
+    source_images: Path | None = Field(None, description="real images of the source captions (e.g. COCO val2017); "
+                                                         "None: no real-image baseline")
 
 
 class EngineParams(Frozen):
@@ -201,6 +184,17 @@ class ExportParams(Frozen):
     pretty_name: str = "COCO-Counterfactuals (regenerated)"
 
 
+class EvaluateParams(Frozen):
+    """Zero-shot retrieval R@k and ITM score differences of each model in `models` (name -> spec) on the dataset."""
+
+    models: dict[str, Annotated[ItmSpec | ClipSpec, Field(union_mode="left_to_right")]]
+    ks: tuple[int, ...] = Field((1, 5, 10), description="R@k cut-offs")
+    seed: int = Field(0, description="draws the random other pair (C_r, I_r) of every pair")
+    source_image: str = Field("{image_id:0>12}.jpg", description="file name of a real image under "
+                                                                  "paths.source_images, from its COCO image_id")
+    batch_size: int = unkeyed(64, "captions, images or (caption, image) pairs per forward pass", ge=1)
+
+
 class DatasheetParams(Frozen):
     """What the generated datasheet summarises: the altered-subject table's length and the human-related nouns."""
 
@@ -231,16 +225,14 @@ class Params(Frozen):
     generate: GenerateParams
     selection: SelectionParams
     export: ExportParams
+    evaluate: EvaluateParams
     datasheet: DatasheetParams
 
     @model_validator(mode="after")
     def _pinned(self) -> Params:
         if self.profile == "paper":
-            specs = {f"{section}.{name}": spec for section in type(self).model_fields
-                     if isinstance(model := getattr(self, section), BaseModel)
-                     for name, spec in model if type(spec) is ModelSpec}
             unpinned = [f"{key}: hub model {spec.id} has no pinned revision (the paper profile needs one)"
-                        for key, spec in specs.items() if spec.revision is None
+                        for key, spec in model_specs(self) if not isinstance(spec, ClipSpec) and spec.revision is None
                         and not spec.id.startswith("pkg:") and not Path(spec.id).exists()]
             if unpinned:
                 raise ValueError("; ".join(unpinned))

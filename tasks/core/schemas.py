@@ -60,3 +60,6 @@ EXPORT: Schema = {  # the published COCO-Counterfactuals columns (I_o, I_c, C_o,
     "sim_text_image_c": pl.Float64, "sim_image_image": pl.Float64, "clip_dir": pl.Float64, "seed": pl.Int64,
     "p2p_fraction": pl.Float64, "guidance_scale": pl.Float64,
 }
+
+ITM_DELTAS = ("delta_img_r", "delta_txt_r", "delta_img_c", "delta_txt_c")  # paper Fig. 3, in its order
+EVALUATION: Schema = {"caption_id": pl.String, "model": pl.String, **dict.fromkeys(ITM_DELTAS, pl.Float64)}

@@ -21,7 +21,7 @@ from open_clip.tokenizer import bytes_to_unicode
 from safetensors.torch import save_file
 from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
 
-from tasks.core.params import ClipSpec, ModelSpec
+from tasks.core.specs import ClipSpec, ModelSpec
 
 TINY_IMAGE_SIZE = 32
 TINY_CLIP_NAME = "cfgen-tiny-clip"

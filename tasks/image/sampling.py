@@ -23,7 +23,8 @@ from transformers import CLIPTextModel, CLIPTokenizer
 
 from tasks.core.fingerprints import resolve_path
 from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
-from tasks.core.params import GenerateParams, ModelSpec
+from tasks.core.params import GenerateParams
+from tasks.core.specs import ModelSpec
 from tasks.image import p2p
 
 

@@ -21,7 +21,7 @@ from PIL import Image
 
 from tasks.core.fingerprints import resolve_path
 from tasks.core.loading import load_once, resolve_device, resolve_dtype
-from tasks.core.params import ClipSpec
+from tasks.core.specs import ClipSpec
 
 _PRECISION = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 

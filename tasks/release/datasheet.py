@@ -17,6 +17,7 @@ import polars as pl
 import yaml
 
 from tasks.core.params import DatasheetParams, ExportParams, Params
+from tasks.core.schemas import ITM_DELTAS
 from tasks.core.stages import STAGES
 from tasks.release.report import FUNNEL_STEPS
 
@@ -89,6 +90,29 @@ def _rejects(stage_metrics: dict[str, dict]) -> str:
     return _table(("Stage", "Rows in", "Rows out", "Reject reason", "Count"), rows)
 
 
+def _evaluation(evaluation: Mapping[str, Any] | None) -> str:
+    """Per model and retrieval set: R@k (×100) and, for `all` against `real`, the relative change; ITM shares < 0."""
+    if not evaluation:
+        return "Not evaluated in this run."
+    keys = sorted(next((m["all"] for m in evaluation["models"].values() if m.get("all")), {}),
+                  key=lambda k: (not k.startswith("text"), int(k.rpartition("@")[2])))
+    rows = []
+    for name, m in evaluation["models"].items():
+        for subset in ("all", "validated", "real"):
+            if m.get(subset):
+                relative = m.get("relative", {}) if subset == "all" else {}
+                rows.append((name + (" (the filter's CLIP)" if m["used_to_filter"] else ""), subset,
+                             *(f"{m[subset][k]:.1f}" + (f" ({relative[k]:+.0%})" if relative.get(k) is not None
+                                                       else "") for k in keys)))
+    itm = [(name, *(f"{m['itm'][d]['share_negative']:.0%}" if m["itm"][d]["share_negative"] is not None else "n/a"
+                    for d in ITM_DELTAS)) for name, m in evaluation["models"].items()]
+    return (f"Zero-shot retrieval on {evaluation['pairs']} pairs (both images and both captions; R@k × 100, relative "
+            "change against the real COCO pairs in parentheses):\n\n"
+            f"{_table(('Model', 'Set', *keys), rows)}\n\n"
+            "Share of pairs where the model prefers the wrong caption or image (Δ < 0, paper Fig. 3):\n\n"
+            f"{_table(('Model', *ITM_DELTAS), itm)}")
+
+
 def _limitations(params: Mapping[str, Any]) -> list[str]:
     demo = ["**Demo profile**: tiny random text, diffusion and CLIP models built offline; counterfactual captions, "
             "images and CLIP scores are noise that only exercises the pipeline. Do not use it for any evaluation."]
@@ -106,8 +130,10 @@ def _limitations(params: Mapping[str, Any]) -> list[str]:
 
 
 def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], params: dict, models: dict[str, str],
-                     table: pl.DataFrame, human_share: float, created: str, dp: DatasheetParams) -> str:
-    """Markdown datasheet: the seven Gebru et al. sections, filled from this run."""
+                     table: pl.DataFrame, human_share: float, created: str, dp: DatasheetParams,
+                     evaluation: Mapping[str, Any] | None = None) -> str:
+    """Markdown datasheet: the seven Gebru et al. sections, filled from this run (`evaluation`: the evaluate
+    stage's metrics, when it ran)."""
     final = list(funnel.values())[-1] if funnel else 0
     top = [(row["original_word"], row["substitute"], row["count"], f"{row['share']:.1%}")
            for row in table.head(dp.top_subjects).iter_rows(named=True)]
@@ -144,7 +170,8 @@ def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], par
         "Uses": (
             "Intended: zero-shot evaluation of image-text matching and retrieval on hard negatives, and training "
             "data augmentation, as in the paper. Not intended: any use that treats the generated images as real "
-            "photographs or as depictions of real people.\n\nKnown limitations:\n\n"
+            "photographs or as depictions of real people.\n\n"
+            f"{_evaluation(evaluation)}\n\nKnown limitations:\n\n"
             + "\n".join(f"- {item}" for item in _limitations(params))),
         "Distribution": (
             "Parquet shards in the Hugging Face `datasets` layout (`data/train-*.parquet`, images embedded). "
@@ -178,7 +205,7 @@ def dataset_card(datasheet_md: str, n_rows: int, export: ExportParams) -> str:
 
 
 def write(run: Mapping[str, Any], counterfactuals: pl.DataFrame, exported: list[str], models: dict[str, str],
-          params: Params) -> None:
+          params: Params, evaluation: Mapping[str, Any] | None = None) -> None:
     """The datasheet (`paths.datasheet`) and the dataset card that embeds it (export folder README.md).
 
     Counts come from the report's metrics (`run`: funnel, per-stage metrics); `final` is what the export holds.
@@ -191,7 +218,7 @@ def write(run: Mapping[str, Any], counterfactuals: pl.DataFrame, exported: list[
     stages = {stage: run["stages"][stage] for stage in STAGES}  # DAG order (the JSON is key-sorted)
     sheet = render_datasheet(funnel, stages, params.model_dump(mode="json"), models, table,
                              human_share(table, params.datasheet.human_words), date.today().isoformat(),
-                             params.datasheet)
+                             params.datasheet, evaluation)
     paths.datasheet.parent.mkdir(parents=True, exist_ok=True)
     paths.datasheet.write_text(sheet)
     (paths.export / "README.md").write_text(dataset_card(sheet, len(exported), params.export))

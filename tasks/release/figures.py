@@ -89,6 +89,27 @@ def histogram_chart(values: np.ndarray, xlabel: str, title: str, lines: Sequence
     return figure
 
 
+def deltas_chart(deltas: Mapping[str, Mapping[str, np.ndarray]]) -> Figure:
+    """Paper Fig. 3: one row per model, one histogram per ITM score difference, a line at 0 and the share < 0."""
+    names = list(deltas) or ["(no model)"]
+    columns = max((len(d) for d in deltas.values()), default=1)
+    figure = new_figure(3.0 * columns, 2.6 * len(names))
+    for row, name in enumerate(names):
+        for column, (delta, values) in enumerate(deltas.get(name, {}).items() or [("", np.zeros(0))]):
+            ax = figure.add_subplot(len(names), columns, row * columns + column + 1)
+            ax.set_title(f"{name}: {delta}", fontsize=9)
+            values = values[np.isfinite(values)]
+            if not values.size:
+                no_data(ax)
+                continue
+            ax.hist(values, bins=bin_edges(values, 20), color="#4c72b0", edgecolor="white")
+            ax.axvline(0.0, color="#c0392b", linestyle="--", linewidth=1)
+            ax.text(0.98, 0.95, f"< 0: {(values < 0).mean():.0%}", transform=ax.transAxes, ha="right", va="top",
+                    fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
 def clip_scores_chart(scores: Mapping[str, tuple[np.ndarray, np.ndarray]], thresholds: Mapping[str, float]) -> Figure:
     """One panel per score: densities over all valid samples vs the selected ones, dashed line at the minimum."""
     figure = new_figure(10.0, 7.0)

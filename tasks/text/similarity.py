@@ -11,7 +11,8 @@ from sentence_transformers import SentenceTransformer
 from tasks.core import schemas
 from tasks.core.fingerprints import resolve_path
 from tasks.core.loading import hub_kwargs, load_once, resolve_device
-from tasks.core.params import ModelSpec, SimilarityParams
+from tasks.core.params import SimilarityParams
+from tasks.core.specs import ModelSpec
 
 SCHEMA, REJECTS_SCHEMA = schemas.SIMILARITY, schemas.rejects(schemas.SIMILARITY)
 

@@ -8,8 +8,9 @@ import pytest
 
 from tasks.core import code
 from tasks.core.fingerprints import ModelNotFound, fingerprint
-from tasks.core.params import CandidatesParams, ModelSpec, NounsParams
+from tasks.core.params import CandidatesParams, NounsParams
 from tasks.core.shards import content_shards, shard_key
+from tasks.core.specs import ModelSpec
 from tasks.core.stages import STAGES
 
 

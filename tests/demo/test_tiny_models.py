@@ -8,7 +8,7 @@ from tasks.core.params import TinyModelsParams
 from tasks.demo import tiny_models
 from tests.conftest import DEMO_CAPTIONS
 
-FOLDERS = ("vocab", "mlm", "clm", "diffusion", "clip")
+FOLDERS = ("vocab", "mlm", "clm", "diffusion", "clip", "hf_clip", "vilt")
 
 
 def test_same_captions_and_seed_build_identical_folders(tmp_path):
@@ -17,4 +17,4 @@ def test_same_captions_and_seed_build_identical_folders(tmp_path):
         tiny_models.build(DEMO_CAPTIONS, tmp_path / name, TinyModelsParams(seed=seed))
         builds[name] = {folder: content_hash(tmp_path / name / folder) for folder in FOLDERS}
     assert builds["a"] == builds["b"]
-    assert sorted(f for f in FOLDERS if builds["c"][f] != builds["a"][f]) == ["clip", "clm", "diffusion", "mlm"]
+    assert sorted(f for f in FOLDERS if builds["c"][f] != builds["a"][f]) == ["clip", "clm", "diffusion", "hf_clip", "mlm", "vilt"]

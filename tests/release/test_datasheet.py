@@ -163,3 +163,19 @@ def test_card_front_matter_and_load_dataset_with_the_card(tmp_path):
     loaded = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))
     assert list(loaded) == ["train"] and loaded["train"][0]["caption_1"] == "a cat"
     assert np.asarray(loaded["train"][0]["image_0"]).max() == 7
+
+
+def test_evaluation_results_are_tabled_text_first_with_the_relative_change():
+    itm = {d: {"mean": 0.1, "share_negative": share} for d, share in
+           zip(("delta_img_r", "delta_txt_r", "delta_img_c", "delta_txt_c"), (0.25, 0.5, None, 0.0))}
+    evaluation = {"pairs": 4, "models": {
+        "clip": {"all": {"image_r@10": 90.0, "image_r@1": 40.0, "text_r@1": 50.0, "text_r@10": 100.0},
+                 "real": {"image_r@10": 100.0, "image_r@1": 50.0, "text_r@1": 25.0, "text_r@10": 100.0},
+                 "relative": {"image_r@10": -0.1, "image_r@1": -0.2, "text_r@1": 1.0, "text_r@10": 0.0},
+                 "itm": itm, "used_to_filter": True}}}
+    text = sheet(evaluation=evaluation)
+    assert "| Model | Set | text_r@1 | text_r@10 | image_r@1 | image_r@10 |" in text
+    assert "| clip (the filter's CLIP) | all | 50.0 (+100%) | 100.0 (+0%) | 40.0 (-20%) | 90.0 (-10%) |" in text
+    assert "| clip (the filter's CLIP) | real | 25.0 | 100.0 | 50.0 | 100.0 |" in text
+    assert "| clip | 25% | 50% | n/a | 0% |" in text
+    assert "Not evaluated in this run." in sheet()

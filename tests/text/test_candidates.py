@@ -7,7 +7,8 @@ import polars as pl
 import pytest
 import torch
 
-from tasks.core.params import CandidatesParams, ModelSpec, NounsParams
+from tasks.core.params import CandidatesParams, NounsParams
+from tasks.core.specs import ModelSpec
 from tasks.text import candidates, nouns
 from tasks.text.ingest import read_captions
 from tests.conftest import DEMO_CAPTIONS, requires_nltk

@@ -9,7 +9,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tasks.core.params import ModelSpec, NounsParams, PerplexityParams
+from tasks.core.params import NounsParams, PerplexityParams
+from tasks.core.specs import ModelSpec
 from tasks.text import ingest, nouns, perplexity, similarity
 from tests.conftest import COCO_CAPTIONS, requires_coco, requires_nltk
 

@@ -1,0 +1,66 @@
+"""The evaluate flow: one Prefect task per evaluated model, cached by content, so adding a model to
+`evaluate.models` evaluates only that model and an unchanged rerun evaluates none.
+
+A model's key hashes the pairs it scores (captions and image store paths, which are pixel hashes), the real images'
+bytes, the validated subset, the keyed evaluate params, the model's content and the evaluation code. Outputs: the Δ
+rows (`paths.evaluation`), `metrics.json` (dvc metrics) and `itm_deltas.png` under `paths.evaluation_reports`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from prefect import flow, get_run_logger, task
+
+from tasks.core.code import code_digest
+from tasks.core.fingerprints import content_hash, fingerprint
+from tasks.core.io import write_frame, write_json
+from tasks.core.params import Params, keyed_dump
+from tasks.core.schemas import EVALUATION, ITM_DELTAS
+from tasks.core.shards import digest
+from tasks.core.specs import ClipSpec, ItmSpec
+from tasks.evaluation import evaluate as stage
+from tasks.release import figures, report
+
+
+def model_key(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, real: list[str | None],
+              validated: list[str] | None, params: Params) -> str:
+    settings = {k: v for k, v in keyed_dump(params.evaluate).items() if k != "models"}
+    pairs = selected.select("caption_id", "caption", "counterfactual", "image_o", "image_c").write_ndjson()
+    return f"evaluate-{name}-" + digest(pairs, json.dumps(settings, sort_keys=True), spec.model_dump_json(),
+                                        fingerprint(spec), json.dumps([content_hash(Path(k)) if k else None
+                                                                       for k in real]),
+                                        json.dumps(sorted(validated) if validated is not None else None),
+                                        str(spec == params.generate.clip), code_digest(stage.__name__))
+
+
+@task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
+def evaluate_model(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, images: dict[str, np.ndarray],
+                   real: list[str | None], validated: list[str] | None, params: Params, key: str) -> tuple:
+    return stage.evaluate(name, spec, selected, images, real, validated, params.evaluate, params.generate.clip)
+
+
+@flow(name="evaluate")
+def evaluate_flow(params: Params) -> dict:
+    """Every model of `evaluate.models` on the selected pairs; returns the metrics written to metrics.json."""
+    paths = params.paths
+    selected = pl.read_parquet(paths.selected)
+    images, real = stage.load_images(selected, params.evaluate, paths.selected_images, paths.source_images)
+    validated = None
+    futures = {name: evaluate_model.submit(name, spec, selected, images, real, validated, params,
+                                           model_key(name, spec, selected, real, validated, params))
+               for name, spec in params.evaluate.models.items()}
+    results = {name: future.result() for name, future in futures.items()}
+    metrics = {"models": {name: m for name, (m, _) in results.items()}, **stage.summary(selected, real, validated)}
+    deltas = pl.concat([d for _, d in results.values()]) if results else pl.DataFrame(schema=EVALUATION)
+    write_frame(deltas, paths.evaluation)
+    write_json(report.plain(metrics), paths.evaluation_reports / "metrics.json")
+    chart = {name: {d: frame[d].drop_nulls().to_numpy() for d in ITM_DELTAS}
+             for (name,), frame in deltas.partition_by("model", as_dict=True, maintain_order=True).items()}
+    figures.save(figures.deltas_chart(chart), paths.evaluation_reports / "itm_deltas.png")
+    cached = sum(f.state.name == "Cached" for f in futures.values())
+    get_run_logger().info("evaluate: %d models (%d from the cache) on %d pairs", len(futures), cached, selected.height)
+    return metrics

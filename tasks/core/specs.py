@@ -1,0 +1,53 @@
+"""Model specs: what names a model (hub id or local path + pinned revision) and how it runs, per model family."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelSpec(Frozen):
+    """A model's identity (hub id or local path + pinned revision) and where/how it runs."""
+
+    id: str
+    revision: str | None = None
+    device: str = "auto"
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+
+
+class ClipSpec(ModelSpec):
+    """An open_clip model: `id` is the architecture, `pretrained` a tag (`openai`) or a checkpoint path; `config` is
+    an architecture JSON to register first (its file stem must equal `id`), for architectures open_clip lacks.
+    `revision` is unused: a tag names fixed weights."""
+
+    id: str = "ViT-L-14"
+    pretrained: str = "openai"
+    config: str | None = None
+
+
+class ItmSpec(ModelSpec):
+    """A Hugging Face image-text model, loaded as transformers class `model_class` with its `AutoProcessor`. Without
+    `index` it is a bi-encoder (`get_text_features` / `get_image_features`; score = cosine x logit scale); with it a
+    cross-encoder scored by column `index` of its output `logits` (ViLT: logits, 0; FLAVA: itm_logits, 1)."""
+
+    model_class: str
+    logits: str = "logits"
+    index: int | None = None
+
+
+def model_specs(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, ModelSpec]]:
+    """(dotted key, spec) of every model spec in `model`, at any depth, mapping values included, in field order."""
+    for name, value in model:
+        items = value.items() if isinstance(value, dict) else [(None, value)]
+        for entry, item in items:
+            key = f"{prefix}{name}" + (f".{entry}" if entry is not None else "")
+            if isinstance(item, ModelSpec):
+                yield key, item
+            elif isinstance(item, BaseModel):
+                yield from model_specs(item, f"{key}.")

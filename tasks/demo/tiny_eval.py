@@ -1,0 +1,58 @@
+"""Tiny random Hugging Face image-text models for the demo's evaluate stage and the tests, in the hub layout: a
+CLIP bi-encoder (`CLIPModel`) and a ViLT cross-encoder (`ViltForImageAndTextRetrieval`), each with its processor.
+Same captions + seed give byte-identical folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import (
+    BertTokenizerFast,
+    CLIPConfig,
+    CLIPImageProcessor,
+    CLIPModel,
+    CLIPProcessor,
+    ViltConfig,
+    ViltForImageAndTextRetrieval,
+    ViltImageProcessor,
+    ViltProcessor,
+)
+
+from tasks.core.specs import ItmSpec
+from tasks.demo.tiny_images import TINY_IMAGE_SIZE, clip_bpe_tokenizer
+
+WIDTH, TEXT_POSITIONS = 32, 40
+_TINY = dict(hidden_size=WIDTH, intermediate_size=2 * WIDTH, num_hidden_layers=1, num_attention_heads=2)
+
+
+def build_tiny_hf_clip(out_dir: Path, seed: int) -> ItmSpec:
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = CLIPModel(CLIPConfig(
+            text_config={**_TINY, "vocab_size": 49408, "max_position_embeddings": 77},
+            vision_config={**_TINY, "image_size": TINY_IMAGE_SIZE, "patch_size": 8}, projection_dim=16))
+    model.save_pretrained(out_dir)
+    size = {"height": TINY_IMAGE_SIZE, "width": TINY_IMAGE_SIZE}
+    CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": TINY_IMAGE_SIZE}, crop_size=size),
+                  tokenizer=clip_bpe_tokenizer()).save_pretrained(out_dir)
+    return ItmSpec(id=str(out_dir), model_class="CLIPModel")
+
+
+def build_tiny_vilt(out_dir: Path, captions: list[str], seed: int) -> ItmSpec:
+    """A word-level WordPiece vocabulary of the captions' lower-cased words; unknown words map to [UNK]."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    words = sorted({w for caption in captions for w in caption.lower().replace(".", " ").split()})
+    vocab = out_dir / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    tokenizer = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True, model_max_length=TEXT_POSITIONS)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = ViltForImageAndTextRetrieval(ViltConfig(
+            **_TINY, vocab_size=len(tokenizer), image_size=TINY_IMAGE_SIZE, patch_size=8,
+            max_position_embeddings=TEXT_POSITIONS))
+    model.save_pretrained(out_dir)
+    ViltProcessor(image_processor=ViltImageProcessor(size={"shortest_edge": TINY_IMAGE_SIZE}, size_divisor=32),
+                  tokenizer=tokenizer).save_pretrained(out_dir)
+    return ItmSpec(id=str(out_dir), model_class="ViltForImageAndTextRetrieval", logits="logits", index=0)
