@@ -8,6 +8,7 @@ command that runs them, so a DVC stage executes only its own code.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from collections.abc import Callable
@@ -149,46 +150,41 @@ def tiny_models(source: Path, output: Path, param: ParamOption = None,
         console.print(f"tiny models written to {output}")
 
 
-def _release(flow_name: str, param: list[str] | None, params_file: Path) -> Any:
-    with user_errors():
-        params = load_params(params_file, param or [])
-        import flows.release
-        from flows.server import prefect_api
+def _paths_command(flow: str, doc: str, show: Callable[[Any], None], models: Callable[[Params], Any] | None = None):
+    """A command whose inputs and outputs all come from `paths`: it runs `module:flow(params)` under one Prefect API
+    (after checking the models `models(params)` names) and shows the result with `show`."""
 
-        with prefect_api():
-            return getattr(flows.release, flow_name)(params)
+    def command(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+        with user_errors():
+            params = load_params(params_file, param or [])
+            if models is not None:
+                _check_models(models(params))
+            module, _, name = flow.partition(":")
+            from flows.server import prefect_api
 
+            with prefect_api():
+                result = getattr(importlib.import_module(module), name)(params)
+        show(result)
 
-@app.command()
-def report(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-    """reports/metrics.json, figures and plot data for the current run (paths from params.yaml)."""
-    console.print_json(data=_release("report_flow", param, params_file)["funnel"])
-
-
-@app.command()
-def export(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-    """Write the selected pairs as a Hugging Face `datasets` folder (parquet shards, images embedded)."""
-    console.print(f"{_release('export_flow', param, params_file)} rows exported")
+    command.__doc__ = doc
+    return command
 
 
-@app.command()
-def datasheet(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-    """Generate the datasheet and the dataset card that embeds it."""
-    _release("datasheet_flow", param, params_file)
-
-
-@app.command()
-def evaluate(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-    """Zero-shot retrieval R@k and ITM score differences of every `evaluate.models` entry on the selected pairs."""
-    with user_errors():
-        params = load_params(params_file, param or [])
-        _check_models(params.evaluate)
-        from flows.evaluation import evaluate_flow
-        from flows.server import prefect_api
-
-        with prefect_api():
-            metrics = evaluate_flow(params)
-    console.print_json(data={name: m["all"] for name, m in metrics["models"].items()})
+app.command("evaluate")(_paths_command(
+    "flows.evaluation:evaluate_flow", "Zero-shot retrieval R@k and ITM score differences of every `evaluate.models` "
+    "entry on the selected pairs.", lambda m: console.print_json(data={k: v["all"] for k, v in m["models"].items()}),
+    lambda params: params.evaluate))
+app.command("report")(_paths_command(
+    "flows.release:report_flow", "reports/metrics.json, figures and plot data for the current run.",
+    lambda metrics: console.print_json(data=metrics["funnel"])))
+app.command("export")(_paths_command(
+    "flows.release:export_flow", "Write the selected pairs as a Hugging Face `datasets` folder (images embedded).",
+    lambda rows: console.print(f"{rows} rows exported")))
+app.command("mixtures")(_paths_command(
+    "flows.release:mixtures_flow", "Build the base / medium / all training mixtures as `datasets` configs.",
+    lambda result: console.print_json(data=result["sizes"])))
+app.command("datasheet")(_paths_command(
+    "flows.release:datasheet_flow", "Generate the datasheet and the dataset card that embeds it.", lambda _: None))
 
 
 @app.command()

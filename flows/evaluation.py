@@ -17,13 +17,13 @@ from prefect import flow, get_run_logger, task
 
 from tasks.core.code import code_digest
 from tasks.core.fingerprints import content_hash, fingerprint
-from tasks.core.io import write_frame, write_json
+from tasks.core.io import plain, source_image_paths, write_frame, write_json
 from tasks.core.params import Params, keyed_dump
 from tasks.core.schemas import EVALUATION, ITM_DELTAS
 from tasks.core.shards import digest
 from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.evaluation import evaluate as stage
-from tasks.release import figures, report
+from tasks.release import figures
 
 
 def model_key(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, real: list[str | None],
@@ -48,7 +48,8 @@ def evaluate_flow(params: Params) -> dict:
     """Every model of `evaluate.models` on the selected pairs; returns the metrics written to metrics.json."""
     paths = params.paths
     selected = pl.read_parquet(paths.selected)
-    images, real = stage.load_images(selected, params.evaluate, paths.selected_images, paths.source_images)
+    real_paths = source_image_paths(selected["image_id"], paths.source_images, paths.source_image_name)
+    images, real = stage.load_images(selected, paths.selected_images, real_paths)
     validated = None
     futures = {name: evaluate_model.submit(name, spec, selected, images, real, validated, params,
                                            model_key(name, spec, selected, real, validated, params))
@@ -57,7 +58,7 @@ def evaluate_flow(params: Params) -> dict:
     metrics = {"models": {name: m for name, (m, _) in results.items()}, **stage.summary(selected, real, validated)}
     deltas = pl.concat([d for _, d in results.values()]) if results else pl.DataFrame(schema=EVALUATION)
     write_frame(deltas, paths.evaluation)
-    write_json(report.plain(metrics), paths.evaluation_reports / "metrics.json")
+    write_json(plain(metrics), paths.evaluation_reports / "metrics.json")
     chart = {name: {d: frame[d].drop_nulls().to_numpy() for d in ITM_DELTAS}
              for (name,), frame in deltas.partition_by("model", as_dict=True, maintain_order=True).items()}
     figures.save(figures.deltas_chart(chart), paths.evaluation_reports / "itm_deltas.png")

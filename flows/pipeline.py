@@ -11,8 +11,9 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
+from flows.evaluation import evaluate_flow
 from flows.image import generate_flow, selection_flow
-from flows.release import datasheet_flow, export_flow, report_flow
+from flows.release import datasheet_flow, export_flow, mixtures_flow, report_flow
 from flows.sharding import task_runner
 from flows.text import ingest_task, stage_flow
 from tasks.core.config import PARAMS_FILE, load_params
@@ -44,8 +45,10 @@ def run_dag(params: Params) -> dict[str, dict]:
                                                                      paths.selected_images, params)
     for name, m in metrics.items():
         write_json(m, paths.metrics / f"{name}.json")
+    evaluate_flow(params)
     report_flow(params)
     export_flow(params)
+    mixtures_flow(params)
     datasheet_flow(params)
     return metrics
 

@@ -10,9 +10,10 @@ import json
 import polars as pl
 from prefect import flow, get_run_logger
 
+from tasks.core.io import source_image_paths, write_json
 from tasks.core.params import Params
 from tasks.core.stages import STAGES
-from tasks.release import datasheet, export, report
+from tasks.release import datasheet, export, mixtures, report
 from tasks.release.provenance import model_ids
 
 FRAMES = {"captions": "captions", "nouns": "nouns", "candidates": "candidates",
@@ -40,12 +41,28 @@ def export_flow(params: Params) -> int:
     return rows.height
 
 
+@flow(name="mixtures")
+def mixtures_flow(params: Params) -> dict:
+    """The base / medium / all training mixtures as `datasets` configs under the export folder; returns their
+    sizes (also written to `paths.metrics/mixtures.json`)."""
+    paths = params.paths
+    selected = pl.read_parquet(paths.selected)
+    real = {cid: str(path) for cid, path in zip(selected["caption_id"], source_image_paths(
+        selected["image_id"], paths.source_images, paths.source_image_name)) if path}
+    built = mixtures.mixture_rows(selected, real, params.mixtures.seed)
+    mixtures.write_mixtures(built, paths.selected_images, paths.export / "mixtures")
+    result = {"pairs": selected.height, "real_images": len(real), "sizes": mixtures.sizes(built)}
+    write_json(result, paths.metrics / "mixtures.json")
+    return result
+
+
 @flow(name="datasheet")
 def datasheet_flow(params: Params) -> None:
     """The datasheet and the dataset card, from the report's metrics and what the export holds."""
     paths = params.paths
     exported = pl.scan_parquet(paths.export / "data" / "*.parquet").select("id").collect()["id"].to_list()
-    evaluation = paths.evaluation_reports / "metrics.json"
+    evaluation, mixture_sizes = paths.evaluation_reports / "metrics.json", paths.metrics / "mixtures.json"
     datasheet.write(json.loads(paths.run_metrics.read_text()), pl.read_parquet(paths.counterfactual_captions),
                     exported, model_ids(params), params,
-                    json.loads(evaluation.read_text()) if evaluation.is_file() else None)
+                    json.loads(evaluation.read_text()) if evaluation.is_file() else None,
+                    json.loads(mixture_sizes.read_text())["sizes"] if mixture_sizes.is_file() else None)

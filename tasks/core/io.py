@@ -6,12 +6,18 @@ A stage output is replaced atomically, so a killed run never leaves a half-writt
 from __future__ import annotations
 
 import json
+import math
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import polars as pl
 
 from tasks.core.errors import UserError
+
+DIGITS = 6  # floats written to metrics JSON are rounded to this many digits
 
 
 class SameFileError(UserError):
@@ -73,3 +79,27 @@ def write_json(data: dict, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
+
+
+def source_image_paths(image_ids: Iterable[str], folder: Path | None, pattern: str) -> list[Path | None]:
+    """Each image id's real image file under `folder` (`pattern` formats `image_id`, an int when it is all digits:
+    COCO's `{image_id:0>12}.jpg`), None where there is no folder or no such file."""
+    if folder is None:
+        return [None for _ in image_ids]
+    paths = [folder / pattern.format(image_id=int(i) if i.isdigit() else i) for i in image_ids]
+    return [p if p.is_file() else None for p in paths]
+
+
+def plain(value: Any) -> Any:
+    """`value` as JSON types: mappings with str keys, lists, rounded finite floats (None otherwise)."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return round(float(value), DIGITS) if math.isfinite(value) else None
+    return value

@@ -74,6 +74,8 @@ class PathsParams(Frozen):
     evaluation_reports: Path
     source_images: Path | None = Field(None, description="real images of the source captions (e.g. COCO val2017); "
                                                          "None: no real-image baseline")
+    source_image_name: str = Field("{image_id:0>12}.jpg", description="a real image's file name under "
+                                                                       "source_images, from its COCO image_id")
 
 
 class EngineParams(Frozen):
@@ -190,9 +192,13 @@ class EvaluateParams(Frozen):
     models: dict[str, Annotated[ItmSpec | ClipSpec, Field(union_mode="left_to_right")]]
     ks: tuple[int, ...] = Field((1, 5, 10), description="R@k cut-offs")
     seed: int = Field(0, description="draws the random other pair (C_r, I_r) of every pair")
-    source_image: str = Field("{image_id:0>12}.jpg", description="file name of a real image under "
-                                                                  "paths.source_images, from its COCO image_id")
     batch_size: int = unkeyed(64, "captions, images or (caption, image) pairs per forward pass", ge=1)
+
+
+class MixturesParams(Frozen):
+    """Training mixtures of real and counterfactual rows (paper App. B.4.1); needs `paths.source_images`."""
+
+    seed: int = Field(0, description="draws the mixtures' rows and the train/validation split")
 
 
 class DatasheetParams(Frozen):
@@ -226,6 +232,7 @@ class Params(Frozen):
     selection: SelectionParams
     export: ExportParams
     evaluate: EvaluateParams
+    mixtures: MixturesParams
     datasheet: DatasheetParams
 
     @model_validator(mode="after")

@@ -34,18 +34,6 @@ def read_image(path: Path) -> np.ndarray:
         return np.asarray(image.convert("RGB"))
 
 
-def real_image_paths(selected: pl.DataFrame, source_images: Path | None, pattern: str) -> list[Path | None]:
-    """Each pair's real image file under `source_images` (`pattern` formats its image_id; digits become an int),
-    None where there is no folder or no such file."""
-    if source_images is None:
-        return [None] * selected.height
-    paths = []
-    for image_id in selected["image_id"]:
-        path = source_images / pattern.format(image_id=int(image_id) if image_id.isdigit() else image_id)
-        paths.append(path if path.is_file() else None)
-    return paths
-
-
 def recall(scorer: Scorer, pairs: list[tuple[str, str]], images: dict[str, np.ndarray], ks) -> dict[str, float]:
     """R@k of `scorer` over ground-truth (caption, image key) pairs; `images` maps a key to its pixels."""
     rs = RetrievalSet.of(pairs)
@@ -76,11 +64,11 @@ def evaluate_model(scorer: Scorer, selected: pl.DataFrame, images: dict[str, np.
     return metrics, deltas.with_columns(caption_id=selected["caption_id"]).select("caption_id", *itm.DELTAS)
 
 
-def load_images(selected: pl.DataFrame, params: EvaluateParams, images_dir: Path,
-                source_images: Path | None) -> tuple[dict[str, np.ndarray], list[str | None]]:
+def load_images(selected: pl.DataFrame, images_dir: Path,
+                real_paths: list[Path | None]) -> tuple[dict[str, np.ndarray], list[str | None]]:
     """(pixels by image key, each pair's real image key or None): generated images are keyed by their store path
-    (relative to `images_dir`), real ones by their file path."""
-    real = [str(p) if p else None for p in real_image_paths(selected, source_images, params.source_image)]
+    (relative to `images_dir`), real ones (`real_paths`, one per pair) by their file path."""
+    real = [str(p) if p else None for p in real_paths]
     keys = {*selected["image_o"], *selected["image_c"]}
     return {k: read_image(images_dir / k) for k in sorted(keys)} | {k: read_image(Path(k)) for k in real if k}, real
 
@@ -101,11 +89,11 @@ def summary(selected: pl.DataFrame, real: list[str | None], validated: list[str]
             "validated_pairs": None if validated is None else len(set(validated) & set(selected["caption_id"]))}
 
 
-def run(selected: pl.DataFrame, params: EvaluateParams, images_dir: Path, source_images: Path | None = None,
+def run(selected: pl.DataFrame, params: EvaluateParams, images_dir: Path, real_paths: list[Path | None] | None = None,
         validated: list[str] | None = None, filter_clip: ClipSpec | None = None) -> tuple[dict, pl.DataFrame]:
     """(metrics per model name + counts, Δ rows of every model) for a `selected` frame whose image paths are
-    relative to `images_dir`."""
-    images, real = load_images(selected, params, images_dir, source_images)
+    relative to `images_dir`; `real_paths` gives each pair's real image (`io.source_image_paths`)."""
+    images, real = load_images(selected, images_dir, real_paths or [None] * selected.height)
     results = {name: evaluate(name, spec, selected, images, real, validated, params, filter_clip)
                for name, spec in params.models.items()}
     deltas = pl.concat([d for _, d in results.values()]) if results else pl.DataFrame(schema=EVALUATION)

@@ -24,6 +24,7 @@ from tasks.release.report import FUNNEL_STEPS
 SIZE_CATEGORIES = ((10**3, "n<1K"), (10**4, "1K<n<10K"), (10**5, "10K<n<100K"), (10**6, "100K<n<1M"),
                    (10**7, "1M<n<10M"), (10**8, "10M<n<100M"), (10**9, "100M<n<1B"))
 _ABSOLUTE = re.compile(r"(?<![\w.~:/\\-])(?:~|[A-Za-z]:)?[/\\][^\s`'\"|]+")
+PAPER_MIXTURE_TRAIN = {"base": 13_928, "medium": 34_820, "all": 41_784}
 _SECRET_KEY = re.compile(r"token|secret|password", re.IGNORECASE)
 
 
@@ -189,23 +190,40 @@ def size_category(n_rows: int) -> str:
     return next((name for limit, name in SIZE_CATEGORIES if n_rows < limit), "n>1B")
 
 
-def dataset_card(datasheet_md: str, n_rows: int, export: ExportParams) -> str:
-    """README.md of the dataset folder: Hub YAML front matter, a short intro, the datasheet."""
+def _mixture_configs(sizes: Mapping[str, Mapping[str, int]]) -> tuple[list[dict], str]:
+    """(Hub configs of the training mixtures, a markdown table of their sizes beside the paper's train sizes)."""
+    configs = [{"config_name": f"mixture_{name}", "data_files": [
+        {"split": split, "path": f"mixtures/{name}/{split}-*.parquet"} for split in ("train", "validation")]}
+        for name in sizes]
+    rows = [(name, s["train"], s["validation"], f"{PAPER_MIXTURE_TRAIN.get(name, 0):,}") for name, s in sizes.items()]
+    table = _table(("Mixture", "Train rows", "Validation rows", "Paper train rows (full scale)"), rows)
+    return configs, ("Training mixtures of real and counterfactual rows (paper App. B.4.1; a caption's rows are "
+                     f"always in one split):\n\n{table}")
+
+
+def dataset_card(datasheet_md: str, n_rows: int, export: ExportParams,
+                 mixtures: Mapping[str, Mapping[str, int]] | None = None) -> str:
+    """README.md of the dataset folder: Hub YAML front matter, a short intro (with the training mixtures' sizes
+    when they were built), the datasheet."""
+    configs, mixture_table = _mixture_configs(mixtures) if mixtures else ([], "")
     meta = {
         "license": export.license, "pretty_name": export.pretty_name, "language": ["en"],
         "task_categories": ["image-to-text", "text-to-image", "zero-shot-image-classification"],
         "size_categories": [size_category(n_rows)], "tags": ["counterfactual", "coco", "synthetic"],
-        "configs": [{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*.parquet"}]}],
+        "configs": [{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*.parquet"}]},
+                    *configs],
     }
     source = export.repo_id or "path/to/this/folder"
     intro = (f"# {export.pretty_name}\n\n{n_rows} counterfactual image-text pairs (I_o, C_o, I_c, C_c) in the "
              "COCO-Counterfactuals schema, regenerated with this project's pipeline.\n\n"
              f"```python\nfrom datasets import load_dataset\nds = load_dataset(\"{source}\", split=\"train\")\n```")
+    intro += f"\n\n{mixture_table}" if mixture_table else ""
     return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n\n{intro}\n\n{datasheet_md}"
 
 
 def write(run: Mapping[str, Any], counterfactuals: pl.DataFrame, exported: list[str], models: dict[str, str],
-          params: Params, evaluation: Mapping[str, Any] | None = None) -> None:
+          params: Params, evaluation: Mapping[str, Any] | None = None,
+          mixtures: Mapping[str, Mapping[str, int]] | None = None) -> None:
     """The datasheet (`paths.datasheet`) and the dataset card that embeds it (export folder README.md).
 
     Counts come from the report's metrics (`run`: funnel, per-stage metrics); `final` is what the export holds.
@@ -221,4 +239,4 @@ def write(run: Mapping[str, Any], counterfactuals: pl.DataFrame, exported: list[
                              params.datasheet, evaluation)
     paths.datasheet.parent.mkdir(parents=True, exist_ok=True)
     paths.datasheet.write_text(sheet)
-    (paths.export / "README.md").write_text(dataset_card(sheet, len(exported), params.export))
+    (paths.export / "README.md").write_text(dataset_card(sheet, len(exported), params.export, mixtures))

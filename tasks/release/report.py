@@ -9,22 +9,19 @@ zero denominator).
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
 
-from tasks.core.io import write_json
+from tasks.core.io import DIGITS, plain, write_json
 from tasks.core.params import Params
 from tasks.core.schemas import SCORE_COLUMNS
 from tasks.release import figures as fig
 
 log = logging.getLogger(__name__)
 FUNNEL_STEPS = ("captions_in", "with_noun", "with_candidate", "with_counterfactual", "with_accepted_pair", "final")
-DIGITS = 6
 
 
 def funnel(captions: pl.DataFrame, nouns: pl.DataFrame, candidates: pl.DataFrame, counterfactuals: pl.DataFrame,
@@ -57,21 +54,6 @@ def _mean(series: pl.Series) -> float | None:
 
 def _rate(numerator: int, denominator: int) -> float | None:
     return round(numerator / denominator, DIGITS) if denominator else None
-
-
-def plain(value: Any) -> Any:
-    """`value` as JSON types: mappings with str keys, lists, rounded finite floats (None otherwise)."""
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return round(float(value), DIGITS) if math.isfinite(value) else None
-    return value
 
 
 def run_metrics(funnel: Mapping[str, int], stage_metrics: Mapping[str, Mapping], counterfactuals: pl.DataFrame,

@@ -9,17 +9,21 @@ import pytest
 from PIL import Image
 
 from tasks.core.errors import UserError
+from tasks.core.io import source_image_paths
 from tasks.core.params import EvaluateParams
 from tasks.evaluation import evaluate
 from tasks.evaluation.retrieval import RetrievalSet, retrieval
 from tasks.evaluation.scorers import load_scorer
-from tests.evaluation.conftest import selected_pairs
+from tests.evaluation.fixtures import selected_pairs
+
+pytest_plugins = ["tests.evaluation.fixtures"]
 
 
 @pytest.fixture
 def world(tmp_path, eval_specs):
     selected, images, real = selected_pairs(tmp_path)
-    return selected, EvaluateParams(models=eval_specs, ks=(1, 5), batch_size=4), images, real
+    real_paths = source_image_paths(selected["image_id"], real, "{image_id:0>12}.jpg")
+    return selected, EvaluateParams(models=eval_specs, ks=(1, 5), batch_size=4), images, real_paths
 
 
 def test_every_model_gets_every_retrieval_set_and_its_deltas(world, eval_specs):

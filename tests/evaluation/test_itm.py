@@ -7,7 +7,9 @@ import pytest
 
 from tasks.evaluation import itm
 from tasks.evaluation.scorers import load_scorer
-from tests.evaluation.conftest import CAPTIONS
+from tests.evaluation.fixtures import CAPTIONS
+
+pytest_plugins = ["tests.evaluation.fixtures"]
 
 
 def images(n: int, seed: int) -> list[np.ndarray]:

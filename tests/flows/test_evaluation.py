@@ -13,9 +13,9 @@ from tasks.core.params import EvaluateParams
 from tasks.core.schemas import EVALUATION
 from tasks.evaluation import evaluate as stage
 from tests.conftest import project_params
-from tests.evaluation.conftest import selected_pairs
+from tests.evaluation.fixtures import selected_pairs
 
-pytest_plugins = ["tests.evaluation.conftest"]
+pytest_plugins = ["tests.evaluation.fixtures"]
 
 
 def test_models_are_evaluated_once_each_and_only_when_their_inputs_change(tmp_path, eval_specs, result_store,
