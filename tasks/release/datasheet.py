@@ -192,10 +192,11 @@ def size_category(n_rows: int) -> str:
 
 def _mixture_configs(sizes: Mapping[str, Mapping[str, int]]) -> tuple[list[dict], str]:
     """(Hub configs of the training mixtures, a markdown table of their sizes beside the paper's train sizes)."""
+    names = sorted(sizes, key=lambda n: list(PAPER_MIXTURE_TRAIN).index(n))  # base, medium, all
     configs = [{"config_name": f"mixture_{name}", "data_files": [
         {"split": split, "path": f"mixtures/{name}/{split}-*.parquet"} for split in ("train", "validation")]}
-        for name in sizes]
-    rows = [(name, s["train"], s["validation"], f"{PAPER_MIXTURE_TRAIN.get(name, 0):,}") for name, s in sizes.items()]
+        for name in names]
+    rows = [(name, sizes[name]["train"], sizes[name]["validation"], f"{PAPER_MIXTURE_TRAIN[name]:,}") for name in names]
     table = _table(("Mixture", "Train rows", "Validation rows", "Paper train rows (full scale)"), rows)
     return configs, ("Training mixtures of real and counterfactual rows (paper App. B.4.1; a caption's rows are "
                      f"always in one split):\n\n{table}")

@@ -47,7 +47,7 @@ def mixture_rows(selected: pl.DataFrame, real_images: dict[str, str], seed: int)
         for side, text, image in (("original", "caption", "image_o"), ("counterfactual", "counterfactual", "image_c"))])
     real = pairs.filter(pl.col("caption_id").is_in(with_real)).select(
         "caption_id", source=pl.lit("real"), caption=pl.col("caption"),
-        image=pl.col("caption_id").replace_strict(real_images, default=None))
+        image=pl.col("caption_id").replace_strict(real_images, default=None, return_dtype=pl.String))
     out = {}
     for name, (real_share, pair_share) in MIXTURES.items():
         chosen_real = set(real_order[:math.floor(real_share * len(real_order))])

@@ -179,3 +179,14 @@ def test_evaluation_results_are_tabled_text_first_with_the_relative_change():
     assert "| clip (the filter's CLIP) | real | 25.0 | 100.0 | 50.0 | 100.0 |" in text
     assert "| clip | 25% | 50% | n/a | 0% |" in text
     assert "Not evaluated in this run." in sheet()
+
+
+def test_the_card_lists_the_mixtures_as_configs_with_their_sizes():
+    sizes = {"all": {"train": 40, "validation": 10}, "base": {"train": 16, "validation": 4},
+             "medium": {"train": 32, "validation": 8}}
+    card = datasheet.dataset_card("# Datasheet\n", 20, ExportParams(), sizes)
+    front = yaml.safe_load(card.split("---\n")[1])
+    assert [c["config_name"] for c in front["configs"]] == ["default", "mixture_base", "mixture_medium", "mixture_all"]
+    assert front["configs"][3]["data_files"] == [{"split": "train", "path": "mixtures/all/train-*.parquet"},
+                                                 {"split": "validation", "path": "mixtures/all/validation-*.parquet"}]
+    assert "| base | 16 | 4 | 13,928 |" in card and "| all | 40 | 10 | 41,784 |" in card

@@ -72,3 +72,10 @@ def test_written_configs_load_with_datasets_and_embed_the_images(tmp_path):
 def store_pixels(path) -> np.ndarray:
     with Image.open(path) as image:
         return np.asarray(image.convert("RGB"))
+
+
+def test_without_real_images_mixtures_hold_counterfactual_rows_only():
+    mixes = mixtures.mixture_rows(selected(8), {}, seed=0)
+    assert {name: sorted(set(rows["source"])) for name, rows in mixes.items()} == {
+        name: ["counterfactual", "original"] for name in ("base", "medium", "all")}
+    assert mixtures.sizes(mixes)["all"]["train"] + mixtures.sizes(mixes)["all"]["validation"] == 16
