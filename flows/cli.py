@@ -174,6 +174,12 @@ app.command("evaluate")(_paths_command(
     "flows.evaluation:evaluate_flow", "Zero-shot retrieval R@k and ITM score differences of every `evaluate.models` "
     "entry on the selected pairs.", lambda m: console.print_json(data={k: v["all"] for k, v in m["models"].items()}),
     lambda params: params.evaluate))
+app.command("validation-tasks")(_paths_command(
+    "flows.validation:validation_tasks_flow", "Label Studio tasks (one per generated image) and labeling config.",
+    lambda n: console.print(f"{n} tasks written")))
+app.command("validation")(_paths_command(
+    "flows.validation:validation_flow", "Read Label Studio's export: Table 1, Fleiss' kappa, the validated subset.",
+    lambda result: console.print_json(data={k: v for k, v in result.items() if k != "disagreements"})))
 app.command("report")(_paths_command(
     "flows.release:report_flow", "reports/metrics.json, figures and plot data for the current run.",
     lambda metrics: console.print_json(data=metrics["funnel"])))

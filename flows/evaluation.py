@@ -16,9 +16,10 @@ import polars as pl
 from prefect import flow, get_run_logger, task
 
 from tasks.core.code import code_digest
+from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import content_hash, fingerprint
 from tasks.core.io import plain, source_image_paths, write_frame, write_json
-from tasks.core.params import Params, keyed_dump
+from tasks.core.params import Params
 from tasks.core.schemas import EVALUATION, ITM_DELTAS
 from tasks.core.shards import digest
 from tasks.core.specs import ClipSpec, ItmSpec
@@ -50,7 +51,7 @@ def evaluate_flow(params: Params) -> dict:
     selected = pl.read_parquet(paths.selected)
     real_paths = source_image_paths(selected["image_id"], paths.source_images, paths.source_image_name)
     images, real = stage.load_images(selected, paths.selected_images, real_paths)
-    validated = None
+    validated = pl.read_parquet(paths.validated)["caption_id"].to_list() if paths.validated.is_file() else None
     futures = {name: evaluate_model.submit(name, spec, selected, images, real, validated, params,
                                            model_key(name, spec, selected, real, validated, params))
                for name, spec in params.evaluate.models.items()}

@@ -13,7 +13,7 @@ from prefect import flow, get_run_logger
 from tasks.core.io import source_image_paths, write_json
 from tasks.core.params import Params
 from tasks.core.stages import STAGES
-from tasks.release import datasheet, export, mixtures, report
+from tasks.release import card, datasheet, export, mixtures, report
 from tasks.release.provenance import model_ids
 
 FRAMES = {"captions": "captions", "nouns": "nouns", "candidates": "candidates",
@@ -33,11 +33,16 @@ def report_flow(params: Params) -> dict:
 
 @flow(name="export")
 def export_flow(params: Params) -> int:
-    """The selected pairs as a `datasets` folder of parquet shards (images embedded); returns the row count."""
+    """The selected pairs as a `datasets` folder of parquet shards (images embedded), and the human-validated ones
+    as a second config (`validated/`); returns the row count."""
     paths = params.paths
     rows = export.dataset_rows(pl.read_parquet(paths.selected), pl.read_parquet(paths.counterfactual_captions),
                                model_ids(params))
     export.write_dataset(rows, paths.selected_images, paths.export, params.export)
+    validated = (pl.read_parquet(paths.validated)["caption_id"] if paths.validated.is_file()
+                 else pl.Series(dtype=pl.String))
+    export.write_dataset(rows.filter(pl.col("id").is_in(validated)), paths.selected_images, paths.export,
+                         params.export, folder="validated")
     return rows.height
 
 
@@ -61,8 +66,12 @@ def datasheet_flow(params: Params) -> None:
     """The datasheet and the dataset card, from the report's metrics and what the export holds."""
     paths = params.paths
     exported = pl.scan_parquet(paths.export / "data" / "*.parquet").select("id").collect()["id"].to_list()
-    evaluation, mixture_sizes = paths.evaluation_reports / "metrics.json", paths.metrics / "mixtures.json"
-    datasheet.write(json.loads(paths.run_metrics.read_text()), pl.read_parquet(paths.counterfactual_captions),
-                    exported, model_ids(params), params,
-                    json.loads(evaluation.read_text()) if evaluation.is_file() else None,
-                    json.loads(mixture_sizes.read_text())["sizes"] if mixture_sizes.is_file() else None)
+    found = {name: json.loads(path.read_text()) if path.is_file() else None for name, path in (
+        ("evaluation", paths.evaluation_reports / "metrics.json"), ("mixtures", paths.metrics / "mixtures.json"),
+        ("validation", paths.metrics / "validation.json"))}
+    sheet = datasheet.write(json.loads(paths.run_metrics.read_text()), pl.read_parquet(paths.counterfactual_captions),
+                            exported, model_ids(params), params, found["evaluation"], found["validation"])
+    mixture_sizes = found["mixtures"]["sizes"] if found["mixtures"] else None
+    validated = found["validation"]["validated_pairs"] if found["validation"] else 0
+    (paths.export / "README.md").write_text(card.dataset_card(sheet, len(exported), params.export, mixture_sizes,
+                                                              validated))

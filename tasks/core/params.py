@@ -1,53 +1,21 @@
 """Every knob of the engine as one frozen, typed `Params` (a section per stage), resolved by `config.load_params`.
 
 A field that never changes what a cached unit computes (batch sizes, threads) or applies after the cache is
-`unkeyed`: `keyed_dump` leaves it out of cache keys. Under the paper profile every hub model is pinned to a revision.
+`unkeyed` (`fields.keyed_dump` leaves it out of cache keys). Under the paper profile every hub model is pinned.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
+from tasks.core.fields import Cosine, PosTag, Unit, ordered, unkeyed
 from tasks.core.specs import ClipSpec, Frozen, ItmSpec, ModelSpec, model_specs
 
 PROFILES = ("demo", "paper")
 VAE_FACTOR = 8  # Stable Diffusion's VAE downsamples by 8: image sizes must be multiples of it
-PENN_TAGS = frozenset("CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT POS PRP PRP$ RB RBR RBS RP SYM TO UH VB "
-                      "VBD VBG VBN VBP VBZ WDT WP WP$ WRB # $ '' ( ) , . : ``".split())  # as NLTK's pos_tag emits
-
-
-def unkeyed(default: Any, description: str, **constraints: Any) -> Any:
-    """A field that never changes what a cached unit computes (batch sizes, threads) or is applied after the cache:
-    `keyed_dump` leaves it out of cache keys."""
-    return Field(default, description=description, json_schema_extra={"keyed": False}, **constraints)
-
-
-def keyed_dump(model: BaseModel) -> dict[str, Any]:
-    """`model.model_dump(mode="json")` without its unkeyed fields, at every depth: what enters a cache key."""
-    dump = model.model_dump(mode="json")
-    return {name: keyed_dump(value) if isinstance(value := getattr(model, name), BaseModel) else dump[name]
-            for name, field in type(model).model_fields.items()
-            if not (isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("keyed") is False)}
-
-
-def _penn_tag(tag: str) -> str:
-    if tag not in PENN_TAGS:
-        raise ValueError(f"{tag!r} is not a Penn Treebank POS tag")
-    return tag
-
-
-def _ordered(pair: tuple[float, float]) -> tuple[float, float]:
-    if not pair[0] <= pair[1]:
-        raise ValueError(f"needs lo <= hi, got {pair}")
-    return pair
-
-
-PosTag = Annotated[str, AfterValidator(_penn_tag)]
-Cosine = Annotated[float, Field(ge=-1.0, le=1.0)]
-Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class PathsParams(Frozen):
@@ -74,6 +42,11 @@ class PathsParams(Frozen):
     evaluation_reports: Path
     source_images: Path | None = Field(None, description="real images of the source captions (e.g. COCO val2017); "
                                                          "None: no real-image baseline")
+    labelstudio_tasks: Path = Field(Path("data/validation/tasks.json"), description="Label Studio tasks (+ .xml "
+                                                                                   "labeling config beside them)")
+    labelstudio_export: Path = Field(Path("data/validation/labelstudio_export.json"),
+                                     description="Label Studio's JSON export of the annotations (an input)")
+    validated: Path = Field(Path("data/processed/validated.parquet"), description="the human-validated caption_ids")
     source_image_name: str = Field("{image_id:0>12}.jpg", description="a real image's file name under "
                                                                        "source_images, from its COCO image_id")
 
@@ -148,8 +121,8 @@ class GenerateParams(Frozen):
     size: int = Field(512, ge=VAE_FACTOR, multiple_of=VAE_FACTOR, description="image height and width in pixels")
     steps: int = Field(100, ge=1, description="Euler-ancestral steps")
     n_samples: int = unkeyed(100, "samples (seeds) per caption pair; each sample is cached alone", ge=1)
-    guidance_scale: Annotated[tuple[float, float], AfterValidator(_ordered)] = (7.5, 15.0)
-    p2p_fraction: Annotated[tuple[Unit, Unit], AfterValidator(_ordered)] = (0.1, 0.9)
+    guidance_scale: Annotated[tuple[float, float], AfterValidator(ordered)] = (7.5, 15.0)
+    p2p_fraction: Annotated[tuple[Unit, Unit], AfterValidator(ordered)] = (0.1, 0.9)
     p2p_mode: Literal["self", "word_swap"] = "self"
     seed: int = 0
     batch_samples: int = unkeyed(4, "samples per UNet call (4 rows each); after a CUDA OOM the halved size is "
@@ -195,6 +168,19 @@ class EvaluateParams(Frozen):
     batch_size: int = unkeyed(64, "captions, images or (caption, image) pairs per forward pass", ge=1)
 
 
+class ValidationParams(Frozen):
+    """Human validation in Label Studio (paper §4.1, App. B.3): one task per generated image, its two captions in a
+    seeded order; a seeded `overlap_share` of the images goes to `overlap` annotators (for Fleiss' κ), the rest to
+    one."""
+
+    seed: int = 0
+    overlap_share: Unit = 0.1
+    overlap: int = Field(3, ge=1)
+    annotators: tuple[str, ...] = ("annotator1", "annotator2", "annotator3")
+    url_prefix: str | None = Field(None, description="where the images are served (prefix + store path); None "
+                                                     "embeds each PNG in its task as a data URI")
+
+
 class MixturesParams(Frozen):
     """Training mixtures of real and counterfactual rows (paper App. B.4.1); needs `paths.source_images`."""
 
@@ -231,6 +217,7 @@ class Params(Frozen):
     generate: GenerateParams
     selection: SelectionParams
     export: ExportParams
+    validation: ValidationParams
     evaluate: EvaluateParams
     mixtures: MixturesParams
     datasheet: DatasheetParams

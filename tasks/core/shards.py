@@ -15,8 +15,8 @@ import polars as pl
 from pydantic import BaseModel
 
 from tasks.core.code import code_digest
+from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import model_fingerprints
-from tasks.core.params import keyed_dump
 from tasks.core.stages import Stage
 
 GROUP = "caption_id"

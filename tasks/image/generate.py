@@ -19,7 +19,8 @@ from typing import Protocol
 import polars as pl
 
 from tasks.core.code import code_digest
-from tasks.core.params import GenerateParams, SelectionParams, keyed_dump
+from tasks.core.fields import keyed_dump
+from tasks.core.params import GenerateParams, SelectionParams
 from tasks.core.schemas import PAIR, SAMPLES, SAMPLES_REJECTS
 from tasks.core.shards import digest
 from tasks.image import render, selection

@@ -20,9 +20,10 @@ from functools import cache
 import torch
 
 from tasks.core.code import code_digest
+from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import model_fingerprints
 from tasks.core.loading import resolve_device, resolve_dtype
-from tasks.core.params import GenerateParams, keyed_dump
+from tasks.core.params import GenerateParams
 from tasks.core.schemas import SCORE_COLUMNS
 from tasks.image.sampling import Diffusion, Prompts, Rendered, Sample, encode_prompts, load_diffusion, render
 from tasks.image.scoring import ClipScorer, load_clip, pair_scores

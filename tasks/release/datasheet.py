@@ -14,17 +14,13 @@ from datetime import date
 from typing import Any
 
 import polars as pl
-import yaml
 
-from tasks.core.params import DatasheetParams, ExportParams, Params
+from tasks.core.params import DatasheetParams, Params
 from tasks.core.schemas import ITM_DELTAS
 from tasks.core.stages import STAGES
 from tasks.release.report import FUNNEL_STEPS
 
-SIZE_CATEGORIES = ((10**3, "n<1K"), (10**4, "1K<n<10K"), (10**5, "10K<n<100K"), (10**6, "100K<n<1M"),
-                   (10**7, "1M<n<10M"), (10**8, "10M<n<100M"), (10**9, "100M<n<1B"))
 _ABSOLUTE = re.compile(r"(?<![\w.~:/\\-])(?:~|[A-Za-z]:)?[/\\][^\s`'\"|]+")
-PAPER_MIXTURE_TRAIN = {"base": 13_928, "medium": 34_820, "all": 41_784}
 _SECRET_KEY = re.compile(r"token|secret|password", re.IGNORECASE)
 
 
@@ -55,7 +51,7 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|")
 
 
-def _table(header: tuple[str, ...], rows: list[tuple]) -> str:
+def markdown_table(header: tuple[str, ...], rows: list[tuple]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows])
 
@@ -81,14 +77,14 @@ def _param_lines(params: Mapping[str, Any]) -> str:
 
 def _funnel(funnel: dict[str, int]) -> str:
     first = next(iter(funnel.values()), 0)
-    return _table(("Step", "Count", "Share of input"),
+    return markdown_table(("Step", "Count", "Share of input"),
                   [(step, n, f"{n / first:.1%}" if first else "n/a") for step, n in funnel.items()])
 
 
 def _rejects(stage_metrics: dict[str, dict]) -> str:
     rows = [(stage, m.get("rows_in", ""), m.get("rows_out", ""), reason, count)
             for stage, m in stage_metrics.items() for reason, count in (m.get("rejects") or {"(none)": 0}).items()]
-    return _table(("Stage", "Rows in", "Rows out", "Reject reason", "Count"), rows)
+    return markdown_table(("Stage", "Rows in", "Rows out", "Reject reason", "Count"), rows)
 
 
 def _evaluation(evaluation: Mapping[str, Any] | None) -> str:
@@ -109,9 +105,22 @@ def _evaluation(evaluation: Mapping[str, Any] | None) -> str:
                     for d in ITM_DELTAS)) for name, m in evaluation["models"].items()]
     return (f"Zero-shot retrieval on {evaluation['pairs']} pairs (both images and both captions; R@k × 100, relative "
             "change against the real COCO pairs in parentheses):\n\n"
-            f"{_table(('Model', 'Set', *keys), rows)}\n\n"
+            f"{markdown_table(('Model', 'Set', *keys), rows)}\n\n"
             "Share of pairs where the model prefers the wrong caption or image (Δ < 0, paper Fig. 3):\n\n"
-            f"{_table(('Model', *ITM_DELTAS), itm)}")
+            f"{markdown_table(('Model', *ITM_DELTAS), itm)}")
+
+
+def _validation(result: Mapping[str, Any] | None) -> str:
+    """Coverage, paper Table 1 (labels per image source), Fleiss' kappa on the overlap images, validated pairs."""
+    if not result or not result["coverage"]["rated"]:
+        return "Human validation (Label Studio): no annotations yet."
+    rows = [(r["images"], r["label"], r["count"], f"{r['share']:.1%}" if r["share"] is not None else "n/a")
+            for r in result["table1"]]
+    kappa = f"{result['fleiss_kappa']:.3f}" if result["fleiss_kappa"] is not None else "n/a"
+    return (f"Human validation (Label Studio, paper Table 1): {result['coverage']['rated']} of "
+            f"{result['coverage']['images']} images rated; Fleiss' kappa {kappa} on {result['overlap_images']} images "
+            f"rated three times; {result['validated_pairs']} pairs validated (both images matched to their own "
+            f"caption; the `validated` config).\n\n{markdown_table(('Images', 'Label', 'Count', 'Share'), rows)}")
 
 
 def _limitations(params: Mapping[str, Any]) -> list[str]:
@@ -132,9 +141,9 @@ def _limitations(params: Mapping[str, Any]) -> list[str]:
 
 def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], params: dict, models: dict[str, str],
                      table: pl.DataFrame, human_share: float, created: str, dp: DatasheetParams,
-                     evaluation: Mapping[str, Any] | None = None) -> str:
-    """Markdown datasheet: the seven Gebru et al. sections, filled from this run (`evaluation`: the evaluate
-    stage's metrics, when it ran)."""
+                     evaluation: Mapping[str, Any] | None = None, validation: Mapping[str, Any] | None = None) -> str:
+    """Markdown datasheet: the seven Gebru et al. sections, filled from this run (`evaluation`, `validation`: the
+    evaluate and validation stages' results, when they ran)."""
     final = list(funnel.values())[-1] if funnel else 0
     top = [(row["original_word"], row["substitute"], row["count"], f"{row['share']:.1%}")
            for row in table.head(dp.top_subjects).iter_rows(named=True)]
@@ -152,7 +161,7 @@ def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], par
             "the accepted image pair, its sampling seed, p2p fraction and guidance scale, and the model ids.\n\n"
             f"Pipeline funnel:\n\n{_funnel(funnel)}\n\n"
             f"Most frequent altered subjects (top {dp.top_subjects}, lower-cased):\n\n"
-            f"{_table(('Original', 'Substitute', 'Count', 'Share'), top)}\n\n"
+            f"{markdown_table(('Original', 'Substitute', 'Count', 'Share'), top)}\n\n"
             f"Human-related substitutions (original or substitute a human noun): {human_share:.1%}. Captions and "
             "images may describe or depict people; no names or other personal data are added."),
         "Collection Process": (
@@ -161,11 +170,13 @@ def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], par
             "(C_o, C_c) is rendered many times with paired Prompt-to-Prompt diffusion (random seed, guidance scale "
             "and p2p fraction per sample) and the best CLIP-filtered sample is kept.\n\n"
             "Models (the `model_<role>` columns):\n\n"
-            f"{_table(('Role', 'Model (id@revision)'), [(k.removeprefix('model_'), v) for k, v in models.items()])}\n\n"
+            + markdown_table(("Role", "Model (id@revision)"),
+                             [(k.removeprefix("model_"), v) for k, v in models.items()]) + "\n\n"
             "Rows in and out of each stage, and why rows were dropped:\n\n"
             f"{_rejects(stage_metrics)}"),
         "Preprocessing/Cleaning/Labeling": (
-            "No manual labelling: every filter is automatic and logged as a reject with its reason (above). Images "
+            f"{_validation(validation)}\n\n"
+            "Every filter is automatic and logged as a reject with its reason (above). Images "
             "are stored as lossless PNG exactly as generated. All parameters of this run (resolved params.yaml):\n\n"
             f"{_param_lines(params)}"),
         "Uses": (
@@ -185,59 +196,19 @@ def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], par
     return public("# Datasheet\n\n" + "\n\n".join(f"## {name}\n\n{body}" for name, body in sections.items()) + "\n")
 
 
-def size_category(n_rows: int) -> str:
-    """The Hub's size category: n<1K, 1K<n<10K, … (a boundary value goes to the larger category)."""
-    return next((name for limit, name in SIZE_CATEGORIES if n_rows < limit), "n>1B")
-
-
-def _mixture_configs(sizes: Mapping[str, Mapping[str, int]]) -> tuple[list[dict], str]:
-    """(Hub configs of the training mixtures, a markdown table of their sizes beside the paper's train sizes)."""
-    names = sorted(sizes, key=lambda n: list(PAPER_MIXTURE_TRAIN).index(n))  # base, medium, all
-    configs = [{"config_name": f"mixture_{name}", "data_files": [
-        {"split": split, "path": f"mixtures/{name}/{split}-*.parquet"} for split in ("train", "validation")]}
-        for name in names]
-    rows = [(name, sizes[name]["train"], sizes[name]["validation"], f"{PAPER_MIXTURE_TRAIN[name]:,}") for name in names]
-    table = _table(("Mixture", "Train rows", "Validation rows", "Paper train rows (full scale)"), rows)
-    return configs, ("Training mixtures of real and counterfactual rows (paper App. B.4.1; a caption's rows are "
-                     f"always in one split):\n\n{table}")
-
-
-def dataset_card(datasheet_md: str, n_rows: int, export: ExportParams,
-                 mixtures: Mapping[str, Mapping[str, int]] | None = None) -> str:
-    """README.md of the dataset folder: Hub YAML front matter, a short intro (with the training mixtures' sizes
-    when they were built), the datasheet."""
-    configs, mixture_table = _mixture_configs(mixtures) if mixtures else ([], "")
-    meta = {
-        "license": export.license, "pretty_name": export.pretty_name, "language": ["en"],
-        "task_categories": ["image-to-text", "text-to-image", "zero-shot-image-classification"],
-        "size_categories": [size_category(n_rows)], "tags": ["counterfactual", "coco", "synthetic"],
-        "configs": [{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*.parquet"}]},
-                    *configs],
-    }
-    source = export.repo_id or "path/to/this/folder"
-    intro = (f"# {export.pretty_name}\n\n{n_rows} counterfactual image-text pairs (I_o, C_o, I_c, C_c) in the "
-             "COCO-Counterfactuals schema, regenerated with this project's pipeline.\n\n"
-             f"```python\nfrom datasets import load_dataset\nds = load_dataset(\"{source}\", split=\"train\")\n```")
-    intro += f"\n\n{mixture_table}" if mixture_table else ""
-    return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n\n{intro}\n\n{datasheet_md}"
-
-
 def write(run: Mapping[str, Any], counterfactuals: pl.DataFrame, exported: list[str], models: dict[str, str],
           params: Params, evaluation: Mapping[str, Any] | None = None,
-          mixtures: Mapping[str, Mapping[str, int]] | None = None) -> None:
-    """The datasheet (`paths.datasheet`) and the dataset card that embeds it (export folder README.md).
-
-    Counts come from the report's metrics (`run`: funnel, per-stage metrics); `final` is what the export holds.
-    """
-    paths = params.paths
+          validation: Mapping[str, Any] | None = None) -> str:
+    """Write the datasheet to `paths.datasheet` and return it. Counts come from the report's metrics (`run`: funnel,
+    per-stage metrics); `final` is what the export holds."""
     funnel = {step: run["funnel"][step] for step in FUNNEL_STEPS} | {"final": len(exported)}
     if funnel["final"] > funnel["with_accepted_pair"]:
         raise ValueError(f"export holds {funnel['final']} pairs but only {funnel['with_accepted_pair']} were accepted")
-    table = altered_subjects(counterfactuals, exported)
+    subjects = altered_subjects(counterfactuals, exported)
     stages = {stage: run["stages"][stage] for stage in STAGES}  # DAG order (the JSON is key-sorted)
-    sheet = render_datasheet(funnel, stages, params.model_dump(mode="json"), models, table,
-                             human_share(table, params.datasheet.human_words), date.today().isoformat(),
-                             params.datasheet, evaluation)
-    paths.datasheet.parent.mkdir(parents=True, exist_ok=True)
-    paths.datasheet.write_text(sheet)
-    (paths.export / "README.md").write_text(dataset_card(sheet, len(exported), params.export, mixtures))
+    sheet = render_datasheet(funnel, stages, params.model_dump(mode="json"), models, subjects,
+                             human_share(subjects, params.datasheet.human_words), date.today().isoformat(),
+                             params.datasheet, evaluation, validation)
+    params.paths.datasheet.parent.mkdir(parents=True, exist_ok=True)
+    params.paths.datasheet.write_text(sheet)
+    return sheet

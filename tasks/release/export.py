@@ -67,12 +67,11 @@ def embedded(rows: pl.DataFrame, images_dir: Path) -> datasets.Dataset:
     return datasets.Dataset.from_dict(data, features=features(rows))
 
 
-def write_dataset(rows: pl.DataFrame, images_dir: Path, out_dir: Path, params: ExportParams) -> list[Path]:
-    """Write `out_dir/data/train-*.parquet` (at most shard_rows rows each, at least one shard); returns the shards.
-
-    Each shard is written atomically; shards of earlier runs that are not part of this one are removed.
-    """
-    data_dir = Path(out_dir) / "data"
+def write_dataset(rows: pl.DataFrame, images_dir: Path, out_dir: Path, params: ExportParams,
+                  folder: str = "data") -> list[Path]:
+    """Write `out_dir/<folder>/train-*.parquet` (at most shard_rows rows each, at least one shard); returns the
+    shards. Each shard is written atomically; shards of earlier runs that are not part of this one are removed."""
+    data_dir = Path(out_dir) / folder
     data_dir.mkdir(parents=True, exist_ok=True)
     n = max(1, math.ceil(rows.height / params.shard_rows))
     shards = []

@@ -70,8 +70,9 @@ def image_uri(relative: str, images_dir: Path | None, url_prefix: str | None = N
 def build_tasks(selected: pl.DataFrame, images_dir: Path | None, *, annotators: Sequence[str], seed: int,
                 overlap_share: float = 0.1, overlap: int = 3, url_prefix: str | None = None) -> list[dict[str, Any]]:
     """Two tasks per selected pair (`SELECTED` schema), sorted by (caption_id, side). An image is in the overlap set
-    with probability `overlap_share` and then goes to `overlap` distinct annotators, else to one; `data.annotators`
-    (comma-separated, for a Data Manager filter) and the task's `overlap` say who and how many."""
+    with probability `overlap_share` and then goes to `overlap` distinct annotators, else to one. Label Studio OSS
+    cannot assign tasks (its import sets every task's overlap from the project), so `data.annotators` names them,
+    comma-separated: each annotator filters the Data Manager on it."""
     if len(set(annotators)) < overlap:
         raise UserError(f"the overlap set needs {overlap} distinct annotators, got {sorted(set(annotators))}")
     if not 0 <= overlap_share <= 1:
@@ -87,7 +88,7 @@ def build_tasks(selected: pl.DataFrame, images_dir: Path | None, *, annotators: 
             data = {"image": image_uri(row[image_column], images_dir, url_prefix), "caption_a": caption_a,
                     "caption_b": caption_b, "own": "A" if own_first else "B", "caption_id": row["caption_id"],
                     "image_id": row["image_id"], "side": side, "annotators": ",".join(sorted(assigned))}
-            tasks.append({"data": data, "overlap": n})
+            tasks.append({"data": data})
     return tasks
 
 
@@ -142,7 +143,8 @@ def _task_ratings(task: Any) -> list[dict[str, str]]:
 
 def ratings(export: Any, source: str = "export") -> pl.DataFrame:
     """`RATINGS` rows, one per submitted annotation with a choice; skipped, empty and absent annotations give none.
-    An annotator's repeated annotations of one image count once (the last in the export)."""
+    `annotator` is Label Studio's `completed_by`: the user id (the email where an export writes user objects). An
+    annotator's repeated annotations of one image count once (the last in the export)."""
     if not isinstance(export, list):
         raise ExportError(f"{source}: expected a JSON list of tasks (Label Studio JSON export), "
                           f"got {type(export).__name__}")

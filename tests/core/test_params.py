@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from tasks.core.config import ParamsError, load_params
-from tasks.core.params import PROFILES, Params, keyed_dump
+from tasks.core.fields import keyed_dump
+from tasks.core.params import PROFILES, Params
 from tests.conftest import ROOT
 
 

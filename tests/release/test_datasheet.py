@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import polars as pl
 import pytest
-import yaml
-from PIL import Image
 
 from tasks.core.config import load_params
-from tasks.core.params import DatasheetParams, ExportParams
-from tasks.release import datasheet, export
+from tasks.core.params import DatasheetParams
+from tasks.release import datasheet
 from tasks.release.datasheet import altered_subjects, human_share, render_datasheet
 from tests.conftest import ROOT
 
@@ -127,44 +124,6 @@ def test_demo_limitation_only_for_the_demo_profile():
     assert "Demo profile" not in paper and "NLTK" in paper and "CLIP" in paper
 
 
-@pytest.mark.parametrize(("n", "category"), [
-    (0, "n<1K"), (999, "n<1K"), (1000, "1K<n<10K"), (9999, "1K<n<10K"), (10_000, "10K<n<100K"),
-    (999_999, "100K<n<1M"), (1_000_000, "1M<n<10M"), (10**9, "n>1B"),
-])
-def test_size_category_boundaries(n, category):
-    assert datasheet.size_category(n) == category
-    front = yaml.safe_load(datasheet.dataset_card("# Datasheet\n", n, ExportParams()).split("---\n")[1])
-    assert front["size_categories"] == [category]
-
-
-def test_card_front_matter_and_load_dataset_with_the_card(tmp_path):
-    import datasets
-
-    image = tmp_path / "images" / "x_o.png"
-    image.parent.mkdir()
-    Image.fromarray(np.full((4, 4, 3), 7, dtype=np.uint8)).save(image)
-    values = {"id": "c0", "image_0": "x_o.png", "image_1": "x_o.png", "caption_0": "a dog", "caption_1": "a cat",
-              "image_id": "1", "original_word": "dog", "substitute": "cat", "position": 1, "seed": 3}
-    rows = pl.DataFrame([{name: values.get(name, 0.5) for name in export.SCHEMA}], schema=export.SCHEMA)
-    out = tmp_path / "ds"
-    export.write_dataset(rows, image.parent, out, ExportParams())
-    params = ExportParams(repo_id="me/cf", license="cc-by-4.0")
-    card = datasheet.dataset_card(sheet(), rows.height, params)
-    (out / "README.md").write_text(card)
-
-    assert card.startswith("---\n")
-    front = yaml.safe_load(card.split("---\n")[1])
-    assert front["license"] == "cc-by-4.0" and front["pretty_name"] == params.pretty_name
-    assert front["language"] == ["en"] and "image-to-text" in front["task_categories"]
-    assert front["configs"] == [{"config_name": "default",
-                                 "data_files": [{"split": "train", "path": "data/train-*.parquet"}]}]
-    assert "## Motivation" in card and 'load_dataset("me/cf"' in card
-
-    loaded = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))
-    assert list(loaded) == ["train"] and loaded["train"][0]["caption_1"] == "a cat"
-    assert np.asarray(loaded["train"][0]["image_0"]).max() == 7
-
-
 def test_evaluation_results_are_tabled_text_first_with_the_relative_change():
     itm = {d: {"mean": 0.1, "share_negative": share} for d, share in
            zip(("delta_img_r", "delta_txt_r", "delta_img_c", "delta_txt_c"), (0.25, 0.5, None, 0.0))}
@@ -181,12 +140,14 @@ def test_evaluation_results_are_tabled_text_first_with_the_relative_change():
     assert "Not evaluated in this run." in sheet()
 
 
-def test_the_card_lists_the_mixtures_as_configs_with_their_sizes():
-    sizes = {"all": {"train": 40, "validation": 10}, "base": {"train": 16, "validation": 4},
-             "medium": {"train": 32, "validation": 8}}
-    card = datasheet.dataset_card("# Datasheet\n", 20, ExportParams(), sizes)
-    front = yaml.safe_load(card.split("---\n")[1])
-    assert [c["config_name"] for c in front["configs"]] == ["default", "mixture_base", "mixture_medium", "mixture_all"]
-    assert front["configs"][3]["data_files"] == [{"split": "train", "path": "mixtures/all/train-*.parquet"},
-                                                 {"split": "validation", "path": "mixtures/all/validation-*.parquet"}]
-    assert "| base | 16 | 4 | 13,928 |" in card and "| all | 40 | 10 | 41,784 |" in card
+def test_human_validation_results_in_the_labeling_section():
+    table1 = [{"images": "I_o", "label": "correct", "count": 3, "share": 0.75},
+              {"images": "I_o", "label": "incorrect", "count": 1, "share": 0.25},
+              {"images": "I_c", "label": "correct", "count": 0, "share": None}]
+    result = {"coverage": {"images": 10, "rated": 4, "share": 0.4}, "table1": table1, "fleiss_kappa": 0.4123,
+              "overlap_images": 2, "validated_pairs": 1}
+    text = sheet(validation=result)
+    assert "4 of 10 images rated; Fleiss' kappa 0.412 on 2 images rated three times; 1 pairs validated" in text
+    assert "| I_o | correct | 3 | 75.0% |" in text and "| I_c | correct | 0 | n/a |" in text
+    no_ratings = {**result, "coverage": {"images": 10, "rated": 0, "share": 0.0}}
+    assert "no annotations yet" in sheet(validation=no_ratings) and "no annotations yet" in sheet()

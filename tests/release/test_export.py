@@ -13,7 +13,7 @@ from PIL import Image
 from tasks.core import schemas
 from tasks.core.config import load_params
 from tasks.core.params import ExportParams
-from tasks.release import datasheet, export
+from tasks.release import card, datasheet, export
 from tests.conftest import ROOT
 
 MODELS = {"model_mlm": "FacebookAI/roberta-base@e2da8e2", "model_diffusion": "stable-diffusion-v1-5@451f4fe"}
@@ -165,7 +165,7 @@ def test_push_uses_the_token_but_never_writes_or_logs_it(fake_hub, rows, images_
                                     "2026-01-01", everything.datasheet)
     reports.mkdir()
     (reports / "datasheet.md").write_text(md)
-    (out / "README.md").write_text(datasheet.dataset_card(md, rows.height, params))
+    (out / "README.md").write_text(card.dataset_card(md, rows.height, params))
 
     assert export.push_if_configured(out, params) == "https://huggingface.co/datasets/me/cf"
     (init, _, init_kwargs), (create, create_args, create_kwargs), (upload, _, upload_kwargs) = fake_hub.calls

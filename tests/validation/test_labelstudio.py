@@ -75,17 +75,19 @@ def test_tasks_are_deterministic_per_image_and_depend_on_the_seed():
     assert ls.tasks_json(build(full, seed=1)) != ls.tasks_json(build(full))
 
 
+def assignees(tasks: list[dict]) -> list[list[str]]:
+    return [t["data"]["annotators"].split(",") for t in tasks]
+
+
 def test_a_seeded_tenth_of_images_go_to_three_distinct_annotators_the_rest_to_one():
     tasks = build(selected(2000))
-    assignees = [t["data"]["annotators"].split(",") for t in tasks]
-    overlap = [a for a, t in zip(assignees, tasks) if t["overlap"] == 3]
+    overlap = [names for names in assignees(tasks) if len(names) > 1]
     assert 0.085 < len(overlap) / len(tasks) < 0.115
-    assert all(len(set(a)) == 3 for a in overlap)
-    assert all(len(a) == 1 for a, t in zip(assignees, tasks) if t["overlap"] == 1)
-    assert {t["overlap"] for t in tasks} == {1, 3}
-    singles = [a[0] for a, t in zip(assignees, tasks) if t["overlap"] == 1]
+    assert all(len(set(names)) == 3 for names in overlap)
+    singles = [names[0] for names in assignees(tasks) if len(names) == 1]
+    assert len(overlap) + len(singles) == len(tasks)
     assert {singles.count(name) for name in ANNOTATORS} <= set(range(800, 1000))  # ~900 each: balanced
-    assert {t["overlap"] for t in build(selected(200), overlap_share=0.0)} == {1}
+    assert {len(names) for names in assignees(build(selected(200), overlap_share=0.0))} == {1}
 
 
 def test_images_are_embedded_as_png_data_uris_without_a_prefix(tmp_path):

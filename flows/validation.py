@@ -1,0 +1,41 @@
+"""Human validation flows: Label Studio tasks out (`validation_tasks_flow`), its JSON export back in
+(`validation_flow`: Table 1, Fleiss' κ, coverage, the human-validated subset). Partial annotation is normal:
+the results say how much was covered, and an export without annotations gives an empty validated subset."""
+
+from __future__ import annotations
+
+import polars as pl
+from prefect import flow, get_run_logger
+
+from tasks.core.io import write_frame, write_json
+from tasks.core.params import Params
+from tasks.validation import agreement, labelstudio
+
+VALIDATED = {"caption_id": pl.String}
+
+
+@flow(name="validation-tasks")
+def validation_tasks_flow(params: Params) -> int:
+    """`paths.labelstudio_tasks` (JSON import) and the labeling config beside it (.xml); returns the task count."""
+    paths, vp = params.paths, params.validation
+    tasks = labelstudio.build_tasks(pl.read_parquet(paths.selected), paths.selected_images,
+                                    annotators=vp.annotators, seed=vp.seed, overlap_share=vp.overlap_share,
+                                    overlap=vp.overlap, url_prefix=vp.url_prefix)
+    paths.labelstudio_tasks.parent.mkdir(parents=True, exist_ok=True)
+    paths.labelstudio_tasks.write_bytes(labelstudio.tasks_json(tasks))
+    paths.labelstudio_tasks.with_suffix(".xml").write_text(labelstudio.LABEL_CONFIG)
+    return len(tasks)
+
+
+@flow(name="validation")
+def validation_flow(params: Params) -> dict:
+    """The validation results (`paths.metrics/validation.json`) and the validated caption_ids (`paths.validated`)."""
+    paths = params.paths
+    ratings = labelstudio.read_export(paths.labelstudio_export)
+    images = labelstudio.image_keys(pl.read_parquet(paths.selected))
+    result = agreement.summary(ratings, images, params.validation.overlap)
+    validated = agreement.validated(agreement.image_labels(ratings))
+    write_frame(pl.DataFrame({"caption_id": validated}, schema=VALIDATED), paths.validated)
+    write_json(result, paths.metrics / "validation.json")
+    get_run_logger().info("validation: %s rated, %d pairs validated", result["coverage"], len(validated))
+    return result

@@ -1,0 +1,41 @@
+"""Params field types and the cache-key rule: which fields enter a key (`keyed_dump`) and which never do (`unkeyed`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, Field
+
+PENN_TAGS = frozenset("CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT POS PRP PRP$ RB RBR RBS RP SYM TO UH VB "
+                      "VBD VBG VBN VBP VBZ WDT WP WP$ WRB # $ '' ( ) , . : ``".split())  # as NLTK's pos_tag emits
+
+
+def unkeyed(default: Any, description: str, **constraints: Any) -> Any:
+    """A field that never changes what a cached unit computes (batch sizes, threads) or is applied after the cache:
+    `keyed_dump` leaves it out of cache keys."""
+    return Field(default, description=description, json_schema_extra={"keyed": False}, **constraints)
+
+
+def keyed_dump(model: BaseModel) -> dict[str, Any]:
+    """`model.model_dump(mode="json")` without its unkeyed fields, at every depth: what enters a cache key."""
+    dump = model.model_dump(mode="json")
+    return {name: keyed_dump(value) if isinstance(value := getattr(model, name), BaseModel) else dump[name]
+            for name, field in type(model).model_fields.items()
+            if not (isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("keyed") is False)}
+
+
+def _penn_tag(tag: str) -> str:
+    if tag not in PENN_TAGS:
+        raise ValueError(f"{tag!r} is not a Penn Treebank POS tag")
+    return tag
+
+
+def ordered(pair: tuple[float, float]) -> tuple[float, float]:
+    if not pair[0] <= pair[1]:
+        raise ValueError(f"needs lo <= hi, got {pair}")
+    return pair
+
+
+PosTag = Annotated[str, AfterValidator(_penn_tag)]
+Cosine = Annotated[float, Field(ge=-1.0, le=1.0)]
+Unit = Annotated[float, Field(ge=0.0, le=1.0)]
