@@ -16,6 +16,7 @@ from flows.image import generate_flow, selection_flow
 from flows.release import datasheet_flow, export_flow, mixtures_flow, report_flow
 from flows.sharding import task_runner
 from flows.text import ingest_task, stage_flow
+from flows.validation import validation_flow, validation_tasks_flow
 from tasks.core.config import PARAMS_FILE, load_params
 from tasks.core.io import write_json
 from tasks.core.params import Params, TinyModelsParams
@@ -45,6 +46,8 @@ def run_dag(params: Params) -> dict[str, dict]:
                                                                      paths.selected_images, params)
     for name, m in metrics.items():
         write_json(m, paths.metrics / f"{name}.json")
+    validation_tasks_flow(params)
+    validation_flow(params)
     evaluate_flow(params)
     report_flow(params)
     export_flow(params)

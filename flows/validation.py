@@ -31,7 +31,11 @@ def validation_tasks_flow(params: Params) -> int:
 def validation_flow(params: Params) -> dict:
     """The validation results (`paths.metrics/validation.json`) and the validated caption_ids (`paths.validated`)."""
     paths = params.paths
-    ratings = labelstudio.read_export(paths.labelstudio_export)
+    if paths.labelstudio_export.is_file():
+        ratings = labelstudio.read_export(paths.labelstudio_export)
+    else:  # nothing exported yet: no ratings, as for an export without annotations
+        get_run_logger().info("validation: no Label Studio export at %s yet", paths.labelstudio_export)
+        ratings = labelstudio.ratings([])
     images = labelstudio.image_keys(pl.read_parquet(paths.selected))
     result = agreement.summary(ratings, images, params.validation.overlap)
     validated = agreement.validated(agreement.image_labels(ratings))

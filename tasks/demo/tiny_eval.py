@@ -1,18 +1,24 @@
 """Tiny random Hugging Face image-text models for the demo's evaluate stage and the tests, in the hub layout: a
-CLIP bi-encoder (`CLIPModel`) and a ViLT cross-encoder (`ViltForImageAndTextRetrieval`), each with its processor.
-Same captions + seed give byte-identical folders."""
+CLIP bi-encoder (`CLIPModel`) and the ViLT and BridgeTower cross-encoders (`*ForImageAndTextRetrieval`), each with
+its processor. Same captions + seed give byte-identical folders."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import torch
+from tokenizers import ByteLevelBPETokenizer
 from transformers import (
     BertTokenizerFast,
+    BridgeTowerConfig,
+    BridgeTowerForImageAndTextRetrieval,
+    BridgeTowerImageProcessor,
+    BridgeTowerProcessor,
     CLIPConfig,
     CLIPImageProcessor,
     CLIPModel,
     CLIPProcessor,
+    RobertaTokenizerFast,
     ViltConfig,
     ViltForImageAndTextRetrieval,
     ViltImageProcessor,
@@ -56,3 +62,26 @@ def build_tiny_vilt(out_dir: Path, captions: list[str], seed: int) -> ItmSpec:
     ViltProcessor(image_processor=ViltImageProcessor(size={"shortest_edge": TINY_IMAGE_SIZE}, size_divisor=32),
                   tokenizer=tokenizer).save_pretrained(out_dir)
     return ItmSpec(id=str(out_dir), model_class="ViltForImageAndTextRetrieval", logits="logits", index=0)
+
+
+def build_tiny_bridgetower(out_dir: Path, captions: list[str], seed: int) -> ItmSpec:
+    """A byte-level BPE vocabulary of the captions; 288-pixel inputs (its image processor always resizes to 288)."""
+    out_dir = Path(out_dir)
+    (out_dir / "bpe").mkdir(parents=True, exist_ok=True)
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(captions, vocab_size=300, min_frequency=1, show_progress=False,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    vocab, merges = bpe.save_model(str(out_dir / "bpe"))
+    tokenizer = RobertaTokenizerFast(vocab=vocab, merges=merges, model_max_length=TEXT_POSITIONS)
+    layer = {"hidden_size": 2 * WIDTH, "num_hidden_layers": 1}
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = BridgeTowerForImageAndTextRetrieval(BridgeTowerConfig(
+            text_config={**layer, "vocab_size": len(tokenizer), "num_attention_heads": 2, "intermediate_size": 64,
+                         "max_position_embeddings": TEXT_POSITIONS + 2},
+            vision_config={**layer, "image_size": 288, "patch_size": 32}, **layer, num_attention_heads=2,
+            intermediate_size=64))
+    model.save_pretrained(out_dir)
+    BridgeTowerProcessor(image_processor=BridgeTowerImageProcessor(do_center_crop=False),
+                         tokenizer=tokenizer).save_pretrained(out_dir)
+    return ItmSpec(id=str(out_dir), model_class="BridgeTowerForImageAndTextRetrieval", logits="logits", index=1)

@@ -1,4 +1,5 @@
-"""Tiny random evaluation models of each family (open_clip, HF CLIP bi-encoder, HF ViLT cross-encoder), built once."""
+"""Tiny random evaluation models of each family (open_clip, HF CLIP bi-encoder, HF ViLT and BridgeTower
+cross-encoders), built once per session; three selected pairs with their images."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from PIL import Image
 
 from tasks.core.schemas import SELECTED
-from tasks.demo.tiny_eval import build_tiny_hf_clip, build_tiny_vilt
+from tasks.demo.tiny_eval import build_tiny_bridgetower, build_tiny_hf_clip, build_tiny_vilt
 from tasks.demo.tiny_images import build_tiny_clip
 from tasks.image import store
 
@@ -22,7 +23,8 @@ CAPTIONS = ["a dog sitting on a couch", "a cat sitting on a couch", "a red car o
 def eval_specs(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("eval_models")
     return {"clip": build_tiny_clip(root / "clip", seed=0), "hf_clip": build_tiny_hf_clip(root / "hf_clip", seed=0),
-            "vilt": build_tiny_vilt(root / "vilt", CAPTIONS, seed=0)}
+            "vilt": build_tiny_vilt(root / "vilt", CAPTIONS, seed=0),
+            "bridgetower": build_tiny_bridgetower(root / "bridgetower", CAPTIONS, seed=0)}
 
 
 def selected_pairs(root: Path) -> tuple[pl.DataFrame, Path, Path]:

@@ -17,7 +17,7 @@ def images(n: int, seed: int) -> list[np.ndarray]:
     return [rng.integers(0, 256, (32, 32, 3), dtype=np.uint8) for _ in range(n)]
 
 
-@pytest.mark.parametrize("family", ["clip", "hf_clip", "vilt"])
+@pytest.mark.parametrize("family", ["clip", "hf_clip", "vilt", "bridgetower"])
 def test_deltas_are_the_direct_score_differences(eval_specs, family):
     scorer = load_scorer(eval_specs[family], batch_size=2)
     c_o, c_c = CAPTIONS[0::2], CAPTIONS[1::2]
