@@ -8,7 +8,6 @@ command that runs them, so a DVC stage executes only its own code.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import sys
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.logging import RichHandler
 
+from flows.commands import ParamOption, ParamsFile, check_models, register
 from flows.console import VERBOSE, console, report_table, stop_on_sigterm, user_errors
 from tasks.core.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
@@ -27,9 +27,6 @@ from tasks.core.stages import CAPTION_STEPS, STAGES
 
 app = typer.Typer(help="Counterfactual image-text dataset engine.", no_args_is_help=True, add_completion=False)
 
-ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
-                                                        "similarity.upper=0.9 (repeatable)")]
-ParamsFile = Annotated[Path, typer.Option("--params-file", help="the params file to read")]
 MetricsOption = Annotated[Path | None, typer.Option("--metrics", help="also write the step's metrics here (JSON)")]
 ImagesOption = Annotated[Path, typer.Option(help="where the winners' PNGs are written")]
 
@@ -41,13 +38,6 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="tracebac
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Prefect API call otherwise
     VERBOSE["on"] = verbose
     stop_on_sigterm()
-
-
-def _check_models(section: Any) -> None:
-    """Every model of a params section is identifiable (a missing folder fails here, before any work)."""
-    from tasks.core.fingerprints import model_fingerprints
-
-    model_fingerprints(section)
 
 
 def _check_source(source: Path) -> None:
@@ -84,7 +74,7 @@ def captions(source: Path, output: Path, param: ParamOption = None, params_file:
         _check_source(source)
         check_distinct(source, output)
         for name in CAPTION_STEPS:
-            _check_models(STAGES[name].section(params))
+            check_models(STAGES[name].section(params))
         from flows.text import captions_flow
 
         report_table(_run_flow(captions_flow, params, source, output), metrics)
@@ -111,7 +101,7 @@ def _stage_command(name: str):
             params = load_params(params_file, param or [])
             check_input(source, stage.input, stage.after)
             check_distinct(source, output)
-            _check_models(stage.section(params))
+            check_models(stage.section(params))
             flow_fn, head = _stage_flow(name)
             report_table([_run_flow(flow_fn, params, *head, source, output)], metrics)
 
@@ -131,7 +121,7 @@ def selection(scores: Path, output: Path, selected_images: ImagesOption = Path("
         params = load_params(params_file, param or [])
         check_input(scores, STAGES["selection"].input, "generate")
         check_distinct(scores, output)
-        _check_models(params.generate)
+        check_models(params.generate)
         from flows.image import selection_flow
 
         report_table([_run_flow(selection_flow, params, scores, output, selected_images)], metrics)
@@ -150,47 +140,7 @@ def tiny_models(source: Path, output: Path, param: ParamOption = None,
         console.print(f"tiny models written to {output}")
 
 
-def _paths_command(flow: str, doc: str, show: Callable[[Any], None], models: Callable[[Params], Any] | None = None):
-    """A command whose inputs and outputs all come from `paths`: it runs `module:flow(params)` under one Prefect API
-    (after checking the models `models(params)` names) and shows the result with `show`."""
-
-    def command(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-        with user_errors():
-            params = load_params(params_file, param or [])
-            if models is not None:
-                _check_models(models(params))
-            module, _, name = flow.partition(":")
-            from flows.server import prefect_api
-
-            with prefect_api():
-                result = getattr(importlib.import_module(module), name)(params)
-        show(result)
-
-    command.__doc__ = doc
-    return command
-
-
-app.command("evaluate")(_paths_command(
-    "flows.evaluation:evaluate_flow", "Zero-shot retrieval R@k and ITM score differences of every `evaluate.models` "
-    "entry on the selected pairs.", lambda m: console.print_json(data={k: v["all"] for k, v in m["models"].items()}),
-    lambda params: params.evaluate))
-app.command("validation-tasks")(_paths_command(
-    "flows.validation:validation_tasks_flow", "Label Studio tasks (one per generated image) and labeling config.",
-    lambda n: console.print(f"{n} tasks written")))
-app.command("validation")(_paths_command(
-    "flows.validation:validation_flow", "Read Label Studio's export: Table 1, Fleiss' kappa, the validated subset.",
-    lambda result: console.print_json(data={k: v for k, v in result.items() if k != "disagreements"})))
-app.command("report")(_paths_command(
-    "flows.release:report_flow", "reports/metrics.json, figures and plot data for the current run.",
-    lambda metrics: console.print_json(data=metrics["funnel"])))
-app.command("export")(_paths_command(
-    "flows.release:export_flow", "Write the selected pairs as a Hugging Face `datasets` folder (images embedded).",
-    lambda rows: console.print(f"{rows} rows exported")))
-app.command("mixtures")(_paths_command(
-    "flows.release:mixtures_flow", "Build the base / medium / all training mixtures as `datasets` configs.",
-    lambda result: console.print_json(data=result["sizes"])))
-app.command("datasheet")(_paths_command(
-    "flows.release:datasheet_flow", "Generate the datasheet and the dataset card that embeds it.", lambda _: None))
+register(app)
 
 
 @app.command()

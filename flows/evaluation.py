@@ -1,5 +1,6 @@
 """The evaluate flow: one Prefect task per evaluated model, cached by content, so adding a model to
-`evaluate.models` evaluates only that model and an unchanged rerun evaluates none.
+`evaluate.models` evaluates only that model and an unchanged rerun evaluates none; and, once the object-removal
+strategy has made pairs, each model's ODmAP@k on them (its own task: a removal change never re-evaluates R@k).
 
 A model's key hashes the pairs it scores (captions and image store paths, which are pixel hashes), the real images'
 bytes, the validated subset, the keyed evaluate params, the model's content and the evaluation code. Outputs: the Δ
@@ -9,6 +10,7 @@ rows (`paths.evaluation`), `metrics.json` (dvc metrics) and `itm_deltas.png` und
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +27,8 @@ from tasks.core.shards import digest
 from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.evaluation import evaluate as stage
 from tasks.release import figures
+
+log = logging.getLogger(__name__)
 
 
 def model_key(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, real: list[str | None],
@@ -44,6 +48,32 @@ def evaluate_model(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, 
     return stage.evaluate(name, spec, selected, images, real, validated, params.evaluate, params.generate.clip)
 
 
+def odmap_key(name: str, spec: ClipSpec | ItmSpec, queries: pl.DataFrame, gallery: pl.DataFrame,
+              params: Params) -> str:
+    settings = json.dumps({k: v for k, v in keyed_dump(params.evaluate).items() if k != "models"}, sort_keys=True)
+    return f"odmap-{name}-" + digest(queries.write_ndjson(), gallery.write_ndjson(), settings, spec.model_dump_json(),
+                                     fingerprint(spec), code_digest(stage.__name__))
+
+
+@task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
+def odmap_model(spec: ClipSpec | ItmSpec, queries: pl.DataFrame, gallery: pl.DataFrame, params: Params,
+                key: str) -> dict:
+    images = {k: stage.read_image(params.paths.inpainted_images / k) for k in queries["image_1"]}
+    return stage.od_map(spec, queries, gallery, images, params.evaluate)
+
+
+def removal_metrics(params: Params) -> dict[str, dict] | None:
+    """ODmAP@k of every model on the object-removal pairs' test split (None before that strategy has run)."""
+    paths = params.paths
+    if not paths.removal_pairs.is_file():
+        return None
+    queries = stage.removal_queries(pl.read_parquet(paths.removal_pairs))
+    gallery = pl.read_parquet(paths.removal_gallery).select("caption", "classes")
+    log.info("evaluate: ODmAP over %d test queries and %d gallery captions", queries.height, gallery.height)
+    return {name: odmap_model(spec, queries, gallery, params, odmap_key(name, spec, queries, gallery, params))
+            for name, spec in params.evaluate.models.items()}
+
+
 @flow(name="evaluate")
 def evaluate_flow(params: Params) -> dict:
     """Every model of `evaluate.models` on the selected pairs; returns the metrics written to metrics.json."""
@@ -57,6 +87,9 @@ def evaluate_flow(params: Params) -> dict:
                for name, spec in params.evaluate.models.items()}
     results = {name: future.result() for name, future in futures.items()}
     metrics = {"models": {name: m for name, (m, _) in results.items()}, **stage.summary(selected, real, validated)}
+    if (odmap := removal_metrics(params)) is not None:
+        for name, values in odmap.items():
+            metrics["models"][name]["odmap"] = values
     deltas = pl.concat([d for _, d in results.values()]) if results else pl.DataFrame(schema=EVALUATION)
     write_frame(deltas, paths.evaluation)
     write_json(plain(metrics), paths.evaluation_reports / "metrics.json")

@@ -14,6 +14,11 @@ from prefect import flow, get_run_logger, task
 from flows.evaluation import evaluate_flow
 from flows.image import generate_flow, selection_flow
 from flows.release import datasheet_flow, export_flow, mixtures_flow, report_flow
+from flows.removal.captions import removal_captions_flow
+from flows.removal.export import removal_export_flow
+from flows.removal.inpaint import inpaint_flow
+from flows.removal.masks import removal_masks_flow
+from flows.removal.selection import removal_selection_flow
 from flows.sharding import task_runner
 from flows.text import ingest_task, stage_flow
 from flows.validation import validation_flow, validation_tasks_flow
@@ -21,13 +26,20 @@ from tasks.core.config import PARAMS_FILE, load_params
 from tasks.core.io import write_json
 from tasks.core.params import Params, TinyModelsParams
 from tasks.core.stages import CAPTION_STEPS, STAGES
-from tasks.demo import tiny_models
+from tasks.demo import synthetic_coco, tiny_inpaint, tiny_models
 
 
 @task(retries=2, retry_delay_seconds=5)
 def tiny_models_task(source: Path, output: Path, params: TinyModelsParams) -> None:
     """The demo profile's tiny random models (`tasks.demo.tiny_models.build`)."""
     tiny_models.build(source, output, params)
+
+
+@task(retries=2, retry_delay_seconds=5)
+def removal_inputs_task(params: Params) -> None:
+    """The demo profile's object-removal inputs: the synthetic COCO set and the tiny inpainting pipeline."""
+    synthetic_coco.build(params.paths.synthetic_coco, params.synthetic_coco)
+    tiny_inpaint.build(params.paths.tiny_inpaint, params.tiny_models)
 
 
 def run_dag(params: Params) -> dict[str, dict]:
@@ -48,10 +60,15 @@ def run_dag(params: Params) -> dict[str, dict]:
         write_json(m, paths.metrics / f"{name}.json")
     validation_tasks_flow(params)
     validation_flow(params)
+    if params.profile == "demo":
+        removal_inputs_task(params)
+    for removal_flow in (removal_masks_flow, removal_captions_flow, inpaint_flow, removal_selection_flow):
+        metrics[removal_flow.name.replace("-", "_")] = removal_flow(params)
     evaluate_flow(params)
     report_flow(params)
     export_flow(params)
     mixtures_flow(params)
+    removal_export_flow(params)
     datasheet_flow(params)
     return metrics
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: real NLTK data and MiniLM, tiny random text models, an isolated Prefect server and cache.
+"""Shared fixtures: real NLTK data and MiniLM, tiny random text models, the object-removal inputs, an isolated
+Prefect server and cache.
 
 `../shared` (NLTK data, COCO captions) is optional for a user's clone: tests that need it skip. Under CI=true its
 absence fails the run instead.
@@ -111,3 +112,19 @@ def caption_params(tiny_text_models):
     return project_params(f"candidates.model.id={tiny_text_models['mlm']}",
                           f"perplexity.model.id={tiny_text_models['clm']}", "engine.shard_size=8",
                           "candidates.batch_size=16", "similarity.batch_size=64", "perplexity.batch_tokens=64")
+
+
+@pytest.fixture(scope="session")
+def removal_inputs(tmp_path_factory) -> dict[str, Path]:
+    """The demo's object-removal inputs: the synthetic COCO set, the tiny inpainting model and the tiny CLIP."""
+    from tasks.core.removal_params import SyntheticCocoParams
+    from tasks.demo import synthetic_coco
+    from tasks.demo.tiny_images import build_tiny_clip
+    from tasks.demo.tiny_inpaint import build_tiny_inpaint
+
+    root = tmp_path_factory.mktemp("removal_inputs")
+    synthetic_coco.build(root / "coco", SyntheticCocoParams())
+    build_tiny_inpaint(root / "inpaint", seed=0)
+    clip = build_tiny_clip(root / "clip", seed=0)
+    return {"coco": root / "coco", "inpaint": root / "inpaint", "clip_pretrained": Path(clip.pretrained),
+            "clip_config": Path(clip.config)}

@@ -17,6 +17,7 @@ ALLOWED = {  # package -> project packages/modules it may import
     "tasks.demo": ("tasks.core", "tasks.text.ingest", "tasks.demo"),
     "tasks.evaluation": ("tasks.core", "tasks.image.scoring", "tasks.evaluation"),
     "tasks.validation": ("tasks.core", "tasks.validation"),
+    "tasks.removal": ("tasks.core", "tasks.text.ingest", "tasks.text.nouns", "tasks.image.scoring", "tasks.removal"),
 }
 FORBIDDEN = {  # package -> modules it must never import, even where ALLOWED admits their package
     "tasks": ("flows", "prefect", "prefect_dask", "dask"),

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field
 
+VAE_FACTOR = 8  # Stable Diffusion's VAE downsamples by 8: image sizes must be multiples of it
 PENN_TAGS = frozenset("CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT POS PRP PRP$ RB RBR RBS RP SYM TO UH VB "
                       "VBD VBG VBN VBP VBZ WDT WP WP$ WRB # $ '' ( ) , . : ``".split())  # as NLTK's pos_tag emits
 

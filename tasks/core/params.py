@@ -11,11 +11,17 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
-from tasks.core.fields import Cosine, PosTag, Unit, ordered, unkeyed
+from tasks.core.fields import VAE_FACTOR, Cosine, PosTag, Unit, ordered, unkeyed
+from tasks.core.removal_params import (
+    InpaintParams,
+    RemovalCaptionsParams,
+    RemovalMasksParams,
+    RemovalSelectionParams,
+    SyntheticCocoParams,
+)
 from tasks.core.specs import ClipSpec, Frozen, ItmSpec, ModelSpec, model_specs
 
 PROFILES = ("demo", "paper")
-VAE_FACTOR = 8  # Stable Diffusion's VAE downsamples by 8: image sizes must be multiples of it
 
 
 class PathsParams(Frozen):
@@ -49,6 +55,19 @@ class PathsParams(Frozen):
     validated: Path = Field(Path("data/processed/validated.parquet"), description="the human-validated caption_ids")
     source_image_name: str = Field("{image_id:0>12}.jpg", description="a real image's file name under "
                                                                        "source_images, from its COCO image_id")
+    synthetic_coco: Path
+    tiny_inpaint: Path
+    removal_instances: Path
+    removal_captions_source: Path
+    removal_images: Path
+    class_words: Path
+    removal_masks: Path
+    removal_captions: Path
+    removal_gallery: Path
+    inpainted: Path
+    inpainted_images: Path
+    removal_pairs: Path
+    removal_export: Path
 
 
 class EngineParams(Frozen):
@@ -163,7 +182,9 @@ class EvaluateParams(Frozen):
     """Zero-shot retrieval R@k and ITM score differences of each model in `models` (name -> spec) on the dataset."""
 
     models: dict[str, Annotated[ItmSpec | ClipSpec, Field(union_mode="left_to_right")]]
-    ks: tuple[int, ...] = Field((1, 5, 10), description="R@k cut-offs")
+    ks: tuple[int, ...] = Field((1, 5, 10), description="R@k and ODmAP@k cut-offs")
+    odmap_variant: Literal["any", "all"] = Field("any", description="ODmAP relevance: a caption must mention some "
+                                                                    "(`all`: every) class still in the image")
     seed: int = Field(0, description="draws the random other pair (C_r, I_r) of every pair")
     batch_size: int = unkeyed(64, "captions, images or (caption, image) pairs per forward pass", ge=1)
 
@@ -203,8 +224,9 @@ class DatasheetParams(Frozen):
 
 
 class Params(Frozen):
-    """The whole params file, resolved for `profile`. Every section is required; under `paper` every hub model
-    (not a local path, not `pkg:`, not an open_clip tag) has a pinned revision."""
+    """The whole params file, resolved for `profile`. Every section is required; under `paper` every hub model that
+    runs (not a local path, not `pkg:`, not an open_clip tag; the inpainting model only for `fill: inpaint`) has a
+    pinned revision."""
 
     profile: Literal["demo", "paper"]
     paths: PathsParams
@@ -221,13 +243,19 @@ class Params(Frozen):
     evaluate: EvaluateParams
     mixtures: MixturesParams
     datasheet: DatasheetParams
+    synthetic_coco: SyntheticCocoParams
+    removal_masks: RemovalMasksParams
+    removal_captions: RemovalCaptionsParams
+    inpaint: InpaintParams
+    removal_selection: RemovalSelectionParams
 
     @model_validator(mode="after")
     def _pinned(self) -> Params:
         if self.profile == "paper":
             unpinned = [f"{key}: hub model {spec.id} has no pinned revision (the paper profile needs one)"
                         for key, spec in model_specs(self) if not isinstance(spec, ClipSpec) and spec.revision is None
-                        and not spec.id.startswith("pkg:") and not Path(spec.id).exists()]
+                        and not spec.id.startswith("pkg:") and not Path(spec.id).exists()
+                        and not (key == "inpaint.model" and self.inpaint.fill != "inpaint")]
             if unpinned:
                 raise ValueError("; ".join(unpinned))
         return self

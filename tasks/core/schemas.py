@@ -63,3 +63,29 @@ EXPORT: Schema = {  # the published COCO-Counterfactuals columns (I_o, I_c, C_o,
 
 ITM_DELTAS = ("delta_img_r", "delta_txt_r", "delta_img_c", "delta_txt_c")  # paper Fig. 3, in its order
 EVALUATION: Schema = {"caption_id": pl.String, "model": pl.String, **dict.fromkeys(ITM_DELTAS, pl.Float64)}
+
+# Object removal (tasks/removal): a decision per (image, class c_r) -> its caption edits -> the filled image ->
+# the CLIP-checked pairs. `removed` / `remaining` are COCO class names; `boxes` are the removed classes' [x, y, w, h].
+REMOVAL_MASKS: Schema = {
+    "image_id": pl.String, "file_name": pl.String, "width": pl.Int64, "height": pl.Int64, "category": pl.String,
+    "decision": pl.String, "removed": pl.List(pl.String), "remaining": pl.List(pl.String),
+    "boxes": pl.List(pl.List(pl.Float64)), "area_share": pl.Float64,
+}
+REMOVAL_MASKS_REJECTS: Schema = {"image_id": pl.String, "file_name": pl.String, "category": pl.String,
+                                 "stage": pl.String, "reason": pl.String}
+REMOVAL_CAPTIONS: Schema = {**REMOVAL_MASKS, "caption_id": pl.String, "caption": pl.String,
+                            "edited_caption": pl.String, "deleted": pl.List(pl.String)}
+REMOVAL_CAPTIONS_REJECTS: Schema = {"image_id": pl.String, "category": pl.String, "caption_id": pl.String,
+                                    "caption": pl.String, "stage": pl.String, "reason": pl.String}
+REMOVAL_GALLERY: Schema = {"caption_id": pl.String, "image_id": pl.String, "caption": pl.String,
+                           "classes": pl.List(pl.String)}
+INPAINTED: Schema = {**REMOVAL_CAPTIONS, "fill": pl.String, "image_0": pl.String, "image_1": pl.String}
+INPAINTED_REJECTS: Schema = rejects({"image_id": pl.String, "file_name": pl.String, "category": pl.String})
+REMOVAL_PAIRS: Schema = {**INPAINTED, "clip_drop": pl.Float64, "sim_text_image_1": pl.Float64, "split": pl.String}
+REMOVAL_PAIRS_REJECTS: Schema = rejects({"image_id": pl.String, "category": pl.String, "caption_id": pl.String})
+REMOVAL_EXPORT: Schema = {  # the export columns (I_0, I_1, C_0, C_1 = real, edited), then provenance
+    "id": pl.String, "image_0": pl.String, "image_1": pl.String, "caption_0": pl.String, "caption_1": pl.String,
+    "image_id": pl.String, "removed": pl.List(pl.String), "remaining": pl.List(pl.String),
+    "deleted": pl.List(pl.String), "decision": pl.String, "fill": pl.String, "clip_drop": pl.Float64,
+    "sim_text_image_1": pl.Float64, "split": pl.String,
+}

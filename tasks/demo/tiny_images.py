@@ -2,9 +2,9 @@
 
 `build_tiny_diffusion` writes a Stable Diffusion v1 folder (unet/, vae/, text_encoder/, tokenizer/, scheduler/) whose
 tokenizer is the real CLIP BPE (open_clip's bundled merges), so 77-token truncation behaves as in the paper setup;
-the networks are a few channels wide and map 32x32 images to 4x4 latents. `build_tiny_clip` writes an open_clip
-architecture JSON plus a safetensors checkpoint. Both are deterministic in `seed`, and both are for tests and
-benchmarks only: their images and scores are noise.
+its networks (`tiny_sd_modules`, shared with the inpainting stand-in) are a few channels wide and map 32x32 images to
+4x4 latents. `build_tiny_clip` writes an open_clip architecture JSON plus a safetensors checkpoint. Both are
+deterministic in `seed`, and both are for tests and benchmarks only: their images and scores are noise.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ def clip_bpe_tokenizer() -> CLIPTokenizer:
     return CLIPTokenizer(vocab={t: i for i, t in enumerate(vocab)}, merges=merges, model_max_length=77)
 
 
+SD_BETAS = dict(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", steps_offset=1,
+                timestep_spacing="leading")
 TINY_UNET = dict(block_out_channels=(32, 64), layers_per_block=1, attention_head_dim=8,
                  down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
                  up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"))
@@ -52,28 +54,35 @@ def sd15_unet(width: int) -> dict:
                 up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3, attention_head_dim=8)
 
 
+def tiny_sd_modules(seed: int, unet: dict = TINY_UNET,
+                    text_width: int = _TEXT_WIDTH) -> tuple[UNet2DConditionModel, AutoencoderKL, CLIPTextModel]:
+    """The random networks of a tiny SD v1 model, seeded by `seed`: a UNet shaped by `unet` over 4x4 latents, an 8x
+    VAE and a 2-layer CLIP text encoder whose states are `text_width` wide (SD v1.5: 768)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return (
+            UNet2DConditionModel(sample_size=TINY_IMAGE_SIZE // 8, cross_attention_dim=text_width, **unet),
+            AutoencoderKL(
+                block_out_channels=(8, 8, 8, 8), down_block_types=("DownEncoderBlock2D",) * 4,
+                up_block_types=("UpDecoderBlock2D",) * 4, latent_channels=4, norm_num_groups=4, layers_per_block=1,
+                sample_size=TINY_IMAGE_SIZE,
+            ),
+            CLIPTextModel(CLIPTextConfig(
+                vocab_size=49408, hidden_size=text_width, intermediate_size=2 * text_width, num_hidden_layers=2,
+                num_attention_heads=4, max_position_embeddings=77, bos_token_id=49406, eos_token_id=49407,
+                pad_token_id=49407,
+            )),
+        )
+
+
 def build_tiny_diffusion(out_dir: Path, seed: int, unet: dict = TINY_UNET, text_width: int = _TEXT_WIDTH) -> ModelSpec:
     """Write a tiny SD v1 folder to `out_dir` (its UNet shaped by `unet`, its text states `text_width` wide; SD v1.5:
     768); returns its spec (use it with `vae=None`, `size=TINY_IMAGE_SIZE` or any multiple of 8)."""
     out_dir = Path(out_dir)
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        UNet2DConditionModel(sample_size=TINY_IMAGE_SIZE // 8, cross_attention_dim=text_width,
-                             **unet).save_pretrained(out_dir / "unet")
-        AutoencoderKL(
-            block_out_channels=(8, 8, 8, 8), down_block_types=("DownEncoderBlock2D",) * 4,
-            up_block_types=("UpDecoderBlock2D",) * 4, latent_channels=4, norm_num_groups=4, layers_per_block=1,
-            sample_size=TINY_IMAGE_SIZE,
-        ).save_pretrained(out_dir / "vae")
-        CLIPTextModel(CLIPTextConfig(
-            vocab_size=49408, hidden_size=text_width, intermediate_size=2 * text_width, num_hidden_layers=2,
-            num_attention_heads=4, max_position_embeddings=77, bos_token_id=49406, eos_token_id=49407,
-            pad_token_id=49407,
-        )).save_pretrained(out_dir / "text_encoder")
+    for name, module in zip(("unet", "vae", "text_encoder"), tiny_sd_modules(seed, unet, text_width)):
+        module.save_pretrained(out_dir / name)
     clip_bpe_tokenizer().save_pretrained(out_dir / "tokenizer")
-    EulerAncestralDiscreteScheduler(
-        beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", steps_offset=1, timestep_spacing="leading",
-    ).save_pretrained(out_dir / "scheduler")
+    EulerAncestralDiscreteScheduler(**SD_BETAS).save_pretrained(out_dir / "scheduler")
     return ModelSpec(id=str(out_dir))
 
 

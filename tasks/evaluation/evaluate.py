@@ -20,7 +20,7 @@ from tasks.core.errors import UserError
 from tasks.core.params import EvaluateParams
 from tasks.core.schemas import EVALUATION
 from tasks.core.specs import ClipSpec, ItmSpec
-from tasks.evaluation import itm
+from tasks.evaluation import itm, odmap
 from tasks.evaluation.retrieval import RetrievalSet, retrieval
 from tasks.evaluation.scorers import Scorer, load_scorer
 
@@ -82,6 +82,22 @@ def evaluate(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, images
     if spec == filter_clip:
         log.warning("evaluate: %s is the CLIP selection filtered with; its scores favour the dataset", name)
     return metrics, deltas.with_columns(model=pl.lit(name)).select(list(EVALUATION))
+
+
+def removal_queries(pairs: pl.DataFrame) -> pl.DataFrame:
+    """ODmAP's queries: the test split's edited images, each once (the first pair showing it)."""
+    return pairs.filter(pl.col("split") == "test").unique("image_1", keep="first", maintain_order=True) \
+        .select("image_1", "removed", "remaining")
+
+
+def od_map(spec: ClipSpec | ItmSpec, queries: pl.DataFrame, gallery: pl.DataFrame, images: dict[str, np.ndarray],
+           params: EvaluateParams) -> dict[str, float]:
+    """ODmAP@k of a model: `queries` (image_1, removed, remaining) retrieve from `gallery` (caption, classes)."""
+    scorer = load_scorer(spec, params.batch_size)
+    scores = scorer.matrix(gallery["caption"].to_list(), [images[k] for k in queries["image_1"]]).T
+    relevant = odmap.relevance([set(r) for r in queries["removed"]], [set(r) for r in queries["remaining"]],
+                               [set(c) for c in gallery["classes"]], params.odmap_variant)
+    return odmap.od_map(scores, relevant, params.ks)
 
 
 def summary(selected: pl.DataFrame, real: list[str | None], validated: list[str] | None) -> dict:

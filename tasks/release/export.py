@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 IMAGE_COLUMNS = ("image_0", "image_1")
 SCHEMA = EXPORT
 _VALUE_TYPES = {pl.String: "string", pl.Int64: "int64", pl.Float64: "float64"}
-SHARD_GLOB = "train-*.parquet"
 
 
 def dataset_rows(selected: pl.DataFrame, counterfactuals: pl.DataFrame, models: dict[str, str]) -> pl.DataFrame:
@@ -55,8 +54,14 @@ def dataset_rows(selected: pl.DataFrame, counterfactuals: pl.DataFrame, models: 
 
 def features(rows: pl.DataFrame) -> datasets.Features:
     """HF features of a `dataset_rows` frame: the image columns as `datasets.Image`, the rest as plain values."""
-    return datasets.Features({name: datasets.Image() if name in IMAGE_COLUMNS else datasets.Value(_VALUE_TYPES[dtype])
-                              for name, dtype in rows.schema.items()})
+    def feature(name: str, dtype: pl.DataType):
+        if name in IMAGE_COLUMNS:
+            return datasets.Image()
+        if isinstance(dtype, pl.List):
+            return datasets.Sequence(datasets.Value(_VALUE_TYPES[dtype.inner]))
+        return datasets.Value(_VALUE_TYPES[dtype])
+
+    return datasets.Features({name: feature(name, dtype) for name, dtype in rows.schema.items()})
 
 
 def embedded(rows: pl.DataFrame, images_dir: Path) -> datasets.Dataset:
@@ -68,20 +73,21 @@ def embedded(rows: pl.DataFrame, images_dir: Path) -> datasets.Dataset:
 
 
 def write_dataset(rows: pl.DataFrame, images_dir: Path, out_dir: Path, params: ExportParams,
-                  folder: str = "data") -> list[Path]:
-    """Write `out_dir/<folder>/train-*.parquet` (at most shard_rows rows each, at least one shard); returns the
-    shards. Each shard is written atomically; shards of earlier runs that are not part of this one are removed."""
+                  folder: str = "data", split: str = "train") -> list[Path]:
+    """Write `out_dir/<folder>/<split>-*.parquet` (at most shard_rows rows each, at least one shard); returns the
+    shards. Each shard is written atomically; shards of `split` from earlier runs that are not part of this one are
+    removed."""
     data_dir = Path(out_dir) / folder
     data_dir.mkdir(parents=True, exist_ok=True)
     n = max(1, math.ceil(rows.height / params.shard_rows))
     shards = []
     for i in range(n):
-        shard = data_dir / f"train-{i:05d}-of-{n:05d}.parquet"
+        shard = data_dir / f"{split}-{i:05d}-of-{n:05d}.parquet"
         tmp = shard.with_name(f".{shard.name}.tmp")
         embedded(rows.slice(i * params.shard_rows, params.shard_rows), Path(images_dir)).to_parquet(tmp)
         os.replace(tmp, shard)
         shards.append(shard)
-    for stale in sorted(set(data_dir.glob(SHARD_GLOB)) - set(shards)):
+    for stale in sorted(set(data_dir.glob(f"{split}-*.parquet")) - set(shards)):
         log.info("removing stale shard %s", stale.name)
         stale.unlink()
     log.info("wrote %d rows in %d shard(s) to %s", rows.height, n, data_dir)
@@ -93,7 +99,7 @@ def push(out_dir: Path, repo_id: str, token: str, private: bool) -> str:
     api = huggingface_hub.HfApi(token=token)
     url = api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
     api.upload_folder(folder_path=str(out_dir), repo_id=repo_id, repo_type="dataset",
-                      delete_patterns=f"data/{SHARD_GLOB}", commit_message="Export COCO-Counterfactuals pairs")
+                      delete_patterns="data/train-*.parquet", commit_message="Export COCO-Counterfactuals pairs")
     return str(url)
 
 

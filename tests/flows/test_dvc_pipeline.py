@@ -5,7 +5,8 @@ and what each rerun renders.
 generate stage generates only never-seen caption pairs; (c) a CLIP threshold renders only new winners and its
 reversal nothing; (d) fewer steps regenerates every pair; batch sizes render nothing; n_samples 4 -> 6 -> 4 renders
 the 2 new samples per pair, then nothing; an edit two imports below generate re-renders everything, an edit of the
-report module nothing; every stage's `deps` are exactly the project files its command imports (traced with
+report module nothing; (g) an object-removal alpha reruns only the removal stages (+ evaluate, datasheet) and
+fills only new edits; every stage's `deps` are exactly the project files its command imports (traced with
 PYTHONPROFILEIMPORTTIME); `dvc exp run -S` behaves the same, and `cfgen diff` compares two versions.
 """
 
@@ -234,6 +235,37 @@ def test_f_code_edits_rerun_exactly_what_they_affect(repo):
     direct = json.loads((path / ".cache/f2.json").read_text())
     assert (direct["pairs_generated"], direct["samples_rendered"]) == (0, 0)
     commit(path, env, "edits")
+
+
+NOUN_SWAP = {"tiny_models", "ingest", "nouns", "candidates", "similarity", "perplexity", "generate", "selection",
+             "validation_tasks", "validation", "report", "export", "mixtures"}
+REMOVAL = ["removal_masks", "removal_captions", "inpaint", "removal_selection", "removal_export"]
+
+
+def edits(path: Path) -> set[tuple]:
+    frame = pl.read_parquet(path / "data/interim/removal_captions.parquet")
+    return {(r["caption_id"], tuple(r["removed"])) for r in frame.iter_rows(named=True)}
+
+
+def test_g_alpha1_reruns_the_removal_stages_and_fills_only_new_edits(repo):
+    path, env = repo
+    timed_repro(path, env, "(g0) the whole DAG after (f)")
+    before, pairs = edits(path), metrics(path, "removal_selection")["rows_out"]
+    ambiguous = metrics(path, "removal_masks")["rejects"].get("ambiguous_overlap", 0)
+    assert ambiguous and pairs  # the synthetic set has partly overlapping objects and makes pairs
+    set_param(path, "removal_masks.alpha1", 0.79)  # an overlap in [0.4, 0.79) now removes its class alone
+    stages = timed_repro(path, env, "(g1) removal_masks.alpha1 0.4 -> 0.79")
+    assert stages[:3] == REMOVAL[:3] and set(REMOVAL) <= set(stages) and not set(stages) & NOUN_SWAP
+    assert set(stages) - set(REMOVAL) <= {"evaluate", "datasheet"}  # ODmAP reads the pairs; the datasheet all params
+    assert metrics(path, "removal_masks")["rejects"].get("ambiguous_overlap", 0) < ambiguous
+    after, filled = edits(path), metrics(path, "inpaint")
+    assert after > before  # nothing lost, some removals added
+    assert filled["edits_filled"] == len(after - before) and filled["edits_cached"] == len(before)
+    set_param(path, "removal_masks.alpha1", 0.4)
+    stages = timed_repro(path, env, "(g2) alpha1 back to 0.4")
+    assert edits(path) == before
+    assert "inpaint" not in stages or metrics(path, "inpaint")["edits_filled"] == 0  # (or DVC's run cache restored it)
+    commit(path, env, "alpha1")
 
 
 def selected_at(repo: Path, rev: str | None) -> pl.DataFrame:

@@ -25,7 +25,8 @@ def test_models_are_evaluated_once_each_and_only_when_their_inputs_change(tmp_pa
     base = project_params()
     paths = base.paths.model_copy(update={"selected": tmp_path / "selected.parquet", "selected_images": images,
                                           "evaluation": tmp_path / "evaluation.parquet",
-                                          "evaluation_reports": tmp_path / "reports", "source_images": real})
+                                          "evaluation_reports": tmp_path / "reports", "source_images": real,
+                                          "removal_pairs": tmp_path / "no_removal_pairs.parquet"})
     evaluated = []
     original = stage.evaluate
     monkeypatch.setattr(stage, "evaluate", lambda name, *args: evaluated.append(name) or original(name, *args))

@@ -1,0 +1,112 @@
+"""The `cfgen` commands built from a table: demo-input builders and the commands whose inputs and outputs all come
+from `paths` (evaluation, validation, release, object removal). Each imports its flow module only when it runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from flows.console import console, user_errors
+from tasks.core.config import PARAMS_FILE, load_params
+from tasks.core.params import Params
+
+ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
+                                                        "similarity.upper=0.9 (repeatable)")]
+ParamsFile = Annotated[Path, typer.Option("--params-file", help="the params file to read")]
+
+
+def check_models(section: Any) -> None:
+    """Every model of a params section is identifiable (a missing folder fails here, before any work)."""
+    from tasks.core.fingerprints import model_fingerprints
+
+    model_fingerprints(section)
+
+
+def _load(target: str) -> Callable:
+    """`module:name`, imported the way an import statement does (unlike `importlib.import_module`, which bypasses it),
+    so `-X importtime`, which traces each DVC stage's code deps, sees the module."""
+    module, _, name = target.partition(":")
+    return getattr(__import__(module, fromlist=[name]), name)
+
+
+def demo_command(builder: str, section: str):
+    """`cfgen NAME OUTPUT`: build a demo input (`module:function(output, params.<section>)`), offline and seeded."""
+
+    def command(output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+        with user_errors():
+            params = load_params(params_file, param or [])
+            _load(builder)(output, getattr(params, section))
+            console.print(f"{section} written to {output}")
+
+    command.__doc__ = f"Build the demo's {section.replace('_', ' ')} (offline, seeded, deterministic)."
+    return command
+
+
+def paths_command(flow: str, doc: str, show: Callable[[Any], None], models: Callable[[Params], Any] | None = None):
+    """A command whose inputs and outputs all come from `paths`: it runs `module:flow(params)` under one Prefect API
+    (after checking the models `models(params)` names) and shows the result with `show`."""
+
+    def command(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+        with user_errors():
+            params = load_params(params_file, param or [])
+            if models is not None and (section := models(params)) is not None:
+                check_models(section)
+            from flows.server import prefect_api
+
+            with prefect_api():
+                result = _load(flow)(params)
+        show(result)
+
+    command.__doc__ = doc
+    return command
+
+
+def _show_json(result: Any) -> None:
+    console.print_json(data=result)
+
+
+def _inpaint_models(params: Params) -> Any:
+    return params.inpaint if params.inpaint.fill == "inpaint" else None
+
+
+DEMO_COMMANDS = {"synthetic-coco": ("tasks.demo.synthetic_coco:build", "synthetic_coco"),
+                 "tiny-inpaint": ("tasks.demo.tiny_inpaint:build", "tiny_models")}
+PATHS_COMMANDS = {  # name: (module:flow, help, show the result, the params section whose models it checks)
+    "evaluate": ("flows.evaluation:evaluate_flow", "Zero-shot retrieval R@k and ITM score differences of every "
+                 "`evaluate.models` entry on the selected pairs (and ODmAP@k on the object-removal pairs).",
+                 lambda m: _show_json({k: v["all"] for k, v in m["models"].items()}), lambda p: p.evaluate),
+    "validation-tasks": ("flows.validation:validation_tasks_flow", "Label Studio tasks (one per generated image) and "
+                         "labeling config.", lambda n: console.print(f"{n} tasks written"), None),
+    "validation": ("flows.validation:validation_flow", "Read Label Studio's export: Table 1, Fleiss' kappa, the "
+                   "validated subset.", lambda r: _show_json({k: v for k, v in r.items() if k != "disagreements"}),
+                   None),
+    "report": ("flows.release:report_flow", "reports/metrics.json, figures and plot data for the current run.",
+               lambda metrics: _show_json(metrics["funnel"]), None),
+    "export": ("flows.release:export_flow", "Write the selected pairs as a Hugging Face `datasets` folder (images "
+               "embedded).", lambda rows: console.print(f"{rows} rows exported"), None),
+    "mixtures": ("flows.release:mixtures_flow", "Build the base / medium / all training mixtures as `datasets` "
+                 "configs.", lambda result: _show_json(result["sizes"]), None),
+    "removal-masks": ("flows.removal.masks:removal_masks_flow", "Object removal: which (image, class) pairs to "
+                      "remove, from the COCO instances file.", _show_json, None),
+    "removal-captions": ("flows.removal.captions:removal_captions_flow", "Object removal: the edited captions and "
+                         "the ODmAP gallery.", _show_json, None),
+    "inpaint": ("flows.removal.inpaint:inpaint_flow", "Object removal: fill each removed region (cached per edit).",
+                _show_json, _inpaint_models),
+    "removal-selection": ("flows.removal.selection:removal_selection_flow", "Object removal: the CLIP check and the "
+                          "splits.", _show_json, lambda p: p.removal_selection),
+    "removal-export": ("flows.removal.export:removal_export_flow", "Object removal: the pairs as a `datasets` "
+                       "folder with its card.", _show_json, None),
+    "datasheet": ("flows.release:datasheet_flow", "Generate the datasheet and the dataset card that embeds it.",
+                  lambda _: None, None),
+}
+
+
+def register(app: typer.Typer) -> None:
+    """Add the tables' commands to `app`."""
+    for name, (builder, section) in DEMO_COMMANDS.items():
+        app.command(name)(demo_command(builder, section))
+    for name, (flow, doc, show, models) in PATHS_COMMANDS.items():
+        app.command(name)(paths_command(flow, doc, show, models))

@@ -1,0 +1,36 @@
+"""The removal_export stage: the pairs as a `datasets` folder with its card."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+from prefect import flow
+
+from tasks.core.fields import keyed_dump
+from tasks.core.fingerprints import fingerprint
+from tasks.core.io import read_frame
+from tasks.core.params import Params
+from tasks.core.schemas import REMOVAL_PAIRS
+from tasks.release import export
+from tasks.removal import release
+
+REMOVAL_STAGES = ("removal_masks", "removal_captions", "inpaint", "removal_selection")
+
+
+@flow(name="removal-export")
+def removal_export_flow(params: Params) -> dict:
+    """The pairs as a `datasets` folder (a parquet split each, images embedded) with its card; returns split sizes."""
+    paths = params.paths
+    rows = release.dataset_rows(read_frame(paths.removal_pairs, REMOVAL_PAIRS, "removal_selection"))
+    splits = {}
+    for split in release.SPLITS:
+        part = rows.filter(pl.col("split") == split)
+        export.write_dataset(part, paths.inpainted_images, paths.removal_export, params.export, split=split)
+        splits[split] = part.height
+    metrics = {s: json.loads((paths.metrics / f"{s}.json").read_text()) for s in REMOVAL_STAGES}
+    settings = {name: keyed_dump(getattr(params, name)) for name in REMOVAL_STAGES}
+    if params.inpaint.fill == "inpaint":
+        settings["inpaint"]["model"] = fingerprint(params.inpaint.model)
+    (paths.removal_export / "README.md").write_text(release.card(metrics, splits, settings))
+    return splits

@@ -1,0 +1,97 @@
+"""The inpaint stage: one Prefect task per edit, keyed by the real image's bytes, the edit (boxes, removed classes,
+prompts), the keyed inpaint params, the model's content (for the `inpaint` fill) and the code, so a rerun fills only
+edits never seen and a killed run resumes from the ones it had finished."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from PIL import Image
+from prefect import flow, task
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from flows.progress import StageProgress
+from flows.removal import finish
+from tasks.core.code import code_digest
+from tasks.core.fields import keyed_dump
+from tasks.core.fingerprints import fingerprint
+from tasks.core.io import read_frame
+from tasks.core.loading import set_torch_threads
+from tasks.core.params import Params
+from tasks.core.removal_params import InpaintParams
+from tasks.core.schemas import INPAINTED, INPAINTED_REJECTS, REMOVAL_CAPTIONS
+from tasks.core.shards import digest
+from tasks.image.store import write_png
+from tasks.removal import inpaint
+
+EDIT_FIELDS = ("image_id", "width", "height", "removed", "boxes", "caption_id", "edited_caption")
+
+
+def read_image(path: Path) -> np.ndarray:
+    with Image.open(path) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def edit_key(image_0: str, edit: dict, params: InpaintParams) -> str:
+    """The real image's store path (a hash of its pixels) + the edit + keyed params + model content + code."""
+    model = [fingerprint(params.model)] if params.fill == "inpaint" else []
+    fields = json.dumps({k: edit[k] for k in EDIT_FIELDS}, sort_keys=True)
+    return "inpaint-" + digest(image_0, fields, json.dumps(keyed_dump(params), sort_keys=True), *model,
+                               code_digest(inpaint.__name__))
+
+
+@task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
+def fill_edit(source: Path, edit: dict, params: InpaintParams, key: str, torch_threads: int | None) -> np.ndarray:
+    """I_1 of one edit (`inpaint.fill`); cached by content."""
+    set_torch_threads(torch_threads)
+    return inpaint.fill(read_image(source), edit, params, inpaint.load_models(params))
+
+
+def _readable(edit: dict, folder: Path) -> str | None:
+    """The reject reason of an edit whose real image cannot be used, else None."""
+    path = folder / edit["file_name"]
+    if not path.is_file():
+        return "image_missing"
+    try:
+        with Image.open(path) as image:
+            size = image.size
+    except OSError:
+        return "image_unreadable"
+    return None if size == (edit["width"], edit["height"]) else "size_mismatch"
+
+
+@flow(name="inpaint", task_runner=ThreadPoolTaskRunner(max_workers=1))
+def inpaint_flow(params: Params) -> dict:
+    """I_0 (the real image) and I_1 of every edited caption, both stored under `paths.inpainted_images`."""
+    paths, section = params.paths, params.inpaint
+    edits = read_frame(paths.removal_captions, REMOVAL_CAPTIONS, "removal_captions")
+    reasons = [_readable(e, paths.removal_images) for e in edits.iter_rows(named=True)]
+    usable = edits.filter(pl.Series([r is None for r in reasons]))
+    rejects = edits.with_columns(reason=pl.Series(reasons, dtype=pl.String), stage=pl.lit("inpaint")) \
+        .filter(pl.col("reason").is_not_null()).select(list(INPAINTED_REJECTS))
+    rows = list(usable.iter_rows(named=True))
+    sources = [paths.removal_images / e["file_name"] for e in rows]
+    shutil.rmtree(paths.inpainted_images, ignore_errors=True)
+    image_0, keys = {}, []
+    for source, edit in zip(sources, rows):
+        if source not in image_0:
+            original = read_image(source)
+            image_0[source] = write_png(paths.inpainted_images, original)
+        keys.append(edit_key(image_0[source], edit, section))
+    image_1 = []
+    with StageProgress("inpaint", len(rows), unit="edits") as progress:
+        futures = [fill_edit.submit(s, e, section, k, params.engine.torch_threads)
+                   for s, e, k in zip(sources, rows, keys)]
+        for future in futures:
+            image_1.append(write_png(paths.inpainted_images, future.result()))
+            progress.advance()
+    kept = usable.with_columns(fill=pl.lit(section.fill),
+                               image_0=pl.Series([image_0[s] for s in sources], dtype=pl.String),
+                               image_1=pl.Series(image_1, dtype=pl.String)).select(list(INPAINTED))
+    computed = sum(f.state.name != "Cached" for f in futures)
+    return finish("inpaint", edits.height, kept, rejects, paths.inpainted, params, edits_filled=computed,
+                   edits_cached=len(futures) - computed)

@@ -1,0 +1,22 @@
+"""The removal_selection stage: the CLIP check of every edit and the kept pairs' split."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from flows.removal import finish
+from tasks.core.io import read_frame
+from tasks.core.params import Params
+from tasks.core.schemas import INPAINTED
+from tasks.removal import selection
+
+
+@flow(name="removal-selection")
+def removal_selection_flow(params: Params) -> dict:
+    """The CLIP check of every edit and the kept pairs' split."""
+    paths, section = params.paths, params.removal_selection
+    edits = read_frame(paths.inpainted, INPAINTED, "inpaint")
+    kept, rejects = selection.run(edits, paths.inpainted_images, section, selection.load_models(section))
+    splits = {s: int((kept["split"] == s).sum()) for s in ("train", "validation", "test")}
+    return finish("removal_selection", edits.height, kept, rejects, paths.removal_pairs, params, pairs=kept.height,
+                   splits=splits)

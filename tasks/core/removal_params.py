@@ -1,0 +1,78 @@
+"""Params sections of the object-removal strategy (Kim et al., "Exposing and Mitigating Spurious Correlations for
+Cross-Modal Retrieval"): which class of a real image to remove, the caption edit, the image fill, the CLIP check."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from tasks.core.fields import VAE_FACTOR, Cosine, Unit
+from tasks.core.specs import ClipSpec, Frozen, ModelSpec
+
+
+class SyntheticCocoParams(Frozen):
+    """The demo's stand-in for COCO: images of coloured shapes with COCO-format instances and captions."""
+
+    seed: int = 0
+    images: int = Field(24, ge=1)
+    size: int = Field(64, ge=16, description="image width in pixels (heights vary, for the aspect handling)")
+
+
+class RemovalMasksParams(Frozen):
+    """For each class c_r of an image (mask_q = union of its boxes): skip when area(mask_q) / area(image) > alpha3;
+    remove c_r alone when every other class g overlaps it by |mask_q ∩ mask_g| / |mask_g| < alpha1; remove it with
+    every g overlapping by > alpha2 when some does; otherwise skip."""
+
+    alpha1: Unit = 0.4
+    alpha2: Unit = 0.8
+    alpha3: Unit = 0.7
+
+    @field_validator("alpha2")
+    @classmethod
+    def _above_alpha1(cls, alpha2: float, info: ValidationInfo) -> float:
+        if "alpha1" in info.data and not info.data["alpha1"] <= alpha2:
+            raise ValueError(f"must be >= alpha1 ({info.data['alpha1']}), got {alpha2}")
+        return alpha2
+
+
+class RemovalCaptionsParams(Frozen):
+    """The caption edit: delete every noun phrase (an NLTK RegexpParser chunk) that names a removed class."""
+
+    grammar: str = Field(r"NP: {<DT|PRP\$|CD>*<JJ.*|VBN|VBG>*<NN.*>+}",
+                         description="NLTK RegexpParser grammar whose NP chunks are the deletable noun phrases")
+    captions_per_image: int = Field(1, ge=1, description="edited captions kept per (image, removal), first by "
+                                                         "caption id (the paper: one)")
+    require_mention: bool = Field(True, description="a caption that names no removed class is not edited into a "
+                                                    "pair (its two captions would be identical)")
+
+
+class InpaintParams(Frozen):
+    """The image edit: the removed classes' mask filled by a diffusers inpainting pipeline (`inpaint`) or by one of
+    the paper's ablation fills (`zero`, `mean`: the image mean, `blur`: a Gaussian blur of the masked region)."""
+
+    fill: Literal["inpaint", "zero", "mean", "blur"] = "inpaint"
+    model: ModelSpec = ModelSpec(id="stable-diffusion-v1-5/stable-diffusion-inpainting")
+    size: int = Field(512, ge=VAE_FACTOR, multiple_of=VAE_FACTOR, description="the inpainting model's square "
+                                                                              "input size in pixels")
+    steps: int = Field(50, ge=1)
+    guidance_scale: float = Field(7.5, ge=0.0)
+    prompt: str = Field("{caption}", description="template over the edited caption ({caption}) and the removed "
+                                                 "classes ({removed})")
+    negative_prompt: str = "{removed}"
+    dilate: int = Field(0, ge=0, description="pixels the mask grows by before filling")
+    blur_radius: float = Field(8.0, gt=0.0, description="Gaussian radius of the `blur` fill")
+    seed: int = 0
+
+
+class RemovalSelectionParams(Frozen):
+    """CLIP check of each edit, and the pairs' seeded train / validation / test split (by image)."""
+
+    clip: ClipSpec = ClipSpec()
+    prompt: str = "a photo of a {name}"
+    min_drop: float = Field(0.0, description="keep when every removed class's prompt scores more than this lower "
+                                             "(cosine) on the edited image than on the original")
+    min_text_image: Cosine = Field(-1.0, description="sim(edited caption, edited image) at least")
+    validation_share: Unit = 0.1
+    test_share: Unit = 0.2
+    seed: int = 0

@@ -1,0 +1,32 @@
+"""ODmAP@k (Kim et al.): how well a model retrieves, for an image with an object removed, captions that do not
+mention the removed object but do mention what is still there.
+
+Queries are edited images, the gallery is every caption of the source set. A caption is relevant to a query iff none
+of the classes it mentions was removed and it mentions some class still present (`all`: every class still present).
+AP@k(q) = (1/k) Σ_{i≤k} rel_i · P@i with P@i the share of relevant captions in the top i; ODmAP@k is its mean over
+queries, ×100. Ties keep gallery order (a stable sort on descending score), as in `retrieval`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+
+def relevance(removed: Sequence[set[str]], remaining: Sequence[set[str]], gallery: Sequence[set[str]],
+              variant: Literal["any", "all"] = "any") -> np.ndarray:
+    """(queries × gallery) booleans: caption g is relevant to query q."""
+    present = (lambda r, g: bool(r & g)) if variant == "any" else (lambda r, g: r <= g)
+    return np.array([[not (gone & classes) and present(left, classes) for classes in gallery]
+                     for gone, left in zip(removed, remaining)], dtype=bool).reshape(len(removed), len(gallery))
+
+
+def od_map(scores: np.ndarray, relevant: np.ndarray, ks: Sequence[int]) -> dict[str, float]:
+    """`odmap@k` per k from (queries × gallery) scores and relevance."""
+    order = np.argsort(-scores, axis=1, kind="stable")
+    hits = np.take_along_axis(relevant, order, axis=1).astype(float)
+    precision = np.cumsum(hits, axis=1) / np.arange(1, hits.shape[1] + 1)
+    return {f"odmap@{k}": float(100 * ((hits * precision)[:, :k].sum(axis=1) / k).mean()) if len(hits) else 0.0
+            for k in ks}

@@ -1,0 +1,97 @@
+"""The object-removal flows on the synthetic COCO set with the tiny inpainting model and tiny CLIP: the funnel adds
+up, a rerun fills nothing, a run killed mid-inpaint resumes to the same result, the export loads as three splits,
+and the evaluate flow adds each model's ODmAP@k."""
+
+from __future__ import annotations
+
+import datasets
+import polars as pl
+import pytest
+from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+
+from flows.evaluation import removal_metrics
+from flows.removal.captions import removal_captions_flow
+from flows.removal.export import removal_export_flow
+from flows.removal.inpaint import inpaint_flow
+from flows.removal.masks import removal_masks_flow
+from flows.removal.selection import removal_selection_flow
+from tasks.core.specs import ClipSpec, ModelSpec
+from tasks.removal import inpaint
+from tests.conftest import project_params, requires_nltk
+
+pytestmark = requires_nltk
+STEPS = (removal_masks_flow, removal_captions_flow, inpaint_flow, removal_selection_flow)
+
+
+@pytest.fixture
+def params(removal_inputs, tmp_path):
+    coco, out = removal_inputs["coco"], tmp_path
+    clip = ClipSpec(id="cfgen-tiny-clip", pretrained=str(removal_inputs["clip_pretrained"]),
+                    config=str(removal_inputs["clip_config"]))
+    base = project_params()
+    paths = base.paths.model_copy(update={
+        "removal_instances": coco / "instances.json", "removal_captions_source": coco / "captions.json",
+        "removal_images": coco / "images", "removal_masks": out / "masks.parquet",
+        "removal_captions": out / "captions.parquet", "removal_gallery": out / "gallery.parquet",
+        "inpainted": out / "inpainted.parquet", "inpainted_images": out / "images", "metrics": out / "metrics",
+        "removal_pairs": out / "pairs.parquet", "removal_export": out / "export"})
+    inpainter = ModelSpec(id=str(removal_inputs["inpaint"]))
+    return base.model_copy(update={
+        "paths": paths, "inpaint": base.inpaint.model_copy(update={"model": inpainter}),
+        "removal_selection": base.removal_selection.model_copy(update={"clip": clip}),
+        "evaluate": base.evaluate.model_copy(update={"models": {"clip": clip}})})
+
+
+def run_all(params) -> dict[str, dict]:
+    return {flow.name: flow(params) for flow in STEPS}
+
+
+def test_funnel_rerun_and_export(params, result_store):
+    first = run_all(params)
+    masks, captions, filled, pairs = first.values()
+    assert masks["images"] == 24 and 0 < masks["eligible"] < masks["images"]
+    assert masks["removals"] == masks["rows_out"] <= masks["classes_tried"]
+    assert sum(masks["rejects"].values()) == masks["classes_tried"] - masks["removals"] + (
+        masks["images"] - masks["eligible"])
+    assert captions["rows_in"] == masks["removals"] and 0 < captions["rows_out"] < captions["rows_in"]
+    assert filled["edits_filled"] == filled["rows_out"] == captions["rows_out"]
+    assert pairs["rows_out"] == sum(pairs["splits"].values()) > 0
+    assert run_all(params)["inpaint"]["edits_cached"] == filled["rows_out"]  # a rerun fills nothing
+
+    splits = removal_export_flow(params)
+    loaded = datasets.load_dataset(str(params.paths.removal_export))
+    assert {s: loaded[s].num_rows for s in loaded} == {s: n for s, n in splits.items() if n}
+    row = loaded["train"][0]
+    assert row["image_0"].size == row["image_1"].size and row["caption_0"] != row["caption_1"]
+    card = (params.paths.removal_export / "README.md").read_text()
+    assert f"| images | {masks['images']} |" in card and f"| pairs | {pairs['rows_out']} |" in card
+
+    odmap = removal_metrics(params)
+    assert set(odmap["clip"]) == {"odmap@1", "odmap@5", "odmap@10"}
+    assert all(0 <= v <= 100 for v in odmap["clip"].values())
+
+
+def test_a_run_killed_mid_inpaint_resumes_to_the_same_result(params, result_store, monkeypatch, tmp_path):
+    for flow in STEPS[:2]:
+        flow(params)
+    original, calls = inpaint.fill, []
+
+    def crash_on_fifth(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 5:
+            raise RuntimeError("simulated crash")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(inpaint, "fill", crash_on_fifth)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        inpaint_flow(params)
+    monkeypatch.setattr(inpaint, "fill", original)
+    resumed = inpaint_flow(params)
+    # the four edits before the crash (and any the runner finished before the flow stopped) come from the cache
+    assert 4 <= resumed["edits_cached"] < resumed["rows_out"]
+    assert resumed["edits_filled"] == resumed["rows_out"] - resumed["edits_cached"]
+    kept = pl.read_parquet(params.paths.inpainted)
+    with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: tmp_path / "fresh-store"}):
+        uninterrupted = inpaint_flow(params)  # an empty cache: every edit filled in one go
+    assert uninterrupted["edits_filled"] == resumed["rows_out"]
+    assert pl.read_parquet(params.paths.inpainted).equals(kept)  # the same rows, pixel-addressed image paths
