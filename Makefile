@@ -21,7 +21,7 @@ $(BIN)/.installed: requirements.lock pyproject.toml
 	touch $@
 
 $(NLTK_DATA):
-	$(BIN)/python -m nltk.downloader -d $(NLTK_DATA) punkt_tab averaged_perceptron_tagger_eng
+	$(BIN)/python -m nltk.downloader -d $(NLTK_DATA) punkt_tab averaged_perceptron_tagger_eng wordnet
 
 setup: $(BIN)/.installed | $(NLTK_DATA)
 

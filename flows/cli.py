@@ -68,7 +68,7 @@ def _stage_flow(name: str) -> tuple[Callable, tuple]:
 @app.command()
 def captions(source: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
              metrics: MetricsOption = None) -> None:
-    """Steps 1-5 (ingest, nouns, candidates, similarity, perplexity) on a COCO JSON or TSV caption file."""
+    """Every caption step (ingest, nouns, candidates, relations, similarity, perplexity) on a COCO JSON or TSV file."""
     with user_errors():
         params = load_params(params_file, param or [])
         _check_source(source)

@@ -1,4 +1,4 @@
-"""Caption-engine flows: ingest -> nouns -> candidates -> similarity -> perplexity.
+"""Caption-engine flows: ingest -> nouns -> candidates -> relations -> similarity -> perplexity.
 
 Each step is runnable alone (`stage_flow`, what the DVC stages call) on a parquet of the previous step's schema, and
 `captions_flow` chains them for any caption file. Every step writes its output, `<output>.rejects.parquet` and a
@@ -52,7 +52,7 @@ def intermediate(output: Path, name: str) -> Path:
 
 @flow(name="captions", task_runner=ThreadPoolTaskRunner(max_workers=1))
 def captions_flow(source: Path, output: Path, params: Params) -> list[dict]:
-    """Steps 1-5 on any caption file; intermediates and their rejects kept beside `output`."""
+    """Every caption step on any caption file; intermediates and their rejects kept beside `output`."""
     metrics = [ingest_task(source, intermediate(output, "ingest"))]
     previous = intermediate(output, "ingest")
     for name in CAPTION_STEPS:

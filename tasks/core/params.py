@@ -32,6 +32,7 @@ class PathsParams(Frozen):
     captions: Path
     nouns: Path
     candidates: Path
+    relations: Path
     similarity: Path
     counterfactual_captions: Path
     samples: Path
@@ -94,6 +95,17 @@ class CandidatesParams(Frozen):
     top_k: int = Field(10, ge=1)
     batch_size: int = unkeyed(64, "masked sites per forward pass", ge=1)
     keep_tags: tuple[PosTag, ...] = ("NN", "NNS", "NNP")
+
+
+class RelationsParams(Frozen):
+    """Which WordNet relations between the original word and its substitute reject a candidate (`tasks.text.relations`);
+    `reject: []` and `reject_human_pairs: false` keep every candidate (the paper's method)."""
+
+    reject: tuple[Literal["synonym", "hyponym", "hypernym"], ...] = ("synonym", "hyponym", "hypernym")
+    reject_human_pairs: bool = False
+    human_words: tuple[str, ...] = ("girl", "boy", "man", "men", "woman", "guy", "kid", "person", "people", "child",
+                                    "children", "couple", "group", "lady")
+    wordnet_version: str = "3.0"
 
 
 class SimilarityParams(Frozen):
@@ -234,6 +246,7 @@ class Params(Frozen):
     tiny_models: TinyModelsParams
     nouns: NounsParams
     candidates: CandidatesParams
+    relations: RelationsParams
     similarity: SimilarityParams
     perplexity: PerplexityParams
     generate: GenerateParams

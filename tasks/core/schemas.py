@@ -1,9 +1,10 @@
 """Every stage's output and rejects schema, in one light module (polars only: reading a schema never imports torch).
 
-Caption side: captions (ingest) -> nouns -> candidates -> similarity -> counterfactual captions (perplexity). Image
-side: samples (one screening-score row per generated sample) -> selected (one canonically rendered (I_o, I_c) per
-accepted pair). Release: the exported dataset's rows. A rejects schema is its stage's row schema plus `stage` and
-`reason` (pair-level image rejects: `sample` is null); ingest's rejects say where a record came from instead.
+Caption side: captions (ingest) -> nouns -> candidates -> relations -> similarity -> counterfactual captions
+(perplexity). Image side: samples (one screening-score row per generated sample) -> selected (one canonically rendered
+(I_o, I_c) per accepted pair). Release: the exported dataset's rows. A rejects schema is its stage's row schema plus
+`stage` and `reason` (pair-level image rejects: `sample` is null); ingest's rejects say where a record came from
+instead.
 """
 
 from __future__ import annotations

@@ -38,8 +38,10 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           "every NN/NNS token of C_o is a substitution site"),
     Stage("candidates", "tasks.text.candidates", "candidates", schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES),
           schemas.NOUNS, "nouns", "top-k masked-LM fills of each site, filtered"),
+    Stage("relations", "tasks.text.relations", "relations", schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES),
+          schemas.CANDIDATES, "candidates", "drop substitutes that are WordNet synonyms, hyponyms or hypernyms"),
     Stage("similarity", "tasks.text.similarity", "similarity", schemas.SIMILARITY, schemas.rejects(schemas.SIMILARITY),
-          schemas.CANDIDATES, "candidates", "keep candidates with lower < cos(C_o, C_c) <= upper"),
+          schemas.CANDIDATES, "relations", "keep candidates with lower < cos(C_o, C_c) <= upper"),
     Stage("perplexity", "tasks.text.perplexity", "counterfactual_captions", schemas.COUNTERFACTUALS,
           schemas.COUNTERFACTUALS_REJECTS, schemas.SIMILARITY, "similarity",
           "the lowest-perplexity survivor per caption is C_c"),
@@ -48,4 +50,4 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("selection", "tasks.image.selection", "selected", schemas.SELECTED, schemas.SELECTED_REJECTS,
           schemas.SAMPLES, "generate", "thresholds, then the best passing sample rendered canonically"),
 )}
-CAPTION_STEPS = ("nouns", "candidates", "similarity", "perplexity")
+CAPTION_STEPS = ("nouns", "candidates", "relations", "similarity", "perplexity")

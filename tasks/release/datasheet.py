@@ -166,7 +166,9 @@ def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], par
             "images may describe or depict people; no names or other personal data are added."),
         "Collection Process": (
             "Captions come from MS-COCO. Nouns are found with NLTK tagging; a masked LM proposes single-token fills; "
-            "fills are kept within a sentence-similarity window and the lowest-perplexity fill becomes C_c. Each "
+            f"fills WordNet relates to the original word ({', '.join(params['relations']['reject']) or 'none'}) "
+            "are dropped, the rest are kept within a sentence-similarity window and the lowest-perplexity fill "
+            "becomes C_c. Each "
             "(C_o, C_c) is rendered many times with paired Prompt-to-Prompt diffusion (random seed, guidance scale "
             "and p2p fraction per sample) and the best CLIP-filtered sample is kept.\n\n"
             "Models (the `model_<role>` columns):\n\n"

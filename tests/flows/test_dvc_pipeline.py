@@ -237,8 +237,8 @@ def test_f_code_edits_rerun_exactly_what_they_affect(repo):
     commit(path, env, "edits")
 
 
-NOUN_SWAP = {"tiny_models", "ingest", "nouns", "candidates", "similarity", "perplexity", "generate", "selection",
-             "validation_tasks", "validation", "report", "export", "mixtures"}
+NOUN_SWAP = {"tiny_models", "ingest", "nouns", "candidates", "relations", "similarity", "perplexity", "generate",
+             "selection", "validation_tasks", "validation", "report", "export", "mixtures"}
 REMOVAL = ["removal_masks", "removal_captions", "inpaint", "removal_selection", "removal_export"]
 
 

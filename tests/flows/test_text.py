@@ -18,6 +18,7 @@ from flows.text import captions_flow, stage_flow
 from tasks.core.io import rejects_path, write_frame
 from tasks.core.params import EngineParams, NounsParams
 from tasks.text.ingest import read_captions
+from tasks.text.relations import relation
 from tests.conftest import COCO_CAPTIONS, DEMO_CAPTIONS, ROOT, crash_on_call, requires_coco, requires_nltk
 
 pytestmark = requires_nltk
@@ -101,7 +102,7 @@ def _demo_nouns(tmp_path: Path, raw, target: Path) -> None:
 def test_captions_flow_end_to_end(tmp_path, result_store, caption_params):
     output = tmp_path / "out" / "counterfactual_captions.parquet"
     metrics = captions_flow(DEMO_CAPTIONS, output, caption_params)
-    assert [m["stage"] for m in metrics] == ["ingest", "nouns", "candidates", "similarity", "perplexity"]
+    assert [m["stage"] for m in metrics] == ["ingest", "nouns", "candidates", "relations", "similarity", "perplexity"]
     result = pl.read_parquet(output)
     assert result.height > 0 and result["caption_id"].is_unique().all()
     for row in result.iter_rows(named=True):
@@ -109,6 +110,7 @@ def test_captions_flow_end_to_end(tmp_path, result_store, caption_params):
         assert row["counterfactual"] == c[:s] + row["substitute"] + c[e:]
         assert c[s:e] == row["original_word"] and row["substitute"].casefold() != row["original_word"].casefold()
         assert 0.8 < row["similarity"] <= 0.91
+        assert relation(row["original_word"], row["substitute"]) is None  # relations.reject: all three by default
     steps = output.parent / "counterfactual_captions_steps"
     assert {p.name for p in steps.iterdir()} >= {"nouns.parquet", "candidates.rejects.parquet"}
     assert metrics[-1]["rows_in"] == metrics[-2]["rows_out"]

@@ -21,7 +21,8 @@ METRICS = {"similarity": {"rows_in": 714, "rows_out": 360, "rejects": {"above_wi
            "selection": {"rows_in": 640, "rows_out": 411, "rejects": {"no_sample_passed": 229}}}
 PARAMS = {"profile": "demo", "candidates": {"model": {"id": "/home/someone/models/tiny/mlm"}, "top_k": 10},
           "generate": {"guidance_scale": [7.5, 15.0], "vae": None, "adaptive": {"enabled": False}},
-          "selection": {"min_clip_dir": 0.2}, "export": {"repo_id": None, "hub_token": "hf_secret_value"}, "nouns": {}}
+          "selection": {"min_clip_dir": 0.2}, "export": {"repo_id": None, "hub_token": "hf_secret_value"}, "nouns": {},
+          "relations": {"reject": ["synonym", "hyponym"]}}
 MODELS = {"model_mlm": "/tmp/run/models/tiny/mlm@fp1234",
           "model_diffusion": "stable-diffusion-v1-5/stable-diffusion-v1-5@451f4fe"}
 
@@ -151,3 +152,9 @@ def test_human_validation_results_in_the_labeling_section():
     assert "| I_o | correct | 3 | 75.0% |" in text and "| I_c | correct | 0 | n/a |" in text
     no_ratings = {**result, "coverage": {"images": 10, "rated": 0, "share": 0.0}}
     assert "no annotations yet" in sheet(validation=no_ratings) and "no annotations yet" in sheet()
+
+
+def test_collection_process_names_the_rejected_relations():
+    assert "fills WordNet relates to the original word (synonym, hyponym) are dropped" in sheet()
+    assert "fills WordNet relates to the original word (none) are dropped" in sheet(
+        params={**PARAMS, "relations": {"reject": []}})

@@ -1,0 +1,86 @@
+"""Lexical-relation filter (the paper's error analysis, App. A.3): drop a substitution whose substitute and original
+word name the same thing or one a kind of the other, which makes no visible counterfactual (woman -> girl).
+
+Over WordNet 3.0 noun synsets of both words (NLTK's reader, through `NLTK_DATA`; plural forms found by its morphy),
+any sense, in this order:
+  synonym    the two words share a synset                                  (car -> automobile)
+  hyponym    a synset of the substitute has one of the original's among its
+             hypernyms, transitively, instance hypernyms included           (woman -> girl, table -> desk)
+  hypernym   the other way round                                            (man -> person)
+  human_words  both words are in `human_words` (compared lowercased, by WordNet base form: women = woman), when
+             `reject_human_pairs` is on: the paper's list of words for people, 44% of whose swaps it judged wrong,
+             many unrelated in WordNet (people -> men)
+Only the relations in `reject` are rejected. Output: the candidate rows that pass, unchanged and in order; every other
+row is a reject with `stage='relations'` and the relation as its `reason`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import polars as pl
+from nltk.corpus import wordnet
+
+from tasks.core import schemas
+from tasks.core.errors import UserError
+from tasks.core.params import RelationsParams
+
+SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
+
+
+def load_models(params: RelationsParams) -> None:
+    """Relations needs no model, only NLTK's WordNet at the version params name (else a one-line error)."""
+    try:
+        version = wordnet.get_version()
+    except LookupError:
+        raise UserError("WordNet not found under NLTK_DATA: run `python -m nltk.downloader wordnet`") from None
+    if version != params.wordnet_version:
+        raise UserError(f"WordNet {version} found under NLTK_DATA, relations.wordnet_version is "
+                        f"{params.wordnet_version}")
+
+
+@lru_cache(maxsize=65536)
+def _synsets(word: str) -> frozenset:
+    return frozenset(wordnet.synsets(word.lower(), pos=wordnet.NOUN))
+
+
+@lru_cache(maxsize=65536)
+def _base(word: str) -> str:
+    return wordnet.morphy(word.lower(), wordnet.NOUN) or word.lower()
+
+
+@lru_cache(maxsize=65536)
+def _ancestors(word: str) -> frozenset:
+    """Every hypernym (and instance hypernym) of every noun sense of `word`, transitively."""
+    return frozenset(h for s in _synsets(word) for h in s.closure(lambda x: x.hypernyms() + x.instance_hypernyms()))
+
+
+def relation(original: str, substitute: str) -> str | None:
+    """`synonym`, `hyponym` (the substitute is a kind of the original), `hypernym`, or None."""
+    if _synsets(original) & _synsets(substitute):
+        return "synonym"
+    if _synsets(original) & _ancestors(substitute):
+        return "hyponym"
+    if _synsets(substitute) & _ancestors(original):
+        return "hypernym"
+    return None
+
+
+def reason(original: str, substitute: str, params: RelationsParams) -> str | None:
+    """The reject reason of one substitution under `params`, or None when it stays."""
+    found = relation(original, substitute)
+    if found in params.reject:
+        return found
+    humans = {_base(w) for w in params.human_words}
+    if params.reject_human_pairs and _base(original) in humans and _base(substitute) in humans:
+        return "human_words"
+    return None
+
+
+def run(frame: pl.DataFrame, params: RelationsParams, models: None = None):
+    """(passing candidates, rejects) for a `candidates` frame."""
+    reasons = pl.Series([reason(o, s, params) for o, s in zip(frame["original_word"], frame["substitute"])],
+                        dtype=pl.String)
+    marked = frame.with_columns(reason=reasons, stage=pl.lit("relations"))
+    rejects = marked.filter(pl.col("reason").is_not_null()).select(list(REJECTS_SCHEMA))
+    return marked.filter(pl.col("reason").is_null()).select(list(SCHEMA)), rejects
