@@ -17,7 +17,7 @@ def removal_captions_flow(params: Params) -> dict:
     """Each removal's edited caption(s); the gallery of every caption with the classes it mentions (its rejects:
     the caption records ingest refused)."""
     paths, section = params.paths, params.removal_captions
-    words = mentions.load_class_words(paths.class_words)
+    words = mentions.load_class_words(paths.class_words or mentions.CLASS_WORDS)
     source, bad = read_captions(paths.removal_captions_source)
     removals = read_frame(paths.removal_masks, REMOVAL_MASKS, "removal_masks")
     kept, rejects = captions.run(removals, source, words, section)

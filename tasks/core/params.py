@@ -61,7 +61,8 @@ class PathsParams(Frozen):
     removal_instances: Path
     removal_captions_source: Path
     removal_images: Path
-    class_words: Path
+    class_words: Path | None = Field(None, description="COCO class -> the words naming it in a caption; None: the "
+                                                       "list shipped with cfgen (tasks/removal/class_words.yaml)")
     removal_masks: Path
     removal_captions: Path
     removal_gallery: Path

@@ -21,6 +21,7 @@ from tasks.core.errors import UserError
 from tasks.text.nouns import Token, tag_caption
 
 ClassWords = dict[str, tuple[str, ...]]
+CLASS_WORDS = Path(__file__).with_name("class_words.yaml")  # the shipped list (from CHAIR's synonyms + plurals)
 
 _WORD = re.compile(r"[a-z0-9]+")
 

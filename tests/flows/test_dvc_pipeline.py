@@ -6,7 +6,8 @@ generate stage generates only never-seen caption pairs; (c) a CLIP threshold ren
 reversal nothing; (d) fewer steps regenerates every pair; batch sizes render nothing; n_samples 4 -> 6 -> 4 renders
 the 2 new samples per pair, then nothing; an edit two imports below generate re-renders everything, an edit of the
 report module nothing; (g) an object-removal alpha reruns only the removal stages (+ evaluate, datasheet) and
-fills only new edits; every stage's `deps` are exactly the project files its command imports (traced with
+fills only new edits; (h) switching the relations filter off reruns from relations and renders only changed
+pairs; every stage's `deps` are exactly the project files its command imports (traced with
 PYTHONPROFILEIMPORTTIME); `dvc exp run -S` behaves the same, and `cfgen diff` compares two versions.
 """
 
@@ -105,7 +106,8 @@ def test_every_stage_lists_exactly_the_code_it_imports(repo):
         traced[stage] |= set(code.files(STAGES[stage].logic))
     wrong = {}
     for stage, files in traced.items():
-        listed = {d for d in stages[stage]["deps"] if isinstance(d, str) and d.startswith(("tasks/", "flows/"))}
+        listed = {d for d in stages[stage]["deps"] if isinstance(d, str) and d.startswith(("tasks/", "flows/"))
+                  and d.endswith(".py")}
         if listed != files:
             wrong[stage] = {"missing": sorted(files - listed), "not imported": sorted(listed - files)}
     assert not wrong, json.dumps(wrong, indent=1)
@@ -266,6 +268,20 @@ def test_g_alpha1_reruns_the_removal_stages_and_fills_only_new_edits(repo):
     assert edits(path) == before
     assert "inpaint" not in stages or metrics(path, "inpaint")["edits_filled"] == 0  # (or DVC's run cache restored it)
     commit(path, env, "alpha1")
+
+
+def test_h_relations_filter_off_reruns_from_relations_and_renders_only_changed_pairs(repo):
+    path, env = repo
+    output = path / "data/processed/counterfactual_captions.parquet"
+    before, filtered = pl.read_parquet(output), metrics(path, "relations")
+    assert sum(filtered["rejects"].values()) > 0  # the demo captions have WordNet-related fills
+    set_param(path, "relations.reject", [])
+    stages = timed_repro(path, env, "(h) relations.reject = []", "generate")
+    assert stages[:3] == ["relations", "similarity", "perplexity"] and "candidates" not in stages
+    assert metrics(path, "relations")["rows_out"] == filtered["rows_in"]  # every fill kept
+    changed = pl.read_parquet(output).join(before, on=["caption_id", "counterfactual"], how="anti").height
+    assert "generate" not in stages or metrics(path, "generate")["pairs_generated"] == changed
+    commit(path, env, "relations")
 
 
 def selected_at(repo: Path, rev: str | None) -> pl.DataFrame:

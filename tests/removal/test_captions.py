@@ -13,10 +13,9 @@ from tasks.core.removal_params import RemovalCaptionsParams
 from tasks.removal import captions, mentions
 from tasks.text.ingest import read_captions
 from tasks.text.nouns import tag_caption
-from tests.conftest import COCO_CAPTIONS, ROOT, requires_coco, requires_nltk
+from tests.conftest import COCO_CAPTIONS, requires_coco, requires_nltk
 
 GRAMMAR = RemovalCaptionsParams().grammar
-CLASS_WORDS = ROOT / "tasks" / "removal" / "class_words.yaml"
 COCO_CLASSES = (  # the 80 instance categories of COCO 2017, in category-id order
     "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat", "traffic light",
     "fire hydrant", "stop sign", "parking meter", "bench", "bird", "cat", "dog", "horse", "sheep", "cow", "elephant",
@@ -33,7 +32,7 @@ CUT_TAGS = {"CC", "IN", "TO", ",", "POS", "VBG", "VBN", "VBD"}
 
 @pytest.fixture(scope="module")
 def words() -> mentions.ClassWords:
-    return mentions.load_class_words(CLASS_WORDS)
+    return mentions.load_class_words(mentions.CLASS_WORDS)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +50,7 @@ def caption_of(coco) -> dict[str, str]:
 def test_class_words_cover_exactly_the_80_coco_classes_and_no_word_names_two(words):
     assert len(COCO_CLASSES) == len(set(COCO_CLASSES)) == 80
     assert set(words) == set(COCO_CLASSES)
-    raw = yaml.safe_load(CLASS_WORDS.read_text())
+    raw = yaml.safe_load(mentions.CLASS_WORDS.read_text())
     owners: dict[str, set[str]] = {}
     for name, listed in raw.items():
         for word in listed:
