@@ -115,7 +115,7 @@ def test_every_stage_lists_exactly_the_code_it_imports(repo):
 
 def commit(repo: Path, env: dict, message: str) -> None:
     sh(repo, "git", "add", "-A", env=env)
-    sh(repo, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message, env=env)
+    sh(repo, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--allow-empty", "-qm", message, env=env)
 
 
 def set_param(repo: Path, dotted: str, value) -> None:
@@ -272,13 +272,14 @@ def test_g_alpha1_reruns_the_removal_stages_and_fills_only_new_edits(repo):
 
 def test_h_relations_filter_off_reruns_from_relations_and_renders_only_changed_pairs(repo):
     path, env = repo
-    output = path / "data/processed/counterfactual_captions.parquet"
-    before, filtered = pl.read_parquet(output), metrics(path, "relations")
+    output, window = path / "data/processed/counterfactual_captions.parquet", path / "data/interim/similarity.parquet"
+    before, filtered, in_window = pl.read_parquet(output), metrics(path, "relations"), pl.read_parquet(window)
     assert sum(filtered["rejects"].values()) > 0  # the demo captions have WordNet-related fills
     set_param(path, "relations.reject", [])
     stages = timed_repro(path, env, "(h) relations.reject = []", "generate")
-    assert stages[:3] == ["relations", "similarity", "perplexity"] and "candidates" not in stages
+    assert stages[:2] == ["relations", "similarity"] and "candidates" not in stages
     assert metrics(path, "relations")["rows_out"] == filtered["rows_in"]  # every fill kept
+    assert ("perplexity" in stages) == (not pl.read_parquet(window).equals(in_window))  # DVC: only if it changed
     changed = pl.read_parquet(output).join(before, on=["caption_id", "counterfactual"], how="anti").height
     assert "generate" not in stages or metrics(path, "generate")["pairs_generated"] == changed
     commit(path, env, "relations")
