@@ -11,7 +11,7 @@ from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
 from tasks.core.io import read_frame
 from tasks.core.params import Params
-from tasks.core.schemas import REMOVAL_PAIRS
+from tasks.core.schemas import REMOVAL_PAIRS, REMOVAL_SPLITS
 from tasks.release import export
 from tasks.removal import release
 
@@ -24,7 +24,7 @@ def removal_export_flow(params: Params) -> dict:
     paths = params.paths
     rows = release.dataset_rows(read_frame(paths.removal_pairs, REMOVAL_PAIRS, "removal_selection"))
     splits = {}
-    for split in release.SPLITS:
+    for split in REMOVAL_SPLITS:
         part = rows.filter(pl.col("split") == split)
         export.write_dataset(part, paths.inpainted_images, paths.removal_export, params.export, split=split)
         splits[split] = part.height

@@ -19,7 +19,7 @@ from flows.removal import finish
 from tasks.core.code import code_digest
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
-from tasks.core.io import read_frame
+from tasks.core.io import read_frame, read_rgb
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import Params
 from tasks.core.removal_params import InpaintParams
@@ -29,11 +29,6 @@ from tasks.image.store import write_png
 from tasks.removal import inpaint
 
 EDIT_FIELDS = ("image_id", "width", "height", "removed", "boxes", "caption_id", "edited_caption")
-
-
-def read_image(path: Path) -> np.ndarray:
-    with Image.open(path) as image:
-        return np.asarray(image.convert("RGB"))
 
 
 def edit_key(image_0: str, edit: dict, params: InpaintParams) -> str:
@@ -48,7 +43,7 @@ def edit_key(image_0: str, edit: dict, params: InpaintParams) -> str:
 def fill_edit(source: Path, edit: dict, params: InpaintParams, key: str, torch_threads: int | None) -> np.ndarray:
     """I_1 of one edit (`inpaint.fill`); cached by content."""
     set_torch_threads(torch_threads)
-    return inpaint.fill(read_image(source), edit, params, inpaint.load_models(params))
+    return inpaint.fill(read_rgb(source), edit, params, inpaint.load_models(params))
 
 
 def _readable(edit: dict, folder: Path) -> str | None:
@@ -79,7 +74,7 @@ def inpaint_flow(params: Params) -> dict:
     image_0, keys = {}, []
     for source, edit in zip(sources, rows):
         if source not in image_0:
-            original = read_image(source)
+            original = read_rgb(source)
             image_0[source] = write_png(paths.inpainted_images, original)
         keys.append(edit_key(image_0[source], edit, section))
     image_1 = []

@@ -7,7 +7,7 @@ from prefect import flow
 from flows.removal import finish
 from tasks.core.io import read_frame
 from tasks.core.params import Params
-from tasks.core.schemas import INPAINTED
+from tasks.core.schemas import INPAINTED, REMOVAL_SPLITS
 from tasks.removal import selection
 
 
@@ -17,6 +17,6 @@ def removal_selection_flow(params: Params) -> dict:
     paths, section = params.paths, params.removal_selection
     edits = read_frame(paths.inpainted, INPAINTED, "inpaint")
     kept, rejects = selection.run(edits, paths.inpainted_images, section, selection.load_models(section))
-    splits = {s: int((kept["split"] == s).sum()) for s in ("train", "validation", "test")}
+    splits = {s: int((kept["split"] == s).sum()) for s in REMOVAL_SPLITS}
     return finish("removal_selection", edits.height, kept, rejects, paths.removal_pairs, params, pairs=kept.height,
                    splits=splits)

@@ -90,6 +90,14 @@ def source_image_paths(image_ids: Iterable[str], folder: Path | None, pattern: s
     return [p if p.is_file() else None for p in paths]
 
 
+def read_rgb(path: Path) -> np.ndarray:
+    """An image file's pixels as HxWx3 uint8 RGB."""
+    from PIL import Image  # here: most stages read no image, and the CLI starts without PIL
+
+    with Image.open(path) as image:
+        return np.asarray(image.convert("RGB"))
+
+
 def plain(value: Any) -> Any:
     """`value` as JSON types: mappings with str keys, lists, rounded finite floats (None otherwise)."""
     if isinstance(value, Mapping):

@@ -83,6 +83,7 @@ REMOVAL_GALLERY: Schema = {"caption_id": pl.String, "image_id": pl.String, "capt
 INPAINTED: Schema = {**REMOVAL_CAPTIONS, "fill": pl.String, "image_0": pl.String, "image_1": pl.String}
 INPAINTED_REJECTS: Schema = rejects({"image_id": pl.String, "file_name": pl.String, "category": pl.String})
 REMOVAL_PAIRS: Schema = {**INPAINTED, "clip_drop": pl.Float64, "sim_text_image_1": pl.Float64, "split": pl.String}
+REMOVAL_SPLITS = ("train", "validation", "test")  # the values of REMOVAL_PAIRS' `split`
 REMOVAL_PAIRS_REJECTS: Schema = rejects({"image_id": pl.String, "category": pl.String, "caption_id": pl.String})
 REMOVAL_EXPORT: Schema = {  # the export columns (I_0, I_1, C_0, C_1 = real, edited), then provenance
     "id": pl.String, "image_0": pl.String, "image_1": pl.String, "caption_0": pl.String, "caption_1": pl.String,

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from PIL import Image
 
 from tasks.core.errors import UserError
+from tasks.core.io import read_rgb
 from tasks.core.params import EvaluateParams
 from tasks.core.schemas import EVALUATION
 from tasks.core.specs import ClipSpec, ItmSpec
@@ -30,8 +30,7 @@ log = logging.getLogger(__name__)
 def read_image(path: Path) -> np.ndarray:
     if not path.is_file():
         raise UserError(f"image {path} does not exist: rerun `cfgen selection` (or fix paths.source_images)")
-    with Image.open(path) as image:
-        return np.asarray(image.convert("RGB"))
+    return read_rgb(path)
 
 
 def recall(scorer: Scorer, pairs: list[tuple[str, str]], images: dict[str, np.ndarray], ks) -> dict[str, float]:

@@ -13,7 +13,8 @@ import polars as pl
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from PIL import Image
+
+from tasks.core.io import read_rgb
 
 DPI = 100
 HIGHLIGHT = {"o": "#1f5fbf", "c": "#c0392b"}  # original word (in C_o), substitute (in C_c)
@@ -183,8 +184,7 @@ def _image(ax: Axes, path: Path, title: str) -> None:
     if not path.is_file():
         no_data(ax, "image missing")
         return
-    with Image.open(path) as image:
-        ax.imshow(np.asarray(image.convert("RGB")), interpolation="nearest")
+    ax.imshow(read_rgb(path), interpolation="nearest")
 
 
 def contact_sheet(rows: list[dict], images_dir: Path) -> Figure:

@@ -10,9 +10,7 @@ from __future__ import annotations
 import polars as pl
 import yaml
 
-from tasks.core.schemas import REMOVAL_EXPORT
-
-SPLITS = ("train", "validation", "test")
+from tasks.core.schemas import REMOVAL_EXPORT, REMOVAL_SPLITS
 
 
 def dataset_rows(pairs: pl.DataFrame) -> pl.DataFrame:
@@ -35,7 +33,7 @@ def funnel(metrics: dict[str, dict]) -> list[tuple[str, int]]:
 def card(metrics: dict[str, dict], splits: dict[str, int], settings: dict) -> str:
     """README.md of the export folder: `datasets` configs for the splits, the funnel, the rejects, the settings."""
     front = {"configs": [{"config_name": "default", "data_files": [
-        {"split": s, "path": f"data/{s}-*.parquet"} for s in SPLITS if splits.get(s)]}]}
+        {"split": s, "path": f"data/{s}-*.parquet"} for s in REMOVAL_SPLITS if splits.get(s)]}]}
     lines = ["---", yaml.safe_dump(front, sort_keys=False).rstrip(), "---", "",
              "# Object-removal counterfactuals", "",
              "Each row pairs a real image and caption (`image_0`, `caption_0`) with the image with one co-occurring "
@@ -46,6 +44,6 @@ def card(metrics: dict[str, dict], splits: dict[str, int], settings: dict) -> st
              "## Rejects", "", "| stage | reason | rows |", "|---|---|---|",
              *[f"| {stage} | {reason} | {n} |" for stage, m in metrics.items() for reason, n in m["rejects"].items()],
              "", "## Splits", "", "| split | pairs |", "|---|---|",
-             *[f"| {s} | {splits.get(s, 0)} |" for s in SPLITS], "", "## Settings", "", "```yaml",
+             *[f"| {s} | {splits.get(s, 0)} |" for s in REMOVAL_SPLITS], "", "## Settings", "", "```yaml",
              yaml.safe_dump(settings, sort_keys=True).rstrip(), "```", ""]
     return "\n".join(lines)

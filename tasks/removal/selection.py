@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import polars as pl
-from PIL import Image
 
 from tasks.core import schemas
+from tasks.core.io import read_rgb
 from tasks.core.removal_params import RemovalSelectionParams
 from tasks.core.shards import digest
 from tasks.image.scoring import ClipScorer, load_clip
@@ -34,21 +33,13 @@ def load_models(params: RemovalSelectionParams) -> ClipScorer:
     return load_clip(params.clip)
 
 
-def _read(images_dir: Path, paths: list[str]) -> list[np.ndarray]:
-    def read(path: str) -> np.ndarray:
-        with Image.open(images_dir / path) as image:
-            return np.asarray(image.convert("RGB"))
-
-    return [read(p) for p in paths]
-
-
 def run(edits: pl.DataFrame, images_dir: Path, params: RemovalSelectionParams,
         clip: ClipScorer) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(pairs, rejects) of an `inpainted` frame whose image paths are relative to `images_dir`."""
     if edits.is_empty():
         return pl.DataFrame(schema=SCHEMA), pl.DataFrame(schema=REJECTS_SCHEMA)
-    image_0 = clip.embed_images(_read(images_dir, edits["image_0"].to_list()), CLIP_BATCH)
-    image_1 = clip.embed_images(_read(images_dir, edits["image_1"].to_list()), CLIP_BATCH)
+    image_0 = clip.embed_images([read_rgb(images_dir / p) for p in edits["image_0"]], CLIP_BATCH)
+    image_1 = clip.embed_images([read_rgb(images_dir / p) for p in edits["image_1"]], CLIP_BATCH)
     classes = sorted({c for removed in edits["removed"] for c in removed})
     prompt = dict(zip(classes, clip.embed_texts([params.prompt.format(name=c) for c in classes])))
     captions = clip.embed_texts(edits["edited_caption"].to_list())

@@ -49,6 +49,11 @@ def _base(word: str) -> str:
     return wordnet.morphy(word.lower(), wordnet.NOUN) or word.lower()
 
 
+@lru_cache(maxsize=8)
+def _bases(words: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(map(_base, words))
+
+
 @lru_cache(maxsize=65536)
 def _ancestors(word: str) -> frozenset:
     """Every hypernym (and instance hypernym) of every noun sense of `word`, transitively."""
@@ -71,7 +76,7 @@ def reason(original: str, substitute: str, params: RelationsParams) -> str | Non
     found = relation(original, substitute)
     if found in params.reject:
         return found
-    humans = {_base(w) for w in params.human_words}
+    humans = _bases(params.human_words)
     if params.reject_human_pairs and _base(original) in humans and _base(substitute) in humans:
         return "human_words"
     return None
