@@ -23,7 +23,7 @@ from tasks.core.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
 from tasks.core.io import check_distinct, check_input
 from tasks.core.params import Params
-from tasks.core.stages import CAPTION_STEPS, STAGES
+from tasks.core.stages import CAPTION_STEPS, STAGES, skip_reason
 
 app = typer.Typer(help="Counterfactual image-text dataset engine.", no_args_is_help=True, add_completion=False)
 
@@ -68,13 +68,15 @@ def _stage_flow(name: str) -> tuple[Callable, tuple]:
 @app.command()
 def captions(source: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
              metrics: MetricsOption = None) -> None:
-    """Every caption step (ingest, nouns, candidates, relations, similarity, perplexity) on a COCO JSON or TSV file."""
+    """Every caption step (ingest, sites, saliency, candidates, relations, similarity, perplexity) on a COCO JSON or
+    TSV file."""
     with user_errors():
         params = load_params(params_file, param or [])
         _check_source(source)
         check_distinct(source, output)
         for name in CAPTION_STEPS:
-            check_models(STAGES[name].section(params))
+            if not skip_reason(name, params):
+                check_models(STAGES[name].section(params))
         from flows.text import captions_flow
 
         report_table(_run_flow(captions_flow, params, source, output), metrics)
@@ -101,7 +103,8 @@ def _stage_command(name: str):
             params = load_params(params_file, param or [])
             check_input(source, stage.input, stage.after)
             check_distinct(source, output)
-            check_models(stage.section(params))
+            if not skip_reason(name, params):
+                check_models(stage.section(params))
             flow_fn, head = _stage_flow(name)
             report_table([_run_flow(flow_fn, params, *head, source, output)], metrics)
 

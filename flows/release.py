@@ -16,7 +16,7 @@ from tasks.core.stages import STAGES
 from tasks.release import card, datasheet, export, mixtures, report
 from tasks.release.provenance import model_ids
 
-FRAMES = {"captions": "captions", "nouns": "nouns", "candidates": "candidates",
+FRAMES = {"captions": "captions", "sites": "sites", "candidates": "candidates", "similar": "similarity",
           "counterfactuals": "counterfactual_captions", "samples": "samples", "selected": "selected"}
 
 

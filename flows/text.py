@@ -1,4 +1,4 @@
-"""Caption-engine flows: ingest -> nouns -> candidates -> relations -> similarity -> perplexity.
+"""Caption-engine flows: ingest -> sites -> saliency -> candidates -> relations -> similarity -> perplexity.
 
 Each step is runnable alone (`stage_flow`, what the DVC stages call) on a parquet of the previous step's schema, and
 `captions_flow` chains them for any caption file. Every step writes its output, `<output>.rejects.parquet` and a
@@ -7,15 +7,17 @@ metrics dict (row counts, rejects by reason, shards computed vs. taken from the 
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
+import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.sharding import run_sharded, stage_metrics
-from tasks.core.io import read_frame, write_outputs
-from tasks.core.params import Params
-from tasks.core.stages import CAPTION_STEPS, STAGES
+from tasks.core.io import read_frame, source_image_paths, write_outputs
+from tasks.core.params import Params, PathsParams
+from tasks.core.stages import CAPTION_STEPS, STAGES, skip_reason
 
 
 @task
@@ -28,9 +30,27 @@ def ingest_task(source: Path, output: Path) -> dict:
     return stage_metrics("ingest", kept.height + rejects.height, kept, rejects)
 
 
+def with_source_images(sites: pl.DataFrame, paths: PathsParams) -> pl.DataFrame:
+    """`sites` plus each caption's real image (`image_path`, null when missing) and its content hash, so a shard's
+    cache key covers the pixels it reads."""
+    ids = sites["image_id"].unique(maintain_order=True).to_list()
+    found = dict(zip(ids, source_image_paths(ids, paths.source_images, paths.source_image_name)))
+    hashes = {i: hashlib.blake2b(p.read_bytes(), digest_size=16).hexdigest() for i, p in found.items() if p}
+    return sites.with_columns(
+        image_path=pl.col("image_id").replace_strict({i: str(p) for i, p in found.items() if p}, default=None,
+                                                     return_dtype=pl.String),
+        image_digest=pl.col("image_id").replace_strict(hashes, default=None, return_dtype=pl.String))
+
+
 def run_step(name: str, source: Path, output: Path, params: Params) -> dict:
     stage = STAGES[name]
     frame = read_frame(source, stage.input, stage.after)
+    if reason := skip_reason(name, params):
+        get_run_logger().info("%s skipped (%s): its %d rows pass through", name, reason, frame.height)
+        write_outputs(frame, pl.DataFrame(schema=stage.rejects), output)
+        return stage_metrics(name, frame.height, frame, pl.DataFrame(schema=stage.rejects), skipped=reason)
+    if name == "saliency":
+        frame = with_source_images(frame, params.paths)
     result = run_sharded(stage, frame, params)
     write_outputs(result.kept, result.rejects, output)
     get_run_logger().info("%s: %d rows in, %d out, %d/%d shards computed", name, frame.height,

@@ -17,7 +17,7 @@ ALLOWED = {  # package -> project packages/modules it may import
     "tasks.demo": ("tasks.core", "tasks.text.ingest", "tasks.demo"),
     "tasks.evaluation": ("tasks.core", "tasks.image.scoring", "tasks.evaluation"),
     "tasks.validation": ("tasks.core", "tasks.validation"),
-    "tasks.removal": ("tasks.core", "tasks.text.ingest", "tasks.text.nouns", "tasks.image.scoring", "tasks.removal"),
+    "tasks.removal": ("tasks.core", "tasks.text.ingest", "tasks.text.tagging", "tasks.image.scoring", "tasks.removal"),
 }
 FORBIDDEN = {  # package -> modules it must never import, even where ALLOWED admits their package
     "tasks": ("flows", "prefect", "prefect_dask", "dask"),
@@ -53,10 +53,10 @@ def test_every_tasks_package_imports_only_what_it_may():
 
 def test_a_forbidden_import_is_reported(tmp_path):
     shutil.copytree(ROOT / "tasks", tmp_path / "tasks", ignore=shutil.ignore_patterns("__pycache__"))
-    edits = {"text/nouns.py": "from tasks.image import render", "image/render.py": "from ..text import nouns",
+    edits = {"text/tagging.py": "from tasks.image import render", "image/render.py": "from ..text import tagging",
              "release/report.py": "    from tasks.core.loading import load_pretrained",
              "release/diff.py": "import torch", "core/params.py": "from tasks.text import ingest",
-             "demo/tiny_text.py": "from tasks.text.nouns import tag_caption"}
+             "demo/tiny_text.py": "from tasks.text.tagging import tag_caption"}
     for name, line in edits.items():
         path = tmp_path / "tasks" / name
         body = f"\n\ndef _late():\n{line}\n" if line.startswith(" ") else f"\n{line}\n"
@@ -66,11 +66,12 @@ def test_a_forbidden_import_is_reported(tmp_path):
         path.write_text(path.read_text() + "\n\ndef _late():\n    from prefect import task\n")
     assert violations(tmp_path) == [
         "tasks.core.params imports tasks.text", "tasks.core.params imports tasks.text.ingest",
-        "tasks.demo.tiny_text imports tasks.text.nouns", "tasks.demo.tiny_text imports tasks.text.nouns.tag_caption",
+        "tasks.demo.tiny_text imports tasks.text.tagging",
+        "tasks.demo.tiny_text imports tasks.text.tagging.tag_caption",
         "tasks.image.generate imports prefect", "tasks.image.generate imports prefect.task",
-        "tasks.image.render imports tasks.text", "tasks.image.render imports tasks.text.nouns",
+        "tasks.image.render imports tasks.text", "tasks.image.render imports tasks.text.tagging",
         "tasks.release.diff imports torch",
         "tasks.release.report imports tasks.core.loading",
         "tasks.release.report imports tasks.core.loading.load_pretrained",
-        "tasks.text.nouns imports tasks.image", "tasks.text.nouns imports tasks.image.render",
+        "tasks.text.tagging imports tasks.image", "tasks.text.tagging imports tasks.image.render",
     ]

@@ -30,7 +30,8 @@ class PathsParams(Frozen):
     captions_source: Path
     tiny_models: Path
     captions: Path
-    nouns: Path
+    sites: Path
+    salient_sites: Path
     candidates: Path
     relations: Path
     similarity: Path
@@ -87,15 +88,44 @@ class TinyModelsParams(Frozen):
     max_length: int = Field(128, ge=16)
 
 
-class NounsParams(Frozen):
-    tags: tuple[PosTag, ...] = ("NN", "NNS")
+EditType = Literal["noun", "lexical", "quantifier", "insert", "delete"]  # schemas.EDIT_TYPES
+
+
+class SitesParams(Frozen):
+    """Which edit types run and where each may edit C_o (`tasks.text.sites`); `types: [noun]` is the paper's method."""
+
+    types: tuple[EditType, ...] = Field(("noun",), min_length=1)
+    noun_tags: tuple[PosTag, ...] = Field(("NN", "NNS"), description="noun sites (the paper: singular and plural "
+                                                                     "common nouns); insert sites precede them")
+    lexical_tags: tuple[PosTag, ...] = Field(("JJ", "VBD", "VBG", "VBN", "VBP", "VBZ"),
+                                             description="lexical sites: adjectives and verbs, swapped tag for tag")
+    delete_grammar: str = Field("PP: {<IN><DT|PRP\\$|CD|JJ.*>*<NN.*>+}",
+                                description="NLTK RegexpParser grammar of the deletable phrases (PP chunks)")
+    kept_prepositions: tuple[str, ...] = Field(("of",), description="phrases headed by these are never deleted "
+                                                                    "(a slice of pizza)")
+
+
+class SaliencyParams(Frozen):
+    """Saliency-chosen edit sites (AutoCAD, Wen et al.): where `paths.source_images` holds a caption's real image I_o
+    and the image-text model matches it confidently (`cos(E_T(C_o), E_I(I_o)) >= min_score`), only sites on the top
+    `top_share` of its words by ||d s(I_o, C_o) / d e_token|| (a word: the max over its sub-tokens) stay; every other
+    caption keeps all its sites. Off, or without source images, the stage passes its sites through."""
+
+    enabled: bool = False
+    model: ItmSpec = ItmSpec(id="openai/clip-vit-base-patch32", model_class="CLIPModel")
+    top_share: Unit = Field(0.3, gt=0.0, description="pi: the share of a caption's words kept as edit sites")
+    min_score: Cosine = Field(0.25, description="rank only captions the model matches at least this well")
 
 
 class CandidatesParams(Frozen):
     model: ModelSpec
     top_k: int = Field(10, ge=1)
     batch_size: int = unkeyed(64, "masked sites per forward pass", ge=1)
-    keep_tags: tuple[PosTag, ...] = ("NN", "NNS", "NNP")
+    keep_tags: tuple[PosTag, ...] = Field(("NN", "NNS", "NNP"), description="a noun fill must be tagged one of these")
+    insert_tags: tuple[PosTag, ...] = Field(("JJ",), description="an inserted word must be tagged one of these")
+    numbers: tuple[str, ...] = Field(("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
+                                     min_length=2, description="counting words in order (a / an count as the first): "
+                                                               "a quantifier moves one step down and one up")
 
 
 class RelationsParams(Frozen):
@@ -126,7 +156,11 @@ class SimilarityParams(Frozen):
 
 
 class PerplexityParams(Frozen):
+    """Each caption's C_c is the lowest-perplexity candidate of one edit type, drawn per caption (by a hash of its
+    id) with weights `type_shares` among the types it has candidates of; every type that runs needs a weight > 0."""
+
     model: ModelSpec
+    type_shares: dict[EditType, Annotated[float, Field(gt=0.0)]] = {"noun": 1.0}
     batch_tokens: int = unkeyed(1024, "tokens per forward pass (whole captions' tries, packed in rows of <= 256)",
                                 ge=1)
     shared_prefix: bool = unkeyed(True, "compute a token prefix shared by a caption's candidates once; False scores "
@@ -156,6 +190,8 @@ class GenerateParams(Frozen):
     guidance_scale: Annotated[tuple[float, float], AfterValidator(ordered)] = (7.5, 15.0)
     p2p_fraction: Annotated[tuple[Unit, Unit], AfterValidator(ordered)] = (0.1, 0.9)
     p2p_mode: Literal["self", "word_swap"] = "self"
+    subject_prompt: str = Field("a photo of a {word}", description="the both-subjects check's CLIP prompt for a "
+                                                                    "swapped noun (`{word}`: C_o's or C_c's)")
     seed: int = 0
     batch_samples: int = unkeyed(4, "samples per UNet call (4 rows each); after a CUDA OOM the halved size is "
                                     "kept for the rest of the process", ge=1)
@@ -167,18 +203,33 @@ class GenerateParams(Frozen):
     adaptive: AdaptiveParams = unkeyed(AdaptiveParams(), "when to stop sampling a pair; each sample is cached alone")
 
 
+Margin = Annotated[float, Field(ge=-2.0, le=2.0)]  # a difference of two cosines
+
+
 class SelectionParams(Frozen):
-    """CLIP thresholds in [-1, 1], all inclusive (`score >= min`); among passing samples the highest clip_dir wins."""
+    """CLIP thresholds in [-1, 1], all inclusive (`score >= min`), and the both-subjects check (paper App. A.3: both
+    altered subjects shown), exclusive (`margin > min`, so a tie fails); among passing samples the highest clip_dir
+    wins."""
 
     min_text_image_o: Cosine = Field(0.2, description="sim(C_o, I_o)")
     min_text_image_c: Cosine = Field(0.2, description="sim(C_c, I_c)")
     min_image_image: Cosine = Field(0.7, description="sim(I_o, I_c)")
     min_clip_dir: Cosine = Field(0.2, description="cos(E_I(I_c) - E_I(I_o), E_T(C_c) - E_T(C_o))")
+    min_subject_margin_o: Margin | None = Field(0.0, description="the both-subjects check on I_o: s(I_o, prompt("
+                                                "original)) - s(I_o, prompt(substitute)) must exceed it; None: off")
+    min_subject_margin_c: Margin | None = Field(0.0, description="on I_c: s(I_c, prompt(substitute)) - "
+                                                "s(I_c, prompt(original)) must exceed it; None: off")
 
     def thresholds(self) -> dict[str, float]:
         """Score column -> inclusive minimum."""
         return {"sim_text_image_o": self.min_text_image_o, "sim_text_image_c": self.min_text_image_c,
                 "sim_image_image": self.min_image_image, "clip_dir": self.min_clip_dir}
+
+    def subject_margins(self) -> dict[str, float]:
+        """Subject-margin column -> exclusive minimum, for the checks that are on (a null margin passes: the edit
+        swapped no noun)."""
+        margins = {"subject_margin_o": self.min_subject_margin_o, "subject_margin_c": self.min_subject_margin_c}
+        return {name: minimum for name, minimum in margins.items() if minimum is not None}
 
 
 class ExportParams(Frozen):
@@ -238,14 +289,15 @@ class DatasheetParams(Frozen):
 
 class Params(Frozen):
     """The whole params file, resolved for `profile`. Every section is required; under `paper` every hub model that
-    runs (not a local path, not `pkg:`, not an open_clip tag; the inpainting model only for `fill: inpaint`) has a
-    pinned revision."""
+    runs (not a local path, not `pkg:`, not an open_clip tag; the inpainting model only for `fill: inpaint`, the
+    saliency model only when enabled) has a pinned revision; perplexity weighs exactly the edit types that run."""
 
     profile: Literal["demo", "paper"]
     paths: PathsParams
     engine: EngineParams
     tiny_models: TinyModelsParams
-    nouns: NounsParams
+    sites: SitesParams
+    saliency: SaliencyParams
     candidates: CandidatesParams
     relations: RelationsParams
     similarity: SimilarityParams
@@ -264,12 +316,20 @@ class Params(Frozen):
     removal_selection: RemovalSelectionParams
 
     @model_validator(mode="after")
+    def _shares(self) -> Params:
+        if set(self.perplexity.type_shares) != set(self.sites.types):
+            raise ValueError(f"perplexity.type_shares must weigh exactly the sites.types that run "
+                             f"({', '.join(self.sites.types)}), got {', '.join(self.perplexity.type_shares)}")
+        return self
+
+    @model_validator(mode="after")
     def _pinned(self) -> Params:
         if self.profile == "paper":
             unpinned = [f"{key}: hub model {spec.id} has no pinned revision (the paper profile needs one)"
                         for key, spec in model_specs(self) if not isinstance(spec, ClipSpec) and spec.revision is None
                         and not spec.id.startswith("pkg:") and not Path(spec.id).exists()
-                        and not (key == "inpaint.model" and self.inpaint.fill != "inpaint")]
+                        and not (key == "inpaint.model" and self.inpaint.fill != "inpaint")
+                        and not (key == "saliency.model" and not self.saliency.enabled)]
             if unpinned:
                 raise ValueError("; ".join(unpinned))
         return self

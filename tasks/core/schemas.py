@@ -1,6 +1,6 @@
 """Every stage's output and rejects schema, in one light module (polars only: reading a schema never imports torch).
 
-Caption side: captions (ingest) -> nouns -> candidates -> relations -> similarity -> counterfactual captions
+Caption side: captions (ingest) -> sites -> candidates -> relations -> similarity -> counterfactual captions
 (perplexity). Image side: samples (one screening-score row per generated sample) -> selected (one canonically rendered
 (I_o, I_c) per accepted pair). Release: the exported dataset's rows. A rejects schema is its stage's row schema plus
 `stage` and `reason` (pair-level image rejects: `sample` is null); ingest's rejects say where a record came from
@@ -22,29 +22,33 @@ CAPTIONS: Schema = {"caption_id": pl.String, "image_id": pl.String, "caption": p
 CAPTIONS_REJECTS: Schema = {"file": pl.String, "line": pl.Int64, "caption_id": pl.String, "caption": pl.String,
                             "reason": pl.String}
 
-NOUNS: Schema = {
-    "caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "position": pl.Int64, "start": pl.Int64,
-    "end": pl.Int64, "original_word": pl.String, "tag": pl.String, "n_tokens": pl.Int64,
+EDIT_TYPES = ("noun", "lexical", "quantifier", "insert", "delete")  # the values of `edit_type`
+SITES: Schema = {
+    "caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "edit_type": pl.String,
+    "position": pl.Int64, "start": pl.Int64, "end": pl.Int64, "original_word": pl.String, "tag": pl.String,
+    "n_tokens": pl.Int64,
 }
-NOUNS_REJECTS: Schema = {"caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "reason": pl.String}
+SITES_REJECTS: Schema = {"caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "reason": pl.String}
 
 CANDIDATES: Schema = {
-    "caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "position": pl.Int64, "start": pl.Int64,
-    "end": pl.Int64, "original_word": pl.String, "substitute": pl.String, "mlm_score": pl.Float64,
-    "candidate": pl.String,
+    "caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "edit_type": pl.String, "tag": pl.String,
+    "position": pl.Int64, "start": pl.Int64, "end": pl.Int64, "original_word": pl.String, "substitute": pl.String,
+    "mlm_score": pl.Float64, "candidate": pl.String,
 }
 SIMILARITY: Schema = {**CANDIDATES, "similarity": pl.Float64}
 COUNTERFACTUALS: Schema = {
     "caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "counterfactual": pl.String,
-    "position": pl.Int64, "start": pl.Int64, "end": pl.Int64, "original_word": pl.String, "substitute": pl.String,
-    "mlm_score": pl.Float64, "similarity": pl.Float64, "perplexity": pl.Float64,
+    "edit_type": pl.String, "position": pl.Int64, "start": pl.Int64, "end": pl.Int64, "original_word": pl.String,
+    "substitute": pl.String, "mlm_score": pl.Float64, "similarity": pl.Float64, "perplexity": pl.Float64,
 }
 COUNTERFACTUALS_REJECTS: Schema = rejects({**SIMILARITY, "perplexity": pl.Float64})
 
-PAIR: Schema = {"caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "counterfactual": pl.String}
+PAIR: Schema = {"caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "counterfactual": pl.String,
+                "edit_type": pl.String, "original_word": pl.String, "substitute": pl.String}
 SCORE_COLUMNS = ("sim_text_image_o", "sim_text_image_c", "sim_image_image", "clip_dir")
+SUBJECT_COLUMNS = ("subject_margin_o", "subject_margin_c")  # the both-subjects check; null for edits it skips
 _SAMPLE: Schema = {"sample": pl.Int64, "seed": pl.Int64, "p2p_fraction": pl.Float64, "guidance_scale": pl.Float64,
-                   **{name: pl.Float64 for name in SCORE_COLUMNS}}
+                   **{name: pl.Float64 for name in (*SCORE_COLUMNS, *SUBJECT_COLUMNS)}}
 _PROMPT_FLAGS: Schema = {"truncated_o": pl.Boolean, "truncated_c": pl.Boolean, "tokens_misaligned": pl.Boolean}
 SAMPLES: Schema = {
     **PAIR, **_SAMPLE, "nan": pl.Boolean, "max_pixel_o": pl.Int64, "max_pixel_c": pl.Int64,
@@ -56,9 +60,10 @@ SELECTED_REJECTS: Schema = SAMPLES_REJECTS
 
 EXPORT: Schema = {  # the published COCO-Counterfactuals columns (I_o, I_c, C_o, C_c), then provenance
     "id": pl.String, "image_0": pl.String, "image_1": pl.String, "caption_0": pl.String, "caption_1": pl.String,
-    "image_id": pl.String, "original_word": pl.String, "substitute": pl.String, "position": pl.Int64,
-    "mlm_score": pl.Float64, "similarity": pl.Float64, "perplexity": pl.Float64, "sim_text_image_o": pl.Float64,
-    "sim_text_image_c": pl.Float64, "sim_image_image": pl.Float64, "clip_dir": pl.Float64, "seed": pl.Int64,
+    "image_id": pl.String, "edit_type": pl.String, "original_word": pl.String, "substitute": pl.String,
+    "position": pl.Int64, "mlm_score": pl.Float64, "similarity": pl.Float64, "perplexity": pl.Float64,
+    "sim_text_image_o": pl.Float64, "sim_text_image_c": pl.Float64, "sim_image_image": pl.Float64,
+    "clip_dir": pl.Float64, "subject_margin_o": pl.Float64, "subject_margin_c": pl.Float64, "seed": pl.Int64,
     "p2p_fraction": pl.Float64, "guidance_scale": pl.Float64,
 }
 

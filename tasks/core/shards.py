@@ -34,7 +34,8 @@ def content_shards(frame: pl.DataFrame, shard_size: int) -> list[pl.DataFrame]:
     """Split `frame` into shards; a group's rows stay together, groups keep first-appearance order."""
     if frame.is_empty():
         return []
-    frame = frame.sort(pl.int_range(pl.len()).min().over(GROUP), maintain_order=True)
+    frame = frame.with_columns(_row=pl.int_range(pl.len())).sort(pl.col("_row").min().over(GROUP),
+                                                                 maintain_order=True).drop("_row")
     cut = {g: int.from_bytes(hashlib.blake2b(g.encode(), digest_size=8).digest()) % shard_size == 0
            for g in frame[GROUP].unique()}
     starts = frame[GROUP] != frame[GROUP].shift(1)

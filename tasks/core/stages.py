@@ -34,10 +34,12 @@ class Stage:
 STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("ingest", "tasks.text.ingest", "captions", schemas.CAPTIONS, schemas.CAPTIONS_REJECTS,
           description="COCO caption JSON or `caption_id<TAB>caption` TSV -> captions"),
-    Stage("nouns", "tasks.text.nouns", "nouns", schemas.NOUNS, schemas.NOUNS_REJECTS, schemas.CAPTIONS, "ingest",
-          "every NN/NNS token of C_o is a substitution site"),
+    Stage("sites", "tasks.text.sites", "sites", schemas.SITES, schemas.SITES_REJECTS, schemas.CAPTIONS, "ingest",
+          "where each edit type may change C_o (the paper: every NN/NNS token)"),
+    Stage("saliency", "tasks.text.saliency", "salient_sites", schemas.SITES, schemas.SITES_REJECTS, schemas.SITES,
+          "sites", "keep the sites on the words an image-text model relies on (AutoCAD); off: all pass"),
     Stage("candidates", "tasks.text.candidates", "candidates", schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES),
-          schemas.NOUNS, "nouns", "top-k masked-LM fills of each site, filtered"),
+          schemas.SITES, "saliency", "each site's rewrites: masked-LM fills, recounts, deletions"),
     Stage("relations", "tasks.text.relations", "relations", schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES),
           schemas.CANDIDATES, "candidates", "drop substitutes that are WordNet synonyms, hyponyms or hypernyms"),
     Stage("similarity", "tasks.text.similarity", "similarity", schemas.SIMILARITY, schemas.rejects(schemas.SIMILARITY),
@@ -50,4 +52,14 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("selection", "tasks.image.selection", "selected", schemas.SELECTED, schemas.SELECTED_REJECTS,
           schemas.SAMPLES, "generate", "thresholds, then the best passing sample rendered canonically"),
 )}
-CAPTION_STEPS = ("nouns", "candidates", "relations", "similarity", "perplexity")
+CAPTION_STEPS = ("sites", "saliency", "candidates", "relations", "similarity", "perplexity")
+
+
+def skip_reason(name: str, params) -> str | None:
+    """Why stage `name` passes its input through unchanged, loading no model, or None when it runs: saliency needs
+    to be enabled and to have real images."""
+    if name != "saliency":
+        return None
+    if not params.saliency.enabled:
+        return "saliency.enabled is false"
+    return None if params.paths.source_images else "paths.source_images is not set: no real images to rank with"

@@ -63,7 +63,7 @@ class Screening:
         if todo:
             models = self.models = self.models or render.load_models(self.params)
             prompts = encode_prompts(models.diffusion, pair["caption"], pair["counterfactual"])
-            texts = render.caption_texts(models, pair)
+            texts = render.caption_texts(models, pair, self.params.subject_prompt)
             done = 0
             for chunk, rendered in self.batcher.render(models, prompts, [samples[i] for i in todo], self.params):
                 for i, measured in zip(todo[done:done + len(chunk)],

@@ -1,11 +1,11 @@
 """Rendering and measuring one caption pair's samples: the part of the image stage both screening and selection run.
 
-A sample's measurement is `{nan, max_pixel_o, max_pixel_c, <SCORE_COLUMNS>}` (scores None when a decoded image had
-NaN/inf); black_threshold is applied to it afterwards (`reject_reason`), so it never enters a cache key.
-`sample_key` hashes everything that fixes a sample's pixels and scores — C_o, C_c, its seed, p2p fraction and
-guidance scale, the keyed generate params, model identities, device, dtype and the code below this module — and
-nothing else (no batch size, no n_samples). `canonical` renders one sample alone: the reproducible path whose
-pixels and scores are what the dataset exports.
+A sample's measurement is `{nan, max_pixel_o, max_pixel_c, <SCORE_COLUMNS>, <SUBJECT_COLUMNS>}` (scores None when a
+decoded image had NaN/inf); black_threshold is applied to it afterwards (`reject_reason`), so it never enters a cache
+key. `sample_key` hashes everything that fixes a sample's pixels and scores — C_o, C_c, the edit (type, original
+word, substitute: the subject prompts), its seed, p2p fraction and guidance scale, the keyed generate params, model
+identities, device, dtype and the code below this module — and nothing else (no batch size, no n_samples).
+`canonical` renders one sample alone: the reproducible path whose pixels and scores are what the dataset exports.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import model_fingerprints
 from tasks.core.loading import resolve_device, resolve_dtype
 from tasks.core.params import GenerateParams
-from tasks.core.schemas import SCORE_COLUMNS
+from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS
 from tasks.image.sampling import Diffusion, Prompts, Rendered, Sample, encode_prompts, load_diffusion, render
 from tasks.image.scoring import ClipScorer, load_clip, pair_scores
 
@@ -53,7 +53,8 @@ def identity(params: GenerateParams) -> str:
 
 
 def sample_key(pair: dict, sample: Sample, params: GenerateParams) -> str:
-    payload = json.dumps([identity(params), pair["caption"], pair["counterfactual"], sample.seed,
+    payload = json.dumps([identity(params), pair["caption"], pair["counterfactual"], pair["edit_type"],
+                          pair["original_word"], pair["substitute"], sample.seed,
                           repr(float(sample.p2p_fraction)), repr(float(sample.guidance_scale))])
     return hashlib.blake2b(payload.encode(), digest_size=20).hexdigest()
 
@@ -89,23 +90,37 @@ def batcher(identity: str, batch_samples: int) -> Batcher:
     return Batcher(batch_samples)
 
 
-def caption_texts(models: ImageModels, pair: dict) -> torch.Tensor:
-    return models.clip.embed_texts([pair["caption"], pair["counterfactual"]])
+SUBJECT_TYPES = ("noun",)  # edits whose two words name subjects an image shows (the both-subjects check)
+
+
+def caption_texts(models: ImageModels, pair: dict, subject_prompt: str) -> torch.Tensor:
+    """Unit embeddings of C_o, C_c and, for a noun swap, the subject prompts of its original word and substitute."""
+    texts = [pair["caption"], pair["counterfactual"]]
+    if pair["edit_type"] in SUBJECT_TYPES:
+        texts += [subject_prompt.format(word=pair[k].strip()) for k in ("original_word", "substitute")]
+    return models.clip.embed_texts(texts)
 
 
 def measure(rendered: Rendered, texts: torch.Tensor, models: ImageModels, clip_batch_size: int) -> list[dict]:
-    """One measurement per rendered sample; only finite pairs are embedded and scored."""
+    """One measurement per rendered sample; only finite pairs are embedded and scored. With subject prompts (texts
+    2, 3) the margins are `subject_margin_o = s(I_o, original) - s(I_o, substitute)` and `subject_margin_c =
+    s(I_c, substitute) - s(I_c, original)`, else null."""
     ok = [i for i, finite in enumerate(rendered.finite) if finite]
-    scores = {name: [None] * len(rendered.finite) for name in SCORE_COLUMNS}
+    scores = {name: [None] * len(rendered.finite) for name in (*SCORE_COLUMNS, *SUBJECT_COLUMNS)}
     if ok:
-        embedded = models.clip.embed_images([rendered.images[i, b] for b in (0, 1) for i in ok],
-                                            clip_batch_size).split(len(ok))
-        for name, values in pair_scores(texts[:1], texts[1:], *embedded).items():
+        image_o, image_c = models.clip.embed_images([rendered.images[i, b] for b in (0, 1) for i in ok],
+                                                    clip_batch_size).split(len(ok))
+        found = pair_scores(texts[:1], texts[1:2], image_o, image_c)
+        if len(texts) == 4:
+            subjects = texts[2:].T  # columns: original, substitute
+            found["subject_margin_o"] = ((image_o @ subjects) @ torch.tensor([1.0, -1.0])).tolist()
+            found["subject_margin_c"] = ((image_c @ subjects) @ torch.tensor([-1.0, 1.0])).tolist()
+        for name, values in found.items():
             for i, value in zip(ok, values):
                 scores[name][i] = value
     max_pixel = rendered.images.reshape(len(rendered.finite), 2, -1).max(-1)
     return [{"nan": not bool(finite), "max_pixel_o": int(max_pixel[i, 0]), "max_pixel_c": int(max_pixel[i, 1]),
-             **{name: scores[name][i] for name in SCORE_COLUMNS}} for i, finite in enumerate(rendered.finite)]
+             **{name: values[i] for name, values in scores.items()}} for i, finite in enumerate(rendered.finite)]
 
 
 def reject_reason(measured: dict, black_threshold: int) -> str | None:
@@ -119,5 +134,5 @@ def canonical(pair: dict, sample: Sample, params: GenerateParams, models: ImageM
     """`sample` rendered alone: its measurement plus `images` (2, H, W, 3) uint8, I_o then I_c."""
     prompts = encode_prompts(models.diffusion, pair["caption"], pair["counterfactual"])
     rendered = render(models.diffusion, prompts, [sample], params.steps, params.size, params.p2p_mode)
-    measured = measure(rendered, caption_texts(models, pair), models, params.clip_batch_size)[0]
+    measured = measure(rendered, caption_texts(models, pair, params.subject_prompt), models, params.clip_batch_size)[0]
     return {**measured, "images": rendered.images[0]}

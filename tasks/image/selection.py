@@ -1,11 +1,13 @@
 """Selection: one canonically rendered (I_o, I_c) per caption pair, chosen from the screening scores.
 
-A sample passes when it was not rejected and every score is a number at or above its minimum (`>=`; NaN and null
-never pass). Per pair the passing samples are ranked by clip_dir (ties: lower sample index); the first whose
-canonical render (alone, `render.canonical`) is finite, not black and still passes every threshold wins, and its
-canonical scores are the ones exported. A candidate whose canonical render fails is a reject row
-(`canonical_<reason>`) and the next one is tried. Pairs with no winner are pair-level rejects (`sample` null):
-`all_samples_rejected` (every sample NaN/black), `no_sample_passed`, `no_canonical_render_passed`.
+A sample passes when it was not rejected, every score is a number at or above its minimum (`>=`; NaN and null
+never pass) and, for a noun swap, each subject margin that is checked exceeds its minimum (`>`: a tie fails; the
+reasons `original_subject_in_image_c`, `substitute_in_image_o`). Per pair the passing samples are ranked by clip_dir
+(ties: lower sample index); the first whose canonical render (alone, `render.canonical`) is finite, not black and
+still passes every threshold wins, and its canonical scores are the ones exported. A candidate whose canonical
+render fails is a reject row (`canonical_<reason>`) and the next one is tried. Pairs with no winner are pair-level
+rejects (`sample` null): `all_samples_rejected` (every sample NaN/black), a subject reason (samples passed the CLIP
+thresholds, none the both-subjects check), `no_sample_passed`, `no_canonical_render_passed`.
 Candidates are rendered in rounds, one per rank, through a `Render` the caller supplies (the flow's is a Prefect
 task cached by sample content), so a threshold change renders only newly chosen candidates.
 """
@@ -18,7 +20,7 @@ from pathlib import Path
 import polars as pl
 
 from tasks.core.params import SelectionParams
-from tasks.core.schemas import PAIR, SCORE_COLUMNS, SELECTED, SELECTED_REJECTS
+from tasks.core.schemas import PAIR, SCORE_COLUMNS, SELECTED, SELECTED_REJECTS, SUBJECT_COLUMNS
 from tasks.image import store
 from tasks.image.render import reject_reason
 from tasks.image.sampling import Sample
@@ -29,10 +31,26 @@ CANDIDATE_COLUMNS = [*PAIR, "sample", "seed", "p2p_fraction", "guidance_scale", 
                      "tokens_misaligned"]
 
 
-def passing(params: SelectionParams) -> pl.Expr:
-    """True for samples that pass every threshold (never null)."""
+SUBJECT_REASONS = {"subject_margin_c": "original_subject_in_image_c", "subject_margin_o": "substitute_in_image_o"}
+
+
+def clip_passing(params: SelectionParams) -> pl.Expr:
+    """True for samples that pass every CLIP threshold (never null)."""
     checks = [pl.col(name).is_not_nan() & (pl.col(name) >= minimum) for name, minimum in params.thresholds().items()]
     return pl.all_horizontal(pl.col("reject_reason").is_null(), *checks).fill_null(False)
+
+
+def subjects_failure(params: SelectionParams) -> pl.Expr:
+    """The both-subjects check's reason for a sample (I_c checked first), null when it passes or does not apply."""
+    margins = params.subject_margins()
+    failures = [pl.when(~(pl.col(name) > margins[name])).then(pl.lit(reason))
+                for name, reason in SUBJECT_REASONS.items() if name in margins]
+    return pl.coalesce(*failures, pl.lit(None, pl.String))
+
+
+def passing(params: SelectionParams) -> pl.Expr:
+    """True for samples that pass every threshold and the both-subjects check (never null)."""
+    return clip_passing(params) & subjects_failure(params).is_null()
 
 
 def ranked(scores: pl.DataFrame, params: SelectionParams) -> pl.DataFrame:
@@ -49,22 +67,34 @@ def failure(measured: dict, params: SelectionParams, black_threshold: int) -> st
     for name, minimum in params.thresholds().items():
         if not measured[name] >= minimum:
             return f"canonical_below_{name}"
+    margins = params.subject_margins()
+    for name, reason in SUBJECT_REASONS.items():
+        if name in margins and measured[name] is not None and not measured[name] > margins[name]:
+            return f"canonical_{reason}"
     return None
 
 
-def unselected(scores: pl.DataFrame, selected_ids: list[str], exhausted: list[str]) -> pl.DataFrame:
-    """Pair-level rejects for every pair of `scores` without a winner; `exhausted` pairs had candidates."""
+def unselected(scores: pl.DataFrame, params: SelectionParams, selected_ids: list[str],
+               exhausted: list[str]) -> pl.DataFrame:
+    """Pair-level rejects for every pair of `scores` without a winner; `exhausted` pairs had candidates. A pair
+    whose samples passed the CLIP thresholds but not the both-subjects check gets the check's reason for the one
+    with the highest clip_dir."""
     return (scores.filter(~pl.col("caption_id").is_in(selected_ids))
+            .with_columns(subjects=pl.when(clip_passing(params)).then(subjects_failure(params)))
+            .sort("clip_dir", descending=True, nulls_last=True, maintain_order=True)
             .group_by(list(PAIR), maintain_order=True)
-            .agg(all_rejected=pl.col("reject_reason").is_not_null().all())
+            .agg(all_rejected=pl.col("reject_reason").is_not_null().all(), subjects=pl.col("subjects").drop_nulls()
+                 .first())
             .select(*PAIR, sample=pl.lit(None, pl.Int64), seed=pl.lit(None, pl.Int64), stage=pl.lit("selection"),
                     reason=pl.when(pl.col("caption_id").is_in(exhausted)).then(pl.lit("no_canonical_render_passed"))
-                    .when("all_rejected").then(pl.lit("all_samples_rejected")).otherwise(pl.lit("no_sample_passed")))
+                    .when("all_rejected").then(pl.lit("all_samples_rejected"))
+                    .otherwise(pl.coalesce("subjects", pl.lit("no_sample_passed"))))
             .sort("caption_id"))
 
 
 def selected_row(candidate: dict, measured: dict, tried: int, paths: tuple[str, str]) -> dict:
-    return {**{k: candidate[k] for k in CANDIDATE_COLUMNS}, **{k: measured[k] for k in SCORE_COLUMNS},
+    return {**{k: candidate[k] for k in CANDIDATE_COLUMNS},
+            **{k: measured[k] for k in (*SCORE_COLUMNS, *SUBJECT_COLUMNS)},
             "tried": tried, "image_o": paths[0], "image_c": paths[1]}
 
 
@@ -94,6 +124,6 @@ def run(scores: pl.DataFrame, params: SelectionParams, black_threshold: int, ren
             progress(1)
     kept = pl.DataFrame(selected, schema=SELECTED).sort("caption_id")
     rejects = pl.concat([pl.DataFrame(dropped, schema=SELECTED_REJECTS),  # queue: pairs whose candidates all failed
-                         unselected(scores, kept["caption_id"].to_list(), list(queue))]
+                         unselected(scores, params, kept["caption_id"].to_list(), list(queue))]
                         ).sort("caption_id", "sample", nulls_last=True)
     return kept, rejects, len(dropped)

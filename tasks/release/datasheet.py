@@ -18,20 +18,21 @@ import polars as pl
 from tasks.core.params import DatasheetParams, Params
 from tasks.core.schemas import ITM_DELTAS
 from tasks.core.stages import STAGES
-from tasks.release.report import FUNNEL_STEPS
+from tasks.release.report import FUNNEL_STEPS, TYPE_STEPS
 
 _ABSOLUTE = re.compile(r"(?<![\w.~:/\\-])(?:~|[A-Za-z]:)?[/\\][^\s`'\"|]+")
 _SECRET_KEY = re.compile(r"token|secret|password", re.IGNORECASE)
 
 
 def altered_subjects(counterfactuals: pl.DataFrame, selected_ids: list[str] | None) -> pl.DataFrame:
-    """(original_word, substitute, count, share) over lower-cased words, most frequent first, ties alphabetical."""
+    """(edit_type, original_word, substitute, count, share) over lower-cased, stripped spans (an insert's original and
+    a deletion's substitute are empty), most frequent first, ties alphabetical."""
     rows = counterfactuals if selected_ids is None else counterfactuals.filter(pl.col("caption_id").is_in(selected_ids))
-    return (rows.group_by(original_word=pl.col("original_word").str.to_lowercase(),
-                          substitute=pl.col("substitute").str.to_lowercase())
+    return (rows.group_by("edit_type", original_word=pl.col("original_word").str.strip_chars().str.to_lowercase(),
+                          substitute=pl.col("substitute").str.strip_chars().str.to_lowercase())
             .agg(count=pl.len().cast(pl.Int64))
             .with_columns(share=pl.col("count") / pl.col("count").sum())
-            .sort(["count", "original_word", "substitute"], descending=[True, False, False]))
+            .sort(["count", "edit_type", "original_word", "substitute"], descending=[True, False, False, False]))
 
 
 def human_share(table: pl.DataFrame, human_words: tuple[str, ...]) -> float:
@@ -123,14 +124,35 @@ def _validation(result: Mapping[str, Any] | None) -> str:
             f"caption; the `validated` config).\n\n{markdown_table(('Images', 'Label', 'Count', 'Share'), rows)}")
 
 
+EDIT_TYPE_TEXT = {
+    "noun": "one noun swapped for a masked-LM fill (the paper's edit)",
+    "lexical": "one adjective or verb swapped for a masked-LM fill with the same part-of-speech tag",
+    "quantifier": "a count moved one step (a → two, two → three / a), its noun made to agree",
+    "insert": "an adjective inserted before a noun by the masked LM",
+    "delete": "an adjective or a prepositional phrase deleted",
+}
+
+
+def _edit_types(by_type: Mapping[str, Mapping[str, int]], types: list[str]) -> str:
+    rows = [(t, EDIT_TYPE_TEXT[t], *(by_type.get(t, {}).get(step, 0) for step in TYPE_STEPS)) for t in types]
+    text = ("Edit types (rows of each at every step: sites, candidates and similarity survivors compete within a "
+            "caption, one C_c per caption):\n\n" + markdown_table(("Type", "Edit", *TYPE_STEPS), rows))
+    if "quantifier" in types:
+        text += ("\n\n**Counting edits** (`quantifier`): the paper's error analysis attributes 6% of its errors to a "
+                 "wrong number of objects, and diffusion models often miscount, so check these pairs before use; "
+                 "a changed count can also leave a verb disagreeing with its subject.")
+    return text
+
+
 def _limitations(params: Mapping[str, Any]) -> list[str]:
     demo = ["**Demo profile**: tiny random text, diffusion and CLIP models built offline; counterfactual captions, "
             "images and CLIP scores are noise that only exercises the pipeline. Do not use it for any evaluation."]
+    covered = ", ".join(params["sites"]["types"])
     return (demo if params.get("profile") == "demo" else []) + [
-        "Each counterfactual changes exactly one noun (a single-token MLM fill); attributes, verbs, counts and "
-        "multi-word edits are not covered.",
-        "Substitution sites come from NLTK part-of-speech tags, which mis-tag some words, so some swaps are not "
-        "nouns or yield ungrammatical captions.",
+        f"Each counterfactual makes one edit of the types that ran ({covered}), one span each; multi-site and "
+        "free-form rewrites are not covered.",
+        "Edit sites come from NLTK part-of-speech tags and chunks, which mis-tag some words, so some edits hit the "
+        "wrong word class or yield ungrammatical captions.",
         "Image pairs are filtered and selected with CLIP similarities, so the data inherits CLIP's biases and "
         "blind spots; an accepted pair can still fail to depict the swap.",
         "The masked LM, sentence encoder and language model carry the biases of their web-text training data, "
@@ -141,36 +163,43 @@ def _limitations(params: Mapping[str, Any]) -> list[str]:
 
 def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], params: dict, models: dict[str, str],
                      table: pl.DataFrame, human_share: float, created: str, dp: DatasheetParams,
-                     evaluation: Mapping[str, Any] | None = None, validation: Mapping[str, Any] | None = None) -> str:
+                     evaluation: Mapping[str, Any] | None = None, validation: Mapping[str, Any] | None = None,
+                     by_edit_type: Mapping[str, Mapping[str, int]] | None = None) -> str:
     """Markdown datasheet: the seven Gebru et al. sections, filled from this run (`evaluation`, `validation`: the
-    evaluate and validation stages' results, when they ran)."""
+    evaluate and validation stages' results, when they ran; `by_edit_type`: the report's per-type funnel)."""
     final = list(funnel.values())[-1] if funnel else 0
-    top = [(row["original_word"], row["substitute"], row["count"], f"{row['share']:.1%}")
-           for row in table.head(dp.top_subjects).iter_rows(named=True)]
+    top = [(row["edit_type"], row["original_word"] or "–", row["substitute"] or "–", row["count"],
+            f"{row['share']:.1%}") for row in table.head(dp.top_subjects).iter_rows(named=True)]
     sections = {
         "Motivation": (
             "Counterfactual image-text pairs for evaluating and training multimodal models, regenerated with the "
             "method of COCO-Counterfactuals (Le, Lal, Howard; NeurIPS 2023 Datasets and Benchmarks). Each instance "
-            "pairs an MS-COCO caption C_o with a minimally edited counterfactual C_c (one noun replaced) and two "
+            "pairs an MS-COCO caption C_o with a minimally edited counterfactual C_c (one edit, below) and two "
             "images (I_o, I_c) that ideally differ only in what the edit changes, so a model must tell the pair "
             "apart by the single changed concept."),
         "Composition": (
             f"{final} instances (pairs), created {created}. Fields: `id`, `image_0` (I_o), `image_1` (I_c), "
-            "`caption_0` (C_o), `caption_1` (C_c), then provenance: COCO `image_id`, the swapped `original_word` and "
-            "`substitute` with its token `position`, MLM score, sentence similarity, perplexity, the CLIP scores of "
-            "the accepted image pair, its sampling seed, p2p fraction and guidance scale, and the model ids.\n\n"
+            "`caption_0` (C_o), `caption_1` (C_c), then provenance: COCO `image_id`, the `edit_type`, the edited span "
+            "`original_word` of C_o and its rewrite `substitute` with its token `position`, MLM score, sentence "
+            "similarity, perplexity, the CLIP scores of the accepted image pair (and the both-subjects margins of a "
+            "noun swap), its sampling seed, p2p fraction and guidance scale, and the model ids.\n\n"
             f"Pipeline funnel:\n\n{_funnel(funnel)}\n\n"
-            f"Most frequent altered subjects (top {dp.top_subjects}, lower-cased):\n\n"
-            f"{markdown_table(('Original', 'Substitute', 'Count', 'Share'), top)}\n\n"
+            f"{_edit_types(by_edit_type or {}, list(params['sites']['types']))}\n\n"
+            f"Most frequent edits (top {dp.top_subjects}, lower-cased; – is an empty span):\n\n"
+            f"{markdown_table(('Type', 'Original', 'Substitute', 'Count', 'Share'), top)}\n\n"
             f"Human-related substitutions (original or substitute a human noun): {human_share:.1%}. Captions and "
             "images may describe or depict people; no names or other personal data are added."),
         "Collection Process": (
-            "Captions come from MS-COCO. Nouns are found with NLTK tagging; a masked LM proposes single-token fills; "
+            "Captions come from MS-COCO. Edit sites are found with NLTK tagging (and, when enabled with real images, "
+            "kept only on the words an image-text model relies on, AutoCAD-style saliency); a masked LM proposes "
+            "single-token fills (rules make counting edits and deletions); "
             f"fills WordNet relates to the original word ({', '.join(params['relations']['reject']) or 'none'}) "
-            "are dropped, the rest are kept within a sentence-similarity window and the lowest-perplexity fill "
-            "becomes C_c. Each "
-            "(C_o, C_c) is rendered many times with paired Prompt-to-Prompt diffusion (random seed, guidance scale "
-            "and p2p fraction per sample) and the best CLIP-filtered sample is kept.\n\n"
+            "are dropped, the rest are kept within a sentence-similarity window; each caption's edit type is drawn "
+            "with the `perplexity.type_shares` weights among the types it has survivors of, and that type's "
+            "lowest-perplexity rewrite becomes C_c. Each (C_o, C_c) is rendered many times with paired "
+            "Prompt-to-Prompt diffusion (random seed, guidance scale and p2p fraction per sample) and the best "
+            "CLIP-filtered sample is kept; a noun swap must also pass the both-subjects check (CLIP prefers "
+            "\"a photo of a {original}\" on I_o and \"a photo of a {substitute}\" on I_c).\n\n"
             "Models (the `model_<role>` columns):\n\n"
             + markdown_table(("Role", "Model (id@revision)"),
                              [(k.removeprefix("model_"), v) for k, v in models.items()]) + "\n\n"
@@ -210,7 +239,7 @@ def write(run: Mapping[str, Any], counterfactuals: pl.DataFrame, exported: list[
     stages = {stage: run["stages"][stage] for stage in STAGES}  # DAG order (the JSON is key-sorted)
     sheet = render_datasheet(funnel, stages, params.model_dump(mode="json"), models, subjects,
                              human_share(subjects, params.datasheet.human_words), date.today().isoformat(),
-                             params.datasheet, evaluation, validation)
+                             params.datasheet, evaluation, validation, run.get("funnel_by_edit_type"))
     params.paths.datasheet.parent.mkdir(parents=True, exist_ok=True)
     params.paths.datasheet.write_text(sheet)
     return sheet

@@ -38,11 +38,10 @@ def dataset_rows(selected: pl.DataFrame, counterfactuals: pl.DataFrame, models: 
         raise ValueError(f"model columns must be named model_<role>, got {bad}")
     if selected["image_o"].null_count() or selected["image_c"].null_count():
         raise ValueError("selected pairs without stored PNGs: regenerate them (cfgen selection) before exporting")
-    words = counterfactuals.select("caption_id", "original_word", "substitute", "position", "mlm_score",
-                                   "similarity", "perplexity")
+    words = counterfactuals.select("caption_id", "position", "mlm_score", "similarity", "perplexity")
     joined = selected.join(words, on="caption_id", how="left", validate="1:1")
-    if joined["original_word"].null_count():
-        missing = joined.filter(pl.col("original_word").is_null())["caption_id"].to_list()
+    if joined["position"].null_count():
+        missing = joined.filter(pl.col("position").is_null())["caption_id"].to_list()
         raise ValueError(f"selected pairs missing from counterfactual_captions: {missing[:5]}")
     renamed = joined.rename({"caption_id": "id", "image_o": "image_0", "image_c": "image_1",
                              "caption": "caption_0", "counterfactual": "caption_1"})

@@ -1,7 +1,8 @@
 """Run report: the caption-level funnel, `reports/metrics.json`, PNG figures and small CSVs for `dvc plots`.
 
-Inputs are the stage outputs as frames: captions (ingest), nouns, candidates, counterfactuals (perplexity),
-samples (generate's score table, one row per sample) and selected (selection, one row per accepted pair). Every number
+Inputs are the stage outputs as frames: captions (ingest), sites, candidates, similar (similarity), counterfactuals
+(perplexity), samples (generate's score table, one row per sample) and selected (selection, one row per accepted
+pair). Every number
 written is a plain JSON type: floats rounded to 6 digits, None where a mean or rate is undefined (nothing to average,
 zero denominator).
 """
@@ -21,19 +22,27 @@ from tasks.core.schemas import SCORE_COLUMNS
 from tasks.release import figures as fig
 
 log = logging.getLogger(__name__)
-FUNNEL_STEPS = ("captions_in", "with_noun", "with_candidate", "with_counterfactual", "with_accepted_pair", "final")
+FUNNEL_STEPS = ("captions_in", "with_site", "with_candidate", "with_counterfactual", "with_accepted_pair", "final")
+TYPE_STEPS = ("sites", "candidates", "similar", "counterfactuals", "selected")  # rows of each edit type
 
 
-def funnel(captions: pl.DataFrame, nouns: pl.DataFrame, candidates: pl.DataFrame, counterfactuals: pl.DataFrame,
+def funnel(captions: pl.DataFrame, sites: pl.DataFrame, candidates: pl.DataFrame, counterfactuals: pl.DataFrame,
            selected: pl.DataFrame, exported_ids: list[str] | None = None) -> dict[str, int]:
     """Caption counts per step, in FUNNEL_STEPS order; raises ValueError unless each is <= the previous."""
     counts = dict(zip(FUNNEL_STEPS, (
-        captions.height, nouns["caption_id"].n_unique(), candidates["caption_id"].n_unique(), counterfactuals.height,
+        captions.height, sites["caption_id"].n_unique(), candidates["caption_id"].n_unique(), counterfactuals.height,
         selected.height, selected.height if exported_ids is None else len(exported_ids))))
     for (before, n_before), (step, n) in zip(list(counts.items()), list(counts.items())[1:]):
         if n > n_before:
             raise ValueError(f"funnel grows from {before}={n_before} to {step}={n}: inputs are from different runs")
     return counts
+
+
+def type_funnel(frames: Mapping[str, pl.DataFrame], edit_types: tuple[str, ...]) -> dict[str, dict[str, int]]:
+    """Per edit type, its rows at each of TYPE_STEPS (sites, candidates and similarity survivors compete within a
+    caption; counterfactuals and selected pairs are one per caption)."""
+    counts = {step: dict(frames[step].group_by("edit_type").len().iter_rows()) for step in TYPE_STEPS}
+    return {edit_type: {step: counts[step].get(edit_type, 0) for step in TYPE_STEPS} for edit_type in edit_types}
 
 
 def finite(series: pl.Series) -> np.ndarray:
@@ -57,7 +66,8 @@ def _rate(numerator: int, denominator: int) -> float | None:
 
 
 def run_metrics(funnel: Mapping[str, int], stage_metrics: Mapping[str, Mapping], counterfactuals: pl.DataFrame,
-                samples: pl.DataFrame, selected: pl.DataFrame) -> dict:
+                samples: pl.DataFrame, selected: pl.DataFrame,
+                by_edit_type: Mapping[str, Mapping] | None = None) -> dict:
     """The content of reports/metrics.json.
 
     `rates[step]` is step / previous step; `pair_acceptance` is accepted pairs / pairs with samples (as the selection
@@ -70,6 +80,7 @@ def run_metrics(funnel: Mapping[str, int], stage_metrics: Mapping[str, Mapping],
     rates = {step: _rate(n, n_before) for (_, n_before), (step, n) in zip(steps, steps[1:])}
     return plain({
         "funnel": funnel,
+        "funnel_by_edit_type": by_edit_type or {},
         "rates": {**rates, "overall": _rate(steps[-1][1], steps[0][1]) if steps else None,
                   "pair_acceptance": _rate(selected.height, pairs)},
         "means": {
@@ -156,11 +167,12 @@ def figures(counterfactuals: pl.DataFrame, samples: pl.DataFrame, selected: pl.D
 
 def write_report(frames: Mapping[str, pl.DataFrame], stage_metrics: Mapping[str, Mapping], params: Params) -> dict:
     """`paths.run_metrics`, the figures and the plot data of one run; returns the metrics. `frames` holds the stage
-    outputs by name: captions, nouns, candidates, counterfactuals, samples, selected."""
+    outputs by name: captions, sites, candidates, similar, counterfactuals, samples, selected."""
     paths = params.paths
     counterfactuals, samples, selected = frames["counterfactuals"], frames["samples"], frames["selected"]
-    counts = funnel(frames["captions"], frames["nouns"], frames["candidates"], counterfactuals, selected)
-    metrics = run_metrics(counts, stage_metrics, counterfactuals, samples, selected)
+    counts = funnel(frames["captions"], frames["sites"], frames["candidates"], counterfactuals, selected)
+    metrics = run_metrics(counts, stage_metrics, counterfactuals, samples, selected,
+                          type_funnel(frames, params.sites.types))
     write_json(metrics, paths.run_metrics)
     figures(counterfactuals, samples, selected, counts, paths.selected_images, paths.figures,
             thresholds=params.selection.thresholds(), window=(params.similarity.lower, params.similarity.upper))

@@ -1,6 +1,6 @@
 """Which COCO classes a caption names: the noun phrases of an NLTK `RegexpParser` grammar and the class words in them.
 
-A noun phrase is an `NP` chunk of the grammar over `tasks.text.nouns.tag_caption`'s tokens. It names the classes
+A noun phrase is an `NP` chunk of the grammar over `tasks.text.tagging.tag_caption`'s tokens. It names the classes
 whose words (`class_words.yaml`) occur in it as whole words, case-insensitively, a longer name winning over the
 words inside it ("a hot dog" names hot dog, not dog). The gallery of the ODmAP@k metric labels every caption so.
 """
@@ -18,7 +18,7 @@ import yaml
 
 from tasks.core import schemas
 from tasks.core.errors import UserError
-from tasks.text.nouns import Token, tag_caption
+from tasks.text.tagging import Token, tag_caption
 
 ClassWords = dict[str, tuple[str, ...]]
 CLASS_WORDS = Path(__file__).with_name("class_words.yaml")  # the shipped list (from CHAIR's synonyms + plurals)

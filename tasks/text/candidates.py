@@ -1,8 +1,15 @@
-"""MLM candidates: each noun site masked in its caption, top-k fills of a masked LM, filtered.
+"""Candidates: each edit site's rewrites of its span, by edit type.
 
-Output `candidates(caption_id, image_id, caption, position, start, end, original_word, substitute, mlm_score,
-candidate)`. Invariant (minimal edit): `candidate == caption[:start] + substitute + caption[end:]`, every other
-character byte-identical. Every fill that is dropped is a reject row with `stage='candidates'` and its `reason`.
+  noun, lexical  the site masked, top-k fills of a masked LM (the paper's method); a fill must keep the caption's
+                 token count and be tagged `keep_tags` (noun) or exactly as the word it replaces (lexical)
+  insert         a mask before the noun, top-k fills tagged `insert_tags` (an adjective), one token more
+  quantifier     the counting word one step up and one down in `numbers` (a / an = the first), the head noun made
+                 plural or singular to agree (`inflect`)
+  delete         the span removed
+Output `candidates(caption_id, image_id, caption, edit_type, tag, position, start, end, original_word, substitute,
+mlm_score, candidate)` (`mlm_score` null for rule-made rewrites). Invariant (minimal edit): `candidate ==
+caption[:start] + substitute + caption[end:]`, every other character byte-identical. Every rewrite that is dropped is
+a reject row with `stage='candidates'` and its `reason`.
 """
 
 from __future__ import annotations
@@ -18,9 +25,11 @@ from transformers import AutoModelForMaskedLM, BatchEncoding, PreTrainedTokenize
 from tasks.core import schemas
 from tasks.core.loading import load_pretrained
 from tasks.core.params import CandidatesParams
-from tasks.text import nouns
+from tasks.text import tagging
+from tasks.text.quantities import recounts
 
 SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
+_SITE_COLUMNS = ("caption_id", "image_id", "caption", "edit_type", "tag", "position", "start", "end", "original_word")
 _WORD = re.compile(r"[^\W\d_]+(?:[-'][^\W\d_]+)*")
 # Word-start markers of byte-level BPE (RoBERTa, GPT-2) and SentencePiece vocabularies.
 _WORD_START = ("Ġ", "▁")
@@ -57,8 +66,16 @@ def load_models(params: CandidatesParams) -> MaskedLM:
     return MaskedLM(*load_pretrained(params.model, AutoModelForMaskedLM))
 
 
-def masked_caption(caption: str, start: int, end: int, mask_token: str) -> str:
-    return caption[:start] + mask_token + caption[end:]
+MASKED_TYPES = ("noun", "lexical", "insert")  # filled by the masked LM
+
+
+def fill_text(site: dict, fill: str) -> str:
+    """What a masked-LM fill rewrites the site's span to (an inserted word brings its space)."""
+    return fill + " " if site["edit_type"] == "insert" else fill
+
+
+def masked_caption(site: dict, mask_token: str) -> str:
+    return site["caption"][:site["start"]] + fill_text(site, mask_token) + site["caption"][site["end"]:]
 
 
 @torch.inference_mode()
@@ -79,47 +96,73 @@ def top_fills(mlm: MaskedLM, masked: list[str], lengths: list[int], top_k: int,
     return out
 
 
-def reject_reason(word_start: bool, fill: str, site: dict, keep_tags: tuple[str, ...]) -> str | None:
-    """Why a fill is not a candidate (checked in this order), or None when it is one."""
+def reject_reason(word_start: bool, fill: str, site: dict, params: CandidatesParams) -> str | None:
+    """Why a masked-LM fill is not a candidate (checked in this order), or None when it is one."""
     if site["start"] > 0 and not word_start:
         return "subword"
     if not _WORD.fullmatch(fill):
         return "not_a_word"
     if fill.casefold() == site["original_word"].casefold():
         return "same_word"
-    tokens = nouns.tokenize(site["caption"][:site["start"]] + fill + site["caption"][site["end"]:])
-    if len(tokens) != site["n_tokens"]:
+    edit_type = site["edit_type"]
+    tokens = tagging.tokenize(site["caption"][:site["start"]] + fill_text(site, fill) + site["caption"][site["end"]:])
+    if len(tokens) != site["n_tokens"] + (edit_type == "insert"):
         return "token_count_changed"
-    if nouns.tag_tokens(tokens)[site["position"]] not in keep_tags:
+    tag = tagging.tag_tokens(tokens)[site["position"]]
+    if edit_type == "noun" and tag not in params.keep_tags:
         return "not_a_noun"
+    if edit_type == "lexical" and tag != site["tag"]:
+        return "tag_changed"
+    if edit_type == "insert" and tag not in params.insert_tags:
+        return "not_an_adjective"
     return None
 
 
-def run(sites: pl.DataFrame, params: CandidatesParams, mlm: MaskedLM) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(candidates, rejects) for a `nouns` frame."""
-    rows = list(sites.iter_rows(named=True))
-    masked = [masked_caption(r["caption"], r["start"], r["end"], mlm.tokenizer.mask_token) for r in rows]
+def rule_rewrites(site: dict, numbers: tuple[str, ...]) -> list[str] | None:
+    """The span rewrites of a quantifier or delete site; None for a quantifier whose number is not in `numbers`."""
+    if site["edit_type"] == "delete":
+        return [""]
+    tokens = [t for t in tagging.tag_caption(site["caption"]) if site["start"] <= t.start and t.end <= site["end"]]
+    return recounts(site["caption"], tokens, numbers)
+
+
+def _row(site: dict, substitute: str, mlm_score: float | None) -> dict:
+    return {**{k: site[k] for k in _SITE_COLUMNS}, "substitute": substitute, "mlm_score": mlm_score,
+            "candidate": site["caption"][:site["start"]] + substitute + site["caption"][site["end"]:]}
+
+
+def masked_rewrites(sites: list[dict], params: CandidatesParams, mlm: MaskedLM) -> tuple[list[dict], list[dict]]:
+    """(candidates, rejects) of the masked-LM edit types."""
+    masked = [masked_caption(site, mlm.tokenizer.mask_token) for site in sites]
     lengths = [len(ids) for ids in mlm.tokenizer(masked)["input_ids"]] if masked else []
     fits = [n <= mlm.max_length for n in lengths]
-    fills = top_fills(mlm, [m for m, ok in zip(masked, fits) if ok], [n for n, ok in zip(lengths, fits) if ok],
-                      params.top_k, params.batch_size)
-    fills_iter = iter(fills)
+    fills = iter(top_fills(mlm, [m for m, ok in zip(masked, fits) if ok], [n for n, ok in zip(lengths, fits) if ok],
+                           params.top_k, params.batch_size))
     kept, rejects = [], []
-    for site, ok in zip(rows, fits):
-        base = {k: site[k] for k in ("caption_id", "image_id", "caption", "position", "start", "end", "original_word")}
+    for site, ok in zip(sites, fits):
         if not ok:
-            rejects.append({**base, "stage": "candidates", "reason": "too_long_for_mlm"})
+            rejects.append({**{k: site[k] for k in _SITE_COLUMNS}, "stage": "candidates", "reason": "too_long_for_mlm"})
             continue
         seen = set()
-        for token, score in next(fills_iter):
+        for token, score in next(fills):
             fill = mlm.tokenizer.convert_tokens_to_string([token]).strip()
-            row = {**base, "substitute": fill, "mlm_score": score,
-                   "candidate": site["caption"][:site["start"]] + fill + site["caption"][site["end"]:]}
-            reason = "duplicate_fill" if fill in seen else reject_reason(
-                mlm.is_word_start(token), fill, site, params.keep_tags)
+            row = _row(site, fill_text(site, fill), score)
+            reason = "duplicate_fill" if fill in seen else reject_reason(mlm.is_word_start(token), fill, site, params)
             if reason is None:
                 seen.add(fill)
                 kept.append(row)
             else:
                 rejects.append({**row, "stage": "candidates", "reason": reason})
+    return kept, rejects
+
+
+def run(sites: pl.DataFrame, params: CandidatesParams, mlm: MaskedLM) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(candidates, rejects) for a `sites` frame, in its row order within each group (masked-LM types first)."""
+    rows = list(sites.iter_rows(named=True))
+    kept, rejects = masked_rewrites([r for r in rows if r["edit_type"] in MASKED_TYPES], params, mlm)
+    for site in (r for r in rows if r["edit_type"] not in MASKED_TYPES):
+        rewrites = rule_rewrites(site, params.numbers)
+        if rewrites is None:
+            rejects.append({**{k: site[k] for k in _SITE_COLUMNS}, "stage": "candidates", "reason": "not_a_count"})
+        kept.extend(_row(site, substitute, None) for substitute in rewrites or ())
     return pl.DataFrame(kept, schema=SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)

@@ -3,14 +3,16 @@
 perplexity(x) = exp(mean_{i>=1} -log p(x_i | x_<i)) over the candidate's own tokens: no BOS is added and the first
 token is not scored. A caption's candidates differ from it in one word, so they share token prefixes: packed as one
 token trie per caption, each shared prefix is computed once (equal to the per-candidate computation within float
-rounding). Ties break on (position, substitute). Output `counterfactual_captions(caption_id, image_id,
-caption, counterfactual, position, start, end, original_word, substitute, mlm_score, similarity, perplexity)`:
-one row per caption that had a survivor; every other candidate is a reject (`outranked`, `too_long_for_perplexity`,
-`too_short_for_perplexity`).
+rounding). Ties break on (position, substitute). With several edit types, only the candidates of the type drawn
+for the caption (`drawn_type`, weighted by `type_shares`) are scored. Output `counterfactual_captions(caption_id,
+image_id, caption, counterfactual, edit_type, position, start, end, original_word, substitute, mlm_score, similarity,
+perplexity)`: one row per caption that had a survivor; every other candidate is a reject (`outranked`,
+`edit_type_not_drawn`, `too_long_for_perplexity`, `too_short_for_perplexity`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -169,11 +171,26 @@ def perplexities(lm: CausalLM, ids: list[list[int]], groups: list[Hashable], bat
     return [math.exp(nll[id(trie)][end] / trie.depths[end]) for trie, end in map(ends.__getitem__, map(tuple, ids))]
 
 
+def drawn_type(caption_id: str, types: set[str], shares: dict[str, float]) -> str:
+    """The edit type of a caption's C_c: a draw with weights `shares` among `types`, fixed by the caption id."""
+    u = int.from_bytes(hashlib.blake2b(caption_id.encode(), digest_size=8).digest(), "big") / 2 ** 64
+    ordered = sorted(types & shares.keys(), key=schemas.EDIT_TYPES.index)
+    weights = np.cumsum([shares[t] for t in ordered])
+    return ordered[min(int(np.searchsorted(weights, u * weights[-1], side="right")), len(ordered) - 1)]
+
+
 def run(similar: pl.DataFrame, params: PerplexityParams, lm: CausalLM) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(counterfactual_captions, rejects) for a `similarity` frame."""
     ids = token_ids(lm, similar["candidate"].to_list())
     reasons = ["too_long_for_perplexity" if len(x) > lm.max_length else "too_short_for_perplexity" if len(x) < 2
                else None for x in ids]
+    available: dict[str, set[str]] = {}
+    for caption_id, edit_type, reason in zip(similar["caption_id"], similar["edit_type"], reasons):
+        if reason is None:
+            available.setdefault(caption_id, set()).add(edit_type)
+    drawn = {c: drawn_type(c, types, params.type_shares) for c, types in available.items()}
+    reasons = [r or (None if drawn[c] == t else "edit_type_not_drawn")
+               for c, t, r in zip(similar["caption_id"], similar["edit_type"], reasons)]
     fits = [r is None for r in reasons]
     groups = similar["caption_id"].to_list() if params.shared_prefix else range(len(ids))
     scores = iter(perplexities(lm, [x for x, ok in zip(ids, fits) if ok], [g for g, ok in zip(groups, fits) if ok],

@@ -1,8 +1,9 @@
 """Lexical-relation filter (the paper's error analysis, App. A.3): drop a substitution whose substitute and original
 word name the same thing or one a kind of the other, which makes no visible counterfactual (woman -> girl).
 
-Over WordNet 3.0 noun synsets of both words (NLTK's reader, through `NLTK_DATA`; plural forms found by its morphy),
-any sense, in this order:
+Only word swaps (edit types `noun` and `lexical`) are checked, over the WordNet 3.0 synsets of both words in the part
+of speech of the site's tag (nouns; adjectives with their satellites; verbs), found by NLTK's reader through
+`NLTK_DATA` (inflected forms by its morphy), any sense, in this order:
   synonym    the two words share a synset                                  (car -> automobile)
   hyponym    a synset of the substitute has one of the original's among its
              hypernyms, transitively, instance hypernyms included           (woman -> girl, table -> desk)
@@ -39,9 +40,13 @@ def load_models(params: RelationsParams) -> None:
                         f"{params.wordnet_version}")
 
 
+CHECKED_TYPES = ("noun", "lexical")
+_POS = {"NN": wordnet.NOUN, "JJ": wordnet.ADJ, "VB": wordnet.VERB}  # by tag prefix; ADJ includes satellites
+
+
 @lru_cache(maxsize=65536)
-def _synsets(word: str) -> frozenset:
-    return frozenset(wordnet.synsets(word.lower(), pos=wordnet.NOUN))
+def _synsets(word: str, pos: str = "NN") -> frozenset:
+    return frozenset(wordnet.synsets(word.lower(), pos=_POS[pos]))
 
 
 @lru_cache(maxsize=65536)
@@ -55,25 +60,29 @@ def _bases(words: tuple[str, ...]) -> frozenset[str]:
 
 
 @lru_cache(maxsize=65536)
-def _ancestors(word: str) -> frozenset:
-    """Every hypernym (and instance hypernym) of every noun sense of `word`, transitively."""
-    return frozenset(h for s in _synsets(word) for h in s.closure(lambda x: x.hypernyms() + x.instance_hypernyms()))
+def _ancestors(word: str, pos: str = "NN") -> frozenset:
+    """Every hypernym (and instance hypernym) of every sense of `word`, transitively (adjectives have none)."""
+    return frozenset(h for s in _synsets(word, pos)
+                     for h in s.closure(lambda x: x.hypernyms() + x.instance_hypernyms()))
 
 
-def relation(original: str, substitute: str) -> str | None:
-    """`synonym`, `hyponym` (the substitute is a kind of the original), `hypernym`, or None."""
-    if _synsets(original) & _synsets(substitute):
+def relation(original: str, substitute: str, tag: str = "NN") -> str | None:
+    """`synonym`, `hyponym` (the substitute is a kind of the original), `hypernym`, or None, for words tagged `tag`."""
+    pos = tag[:2]
+    if pos not in _POS:
+        return None
+    if _synsets(original, pos) & _synsets(substitute, pos):
         return "synonym"
-    if _synsets(original) & _ancestors(substitute):
+    if _synsets(original, pos) & _ancestors(substitute, pos):
         return "hyponym"
-    if _synsets(substitute) & _ancestors(original):
+    if _synsets(substitute, pos) & _ancestors(original, pos):
         return "hypernym"
     return None
 
 
-def reason(original: str, substitute: str, params: RelationsParams) -> str | None:
-    """The reject reason of one substitution under `params`, or None when it stays."""
-    found = relation(original, substitute)
+def reason(original: str, substitute: str, params: RelationsParams, tag: str = "NN") -> str | None:
+    """The reject reason of one word swap under `params`, or None when it stays."""
+    found = relation(original, substitute, tag)
     if found in params.reject:
         return found
     humans = _bases(params.human_words)
@@ -84,7 +93,8 @@ def reason(original: str, substitute: str, params: RelationsParams) -> str | Non
 
 def run(frame: pl.DataFrame, params: RelationsParams, models: None = None):
     """(passing candidates, rejects) for a `candidates` frame."""
-    reasons = pl.Series([reason(o, s, params) for o, s in zip(frame["original_word"], frame["substitute"])],
+    reasons = pl.Series([reason(o, s, params, tag) if edit_type in CHECKED_TYPES else None for edit_type, tag, o, s
+                         in frame.select("edit_type", "tag", "original_word", "substitute").iter_rows()],
                         dtype=pl.String)
     marked = frame.with_columns(reason=reasons, stage=pl.lit("relations"))
     rejects = marked.filter(pl.col("reason").is_not_null()).select(list(REJECTS_SCHEMA))

@@ -93,7 +93,9 @@ def test_an_override_cannot_descend_into_a_scalar_or_leave_a_profile_without_a_v
 
 
 @pytest.mark.parametrize("override, key", [
-    ("nouns.tags=[NN, XX]", "nouns.tags[1]: 'XX' is not a Penn Treebank POS tag"),
+    ("sites.noun_tags=[NN, XX]", "sites.noun_tags[1]: 'XX' is not a Penn Treebank POS tag"),
+    ("sites.types=[noun, verb]", "sites.types[1]: Input should be 'noun', 'lexical', 'quantifier', 'insert' or "
+                                 "'delete'"),
     ("candidates.keep_tags=[nn]", "candidates.keep_tags[0]: 'nn' is not a Penn Treebank POS tag"),
     ("selection.min_clip_dir=1.5", "selection.min_clip_dir:"),
     ("selection.min_image_image=-1.5", "selection.min_image_image:"),
@@ -129,3 +131,20 @@ def test_keyed_dump_leaves_out_what_never_changes_a_cached_unit(tmp_path, raw):
     assert keyed_dump(load_params(path, ["generate.steps=5"]).generate) != keyed
     assert keyed_dump(load_params(path).engine) == {}
     assert "batch_size" not in keyed_dump(load_params(path).similarity)
+
+
+def test_perplexity_weighs_exactly_the_edit_types_that_run(tmp_path, raw):
+    path = write(tmp_path, raw)
+    assert error(path, "sites.types=[noun, delete]", "perplexity.type_shares={noun: 1}") == (
+        "perplexity.type_shares must weigh exactly the sites.types that run (noun, delete), got noun")
+    assert error(path, "perplexity.type_shares={noun: 1, delete: 0}").startswith("perplexity.type_shares.delete:")
+    both = load_params(path, ["sites.types=[noun, delete]", "perplexity.type_shares={noun: 3, delete: 1}"])
+    assert both.perplexity.type_shares == {"noun": 3.0, "delete": 1.0}
+    assert load_params(path, ["profile=paper"]).sites.types == ("noun",)  # the paper's method
+
+
+def test_the_saliency_model_needs_a_pin_only_when_enabled(tmp_path, raw):
+    path = write(tmp_path, raw)
+    assert load_params(path, ["profile=paper"]).saliency.model.revision is None
+    assert error(path, "profile=paper", "saliency.enabled=true") == (
+        "saliency.model: hub model openai/clip-vit-base-patch32 has no pinned revision (the paper profile needs one)")

@@ -8,7 +8,7 @@ import pytest
 
 from tasks.core import code
 from tasks.core.fingerprints import ModelNotFound, fingerprint
-from tasks.core.params import CandidatesParams, NounsParams
+from tasks.core.params import CandidatesParams, SitesParams
 from tasks.core.shards import content_shards, shard_key
 from tasks.core.specs import ModelSpec
 from tasks.core.stages import STAGES
@@ -35,6 +35,12 @@ def test_groups_stay_together_and_keep_first_appearance_order():
     for g in ("a", "b", "c"):
         assert sum(g in s["caption_id"].to_list() for s in shards) == 1
     assert pl.concat(shards)["caption_id"].unique(maintain_order=True).to_list() == ["b", "a", "c"]
+    # Many groups whose rows are far apart (a stage that emits one edit type after another) still never split.
+    spread = frame(ids(200) + ids(200)[::-1])
+    shards = content_shards(spread, 4)
+    assert len(shards) > 10
+    assert sum(s["caption_id"].n_unique() for s in shards) == 200
+    assert pl.concat(shards)["caption_id"].unique(maintain_order=True).to_list() == ids(200)
 
 
 def test_appending_rows_leaves_every_earlier_shard_but_the_tail_unchanged():
@@ -77,12 +83,12 @@ def edit(path: Path) -> None:
 
 
 def test_cache_key_changes_with_rows_and_keyed_params():
-    nouns, shard = STAGES["nouns"], frame(ids(3))
-    base = shard_key(nouns, shard, NounsParams())
-    assert shard_key(nouns, shard, NounsParams()) == base  # deterministic
-    assert shard_key(nouns, frame(ids(4)), NounsParams()) != base
-    assert shard_key(nouns, shard, NounsParams(tags=("NN",))) != base
-    assert shard_key(nouns, shard, NounsParams(), "extra") != base
+    sites, shard = STAGES["sites"], frame(ids(3))
+    base = shard_key(sites, shard, SitesParams())
+    assert shard_key(sites, shard, SitesParams()) == base  # deterministic
+    assert shard_key(sites, frame(ids(4)), SitesParams()) != base
+    assert shard_key(sites, shard, SitesParams(noun_tags=("NN",))) != base
+    assert shard_key(sites, shard, SitesParams(), "extra") != base
 
 
 def test_cache_key_changes_with_code_anywhere_in_the_stage_import_closure(project_copy, tmp_path):

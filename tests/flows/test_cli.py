@@ -61,13 +61,13 @@ def one_row_parquet(path: Path, schema: dict[str, pl.DataType], **values) -> Pat
 @pytest.mark.parametrize("name", ["missing.parquet", "missing[demo].parquet", "x[/y].parquet"])
 def test_missing_input_names_it_and_the_command_that_makes_it(tmp_path, name):
     """Named verbatim: a path is not rich markup (`[demo]` must not vanish, `[/y]` must not crash)."""
-    assert_one_error(cfgen(tmp_path, "nouns", name, "out.parquet"), f"input {name} does not exist", "cfgen ingest")
+    assert_one_error(cfgen(tmp_path, "sites", name, "out.parquet"), f"input {name} does not exist", "cfgen ingest")
     assert not (tmp_path / "out.parquet").exists()
 
 
 def test_input_without_the_stage_columns(tmp_path):
     pl.DataFrame({"x": [1]}).write_parquet(tmp_path / "odd.parquet")
-    line = assert_one_error(cfgen(tmp_path, "nouns", "odd.parquet", "out.parquet"), "odd.parquet", "lacks columns")
+    line = assert_one_error(cfgen(tmp_path, "sites", "odd.parquet", "out.parquet"), "odd.parquet", "lacks columns")
     assert all(c in line for c in ("caption_id", "image_id", "caption"))
     assert not (tmp_path / "out.parquet").exists()
 
@@ -90,11 +90,11 @@ def test_bad_params_fail_before_any_step(tmp_path, args, needles, one_of):
 
 
 def test_missing_model_folder_is_named(tmp_path):
-    from tasks.core.schemas import NOUNS
+    from tasks.core.schemas import SITES
 
-    one_row_parquet(tmp_path / "nouns.parquet", NOUNS, caption="a dog on a mat", original_word="dog", start=2,
-                    end=5, position=1, tag="NN", n_tokens=1)
-    result = cfgen(tmp_path, "candidates", "nouns.parquet", "out.parquet",
+    one_row_parquet(tmp_path / "sites.parquet", SITES, caption="a dog on a mat", edit_type="noun", original_word="dog",
+                    start=2, end=5, position=1, tag="NN", n_tokens=1)
+    result = cfgen(tmp_path, "candidates", "sites.parquet", "out.parquet",
                    "-p", "candidates.model.id=models/nowhere/mlm")
     assert_one_error(result, "models/nowhere/mlm", "does not exist")
     assert not (tmp_path / "out.parquet").exists()
@@ -118,14 +118,14 @@ def test_unreachable_prefect_api_is_one_line(tmp_path):
     from tasks.text.ingest import SCHEMA
 
     one_row_parquet(tmp_path / "captions.parquet", SCHEMA, caption="a dog on a mat")
-    result = cfgen(tmp_path, "nouns", "captions.parquet", "out.parquet",
+    result = cfgen(tmp_path, "sites", "captions.parquet", "out.parquet",
                    env_extra={"PREFECT_API_URL": "http://127.0.0.1:9/api"})
     assert_one_error(result, "Prefect API", "http://127.0.0.1:9/api", "not reachable")
     assert not (tmp_path / "out.parquet").exists()
 
 
 def test_verbose_shows_the_traceback(tmp_path):
-    code, out, err, _ = cfgen(tmp_path, "--verbose", "nouns", "missing.parquet", "out.parquet")
+    code, out, err, _ = cfgen(tmp_path, "--verbose", "sites", "missing.parquet", "out.parquet")
     assert code != 0
     assert "Traceback" in out + err
     assert "missing.parquet" in out + err

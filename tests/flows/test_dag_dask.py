@@ -12,7 +12,7 @@ from flows.pipeline import run_dag
 from tests.conftest import DEMO_CAPTIONS, ROOT, project_params, requires_nltk
 
 pytestmark = [requires_nltk, pytest.mark.slow]
-OUTPUTS = ("nouns", "candidates", "similarity", "counterfactual_captions", "samples", "selected")
+OUTPUTS = ("sites", "salient_sites", "candidates", "similarity", "counterfactual_captions", "samples", "selected")
 
 
 def run_in(folder, monkeypatch, *overrides: str) -> dict:
@@ -34,7 +34,7 @@ def test_the_whole_dag_on_a_dask_cluster_equals_a_local_run(tmp_path, prefect_se
     local = run_in(tmp_path / "local", monkeypatch)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         remote = run_in(tmp_path / "dask", monkeypatch, f"engine.dask_address={cluster.scheduler_address}")
-    for stage in ("nouns", "candidates", "similarity", "perplexity"):
+    for stage in ("sites", "candidates", "similarity", "perplexity"):
         assert remote[stage]["shards_computed"] == remote[stage]["shards"] > 0, stage
     assert remote["generate"]["samples_rendered"] == local["generate"]["samples_rendered"] > 0
     paths = project_params().paths

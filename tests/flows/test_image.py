@@ -9,7 +9,7 @@ import torch
 
 from flows.image import generate_flow, selection_flow
 from tasks.core.io import write_frame
-from tasks.core.schemas import SCORE_COLUMNS
+from tasks.core.schemas import PAIR, SCORE_COLUMNS, SUBJECT_COLUMNS
 from tasks.image import render
 from tasks.image.sampling import Sample
 from tests.conftest import crash_on_call, project_params
@@ -17,9 +17,11 @@ from tests.image.fixtures import PAIRS, read_png
 
 pytest_plugins = ["tests.image.fixtures"]
 MORE = pl.DataFrame({"caption_id": ["p2"], "image_id": ["i2"], "caption": ["a horse in a field"],
-                     "counterfactual": ["a cow in a field"]})
+                     "counterfactual": ["a cow in a field"], "edit_type": ["noun"], "original_word": ["horse"],
+                     "substitute": ["cow"]})
 LOOSE = [f"selection.{name}=-1.0"
-         for name in ("min_text_image_o", "min_text_image_c", "min_image_image", "min_clip_dir")]
+         for name in ("min_text_image_o", "min_text_image_c", "min_image_image", "min_clip_dir")] + [
+    f"selection.min_subject_margin_{side}=null" for side in "oc"]
 
 
 def image_params(specs, *overrides: str):
@@ -83,10 +85,11 @@ def test_selection_renders_each_winner_once_and_exports_its_canonical_scores(tmp
     threads = torch.get_num_threads()
     torch.set_num_threads(params.engine.torch_threads)  # CPU float results depend on the thread count
     for row in pl.read_parquet(tmp_path / "sel.parquet").iter_rows(named=True):
-        pair = {k: row[k] for k in ("caption_id", "image_id", "caption", "counterfactual")}
+        pair = {k: row[k] for k in PAIR}
         canonical = render.canonical(pair, Sample(row["seed"], row["p2p_fraction"], row["guidance_scale"]),
                                      params.generate, image_models)
-        assert all(row[name] == canonical[name] for name in SCORE_COLUMNS)  # exported scores = exported pixels
+        # exported scores = exported pixels
+        assert all(row[name] == canonical[name] for name in (*SCORE_COLUMNS, *SUBJECT_COLUMNS))
         for image, column in zip(canonical["images"], ("image_o", "image_c")):
             assert (read_png(tmp_path / "img" / row[column]) == image).all()
     torch.set_num_threads(threads)

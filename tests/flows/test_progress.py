@@ -42,11 +42,11 @@ def advance_from_threads(progress, threads: int, each: int) -> None:
 def test_outside_a_run_threads_sum_and_the_bar_shows_done_over_total(capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # e.g. Prefect's "artifact creation outside of a flow run" FutureWarning
-        with StageProgress("nouns", total=4000, unit="rows") as progress:
+        with StageProgress("sites", total=4000, unit="rows") as progress:
             advance_from_threads(progress, threads=8, each=500)
     assert progress.done == 4000
     err = capsys.readouterr().err
-    assert "nouns" in err and "4000/4000" in err and "rows" in err
+    assert "sites" in err and "4000/4000" in err and "rows" in err
 
 
 def test_bar_to_a_file_grows_total_late_and_shows_an_eta():

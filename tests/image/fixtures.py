@@ -16,6 +16,7 @@ PAIRS = pl.DataFrame({
     "caption_id": ["p0", "p1"], "image_id": ["i0", "i1"],
     "caption": ["a dog sitting on a couch", "a red car parked on the street"],
     "counterfactual": ["a cat sitting on a couch", "a red bus parked on the street"],
+    "edit_type": ["noun", "noun"], "original_word": ["dog", "car"], "substitute": ["cat", "bus"],
 })
 
 

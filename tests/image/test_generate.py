@@ -13,12 +13,13 @@ import torch
 from tasks.core.params import SelectionParams
 from tasks.core.schemas import SCORE_COLUMNS
 from tasks.image import render, sampling, selection
-from tasks.image.sampling import Sample, encode_prompts
+from tasks.image.sampling import Sample, encode_prompts, plan_sample
 from tests.image.fixtures import PAIRS, make_params, screen
 
 pytest_plugins = ["tests.image.fixtures"]
 
-PASS_ALL = SelectionParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=-1)
+PASS_ALL = SelectionParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=-1,
+                           min_subject_margin_o=None, min_subject_margin_c=None)
 PASS_NONE = SelectionParams(min_clip_dir=1.0, min_image_image=1.0)
 SAMPLES = [Sample(101, 0.3, 7.5), Sample(202, 0.7, 15.0), Sample(303, 0.5, 10.0)]
 
@@ -136,7 +137,8 @@ def test_overlong_prompt_is_truncated_and_flagged(tiny_specs, image_models):
     assert prompts.truncated == (True, False) and prompts.token_counts[0] > 77
     longer = encode_prompts(image_models.diffusion, long + " and more words", "a cat")
     assert torch.equal(prompts.states, longer.states)  # only the first 77 tokens reach the text encoder
-    pairs = pl.DataFrame({"caption_id": ["x"], "image_id": ["y"], "caption": [long], "counterfactual": ["a cat"]})
+    pairs = pl.DataFrame({"caption_id": ["x"], "image_id": ["y"], "caption": [long], "counterfactual": ["a cat"],
+                          "edit_type": ["noun"], "original_word": ["dog"], "substitute": ["cat"]})
     scores, _, _ = screen(pairs, make_params(tiny_specs, n_samples=1), image_models)
     assert scores.select("truncated_o", "truncated_c", "tokens_misaligned").row(0) == (True, False, True)
 
@@ -221,3 +223,32 @@ def test_adaptive_mode_stops_a_pair_once_enough_samples_pass(tiny_specs, image_m
     scores, _, _ = screen(PAIRS, params, models, selection_params=selection_params)
     assert scores.group_by("caption_id").len()["len"].to_list() == [per_pair, per_pair]
     assert scores["unet_evals"].sum() == counting.rows == 2 * per_pair * 4 * params.steps
+
+
+def test_subject_margins_are_the_clip_prompt_differences_of_a_noun_swap_only(tiny_specs, image_models):
+    params = make_params(tiny_specs, n_samples=1)
+    pairs = pl.concat([PAIRS.head(1), PAIRS.head(1).with_columns(
+        caption_id=pl.lit("d0"), edit_type=pl.lit("delete"), original_word=pl.lit(" on a couch"),
+        substitute=pl.lit(""), counterfactual=pl.lit("a dog sitting"))])
+    scores, _, _ = screen(pairs, params, image_models)
+    noun, delete = scores.row(0, named=True), scores.row(1, named=True)
+    assert delete["subject_margin_o"] is None and delete["subject_margin_c"] is None
+    pair = PAIRS.row(0, named=True)
+    rendered = render.canonical(pair, plan_sample(params, "p0", 0), params, image_models)
+    image_o, image_c = image_models.clip.embed_images(list(rendered["images"]), 2)
+    original, substitute = image_models.clip.embed_texts(["a photo of a dog", "a photo of a cat"])
+    assert rendered["subject_margin_o"] == pytest.approx(float(image_o @ original - image_o @ substitute), abs=1e-5)
+    assert rendered["subject_margin_c"] == pytest.approx(float(image_c @ substitute - image_c @ original), abs=1e-5)
+    # The screening's batch gives the same margins as the canonical render, within kernel rounding.
+    assert noun["subject_margin_o"] == pytest.approx(rendered["subject_margin_o"], abs=1e-3)
+
+
+def test_the_subject_prompt_is_keyed_and_the_words_are_part_of_a_sample_key(tiny_specs, image_models):
+    cache: dict = {}
+    screen(PAIRS.head(1), make_params(tiny_specs, n_samples=1), image_models, cache)
+    _, _, rendered = screen(PAIRS.head(1), make_params(tiny_specs, n_samples=1, subject_prompt="an image of {word}"),
+                            image_models, cache)
+    assert rendered == 1
+    renamed = PAIRS.head(1).with_columns(original_word=pl.lit("puppy"))
+    _, _, rendered = screen(renamed, make_params(tiny_specs, n_samples=1), image_models, cache)
+    assert rendered == 1

@@ -13,13 +13,15 @@ from tasks.core.schemas import SAMPLES
 from tasks.image import selection
 
 GOOD = {"sim_text_image_o": 0.3, "sim_text_image_c": 0.3, "sim_image_image": 0.8, "clip_dir": 0.3}
+SUBJECTS = {"subject_margin_o": 0.05, "subject_margin_c": 0.05}
 PARAMS = SelectionParams()
 
 
 def table(rows: list[dict]) -> pl.DataFrame:
     """A screening table from partial rows (defaults: pair p0, passing scores, not rejected)."""
-    full = [{"caption_id": "p0", "image_id": "i", "caption": "c", "counterfactual": "d", "sample": i, **GOOD,
-             "reject_reason": None, **row} for i, row in enumerate(rows)]
+    full = [{"caption_id": "p0", "image_id": "i", "caption": "c", "counterfactual": "d", "edit_type": "noun",
+             "original_word": "o", "substitute": "s", "sample": i, **GOOD, **SUBJECTS, "reject_reason": None, **row}
+            for i, row in enumerate(rows)]
     return pl.DataFrame(full, schema={name: SAMPLES[name] for name in full[0]})
 
 
@@ -28,7 +30,7 @@ def test_each_threshold_is_inclusive(column):
     minimum = PARAMS.thresholds()[column]
     scores = table([{column: minimum}, {column: float(np.nextafter(minimum, -1.0)), "caption_id": "p1"}])
     assert selection.ranked(scores, PARAMS)["caption_id"].to_list() == ["p0"]
-    rejects = selection.unselected(scores, [], [])
+    rejects = selection.unselected(scores, PARAMS, [], [])
     assert rejects.select("caption_id", "reason").rows() == [("p0", "no_sample_passed"), ("p1", "no_sample_passed")]
 
 
@@ -46,7 +48,7 @@ def test_nan_null_and_rejected_samples_never_pass_and_pairs_get_their_reason():
                     {"caption_id": "p2"}, {"caption_id": "p3"}])
     loose = SelectionParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=-1)
     assert selection.ranked(scores, loose)["caption_id"].to_list() == ["p2", "p3"]
-    rejects = selection.unselected(scores, selected_ids=["p2"], exhausted=["p3"])
+    rejects = selection.unselected(scores, loose, selected_ids=["p2"], exhausted=["p3"])
     assert rejects.select("caption_id", "sample", "stage", "reason").rows() == [
         ("p0", None, "selection", "no_sample_passed"), ("p1", None, "selection", "all_samples_rejected"),
         ("p3", None, "selection", "no_canonical_render_passed")]
@@ -54,8 +56,39 @@ def test_nan_null_and_rejected_samples_never_pass_and_pairs_get_their_reason():
 
 @pytest.mark.parametrize(("change", "reason"), [
     ({"nan": True}, "canonical_nan_image"), ({"max_pixel_c": 3}, "canonical_black_image"),
-    ({"sim_image_image": 0.69}, "canonical_below_sim_image_image"), ({"clip_dir": math.nan}, "canonical_below_clip_dir"),
+    ({"sim_image_image": 0.69}, "canonical_below_sim_image_image"),
+    ({"clip_dir": math.nan}, "canonical_below_clip_dir"),
+    ({"subject_margin_c": 0.0}, "canonical_original_subject_in_image_c"),
+    ({"subject_margin_o": -0.1}, "canonical_substitute_in_image_o"),
+    ({"subject_margin_o": None, "subject_margin_c": None}, None),  # no noun swapped: no subject check
     ({}, None)])
 def test_a_canonical_render_fails_on_nan_black_or_any_threshold(change, reason):
-    measured = {"nan": False, "max_pixel_o": 200, "max_pixel_c": 200, **GOOD, **change}
+    measured = {"nan": False, "max_pixel_o": 200, "max_pixel_c": 200, **GOOD, **SUBJECTS, **change}
     assert selection.failure(measured, PARAMS, black_threshold=4) == reason
+
+
+@pytest.mark.parametrize("column", list(SUBJECTS))
+def test_each_subject_margin_is_exclusive_and_null_passes(column):
+    minimum = PARAMS.subject_margins()[column]
+    scores = table([{column: float(np.nextafter(minimum, 1.0))}, {column: minimum, "caption_id": "p1"},
+                    {column: None, "caption_id": "p2", "edit_type": "delete"}])
+    assert selection.ranked(scores, PARAMS)["caption_id"].to_list() == ["p0", "p2"]
+
+
+def test_a_pair_failing_only_the_subject_check_gets_the_reason_of_its_best_sample():
+    scores = table([{"clip_dir": 0.9, "subject_margin_c": -0.2}, {"clip_dir": 0.5, "subject_margin_o": -0.2},
+                    {"caption_id": "p1", "subject_margin_o": -0.1},
+                    {"caption_id": "p2", "subject_margin_o": -0.1, "sim_image_image": 0.1},  # fails CLIP first
+                    {"caption_id": "p3", "subject_margin_o": -0.1, "subject_margin_c": -0.1}])
+    rejects = selection.unselected(scores, PARAMS, [], [])
+    assert rejects.select("caption_id", "reason").rows() == [
+        ("p0", "original_subject_in_image_c"), ("p1", "substitute_in_image_o"), ("p2", "no_sample_passed"),
+        ("p3", "original_subject_in_image_c")]
+
+
+def test_a_check_set_to_none_is_off():
+    scores = table([{"subject_margin_c": -0.5}, {"caption_id": "p1", "subject_margin_o": -0.5}])
+    off_c = PARAMS.model_copy(update={"min_subject_margin_c": None})
+    assert selection.ranked(scores, off_c)["caption_id"].to_list() == ["p0"]
+    off_both = off_c.model_copy(update={"min_subject_margin_o": None})
+    assert selection.ranked(scores, off_both)["caption_id"].to_list() == ["p0", "p1"]

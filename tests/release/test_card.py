@@ -30,7 +30,8 @@ def test_card_front_matter_and_load_dataset_with_the_card(tmp_path):
     image.parent.mkdir()
     Image.fromarray(np.full((4, 4, 3), 7, dtype=np.uint8)).save(image)
     values = {"id": "c0", "image_0": "x_o.png", "image_1": "x_o.png", "caption_0": "a dog", "caption_1": "a cat",
-              "image_id": "1", "original_word": "dog", "substitute": "cat", "position": 1, "seed": 3}
+              "image_id": "1", "edit_type": "noun", "original_word": "dog", "substitute": "cat", "position": 1,
+              "seed": 3}
     rows = pl.DataFrame([{name: values.get(name, 0.5) for name in export.SCHEMA}], schema=export.SCHEMA)
     out = tmp_path / "ds"
     export.write_dataset(rows, image.parent, out, ExportParams())

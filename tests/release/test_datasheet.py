@@ -21,14 +21,16 @@ METRICS = {"similarity": {"rows_in": 714, "rows_out": 360, "rejects": {"above_wi
            "selection": {"rows_in": 640, "rows_out": 411, "rejects": {"no_sample_passed": 229}}}
 PARAMS = {"profile": "demo", "candidates": {"model": {"id": "/home/someone/models/tiny/mlm"}, "top_k": 10},
           "generate": {"guidance_scale": [7.5, 15.0], "vae": None, "adaptive": {"enabled": False}},
-          "selection": {"min_clip_dir": 0.2}, "export": {"repo_id": None, "hub_token": "hf_secret_value"}, "nouns": {},
+          "selection": {"min_clip_dir": 0.2}, "export": {"repo_id": None, "hub_token": "hf_secret_value"},
+          "sites": {"types": ["noun", "quantifier"]},
           "relations": {"reject": ["synonym", "hyponym"]}}
 MODELS = {"model_mlm": "/tmp/run/models/tiny/mlm@fp1234",
           "model_diffusion": "stable-diffusion-v1-5/stable-diffusion-v1-5@451f4fe"}
 
 
 def counterfactuals() -> pl.DataFrame:
-    return pl.DataFrame(SWAPS, schema=["caption_id", "original_word", "substitute"], orient="row")
+    return pl.DataFrame(SWAPS, schema=["caption_id", "original_word", "substitute"], orient="row").with_columns(
+        edit_type=pl.lit("noun"))
 
 
 def sheet(**overrides) -> str:
@@ -40,7 +42,7 @@ def sheet(**overrides) -> str:
 
 def test_altered_subjects_counts_case_folded_most_frequent_first_ties_alphabetical():
     table = altered_subjects(counterfactuals(), None)
-    assert table.columns == ["original_word", "substitute", "count", "share"]
+    assert table.columns == ["edit_type", "original_word", "substitute", "count", "share"]
     assert table.select("original_word", "substitute", "count").rows() == [
         ("dog", "cat", 2), ("man", "woman", 2), ("bus", "car", 1), ("car", "bus", 1), ("cat", "dog", 1),
         ("man", "boy", 1), ("tree", "pole", 1)]
@@ -82,10 +84,11 @@ def test_datasheet_has_the_seven_sections_in_order_with_the_funnel_and_metrics()
 def test_datasheet_lists_every_param_and_the_top_subjects_only():
     text = sheet()
     for key in ["profile", "candidates.model.id", "candidates.top_k", "generate.guidance_scale", "generate.vae",
-                "generate.adaptive.enabled", "selection.min_clip_dir", "export.repo_id", "nouns"]:
+                "generate.adaptive.enabled", "selection.min_clip_dir", "export.repo_id", "sites.types"]:
         assert re.search(rf"^{re.escape(key)} = ", text, flags=re.MULTILINE), key
     assert "generate.guidance_scale = [7.5, 15.0]" in text and "generate.vae = null" in text
-    assert "| dog | cat | 2 | 22.2% |" in text and "| bus | car | 1 |" in text and "| car | bus |" not in text
+    assert "| noun | dog | cat | 2 | 22.2% |" in text and "| noun | bus | car | 1 |" in text
+    assert "| car | bus |" not in text
 
 
 @pytest.mark.parametrize("profile", ["demo", "paper"])
@@ -158,3 +161,15 @@ def test_collection_process_names_the_rejected_relations():
     assert "fills WordNet relates to the original word (synonym, hyponym) are dropped" in sheet()
     assert "fills WordNet relates to the original word (none) are dropped" in sheet(
         params={**PARAMS, "relations": {"reject": []}})
+
+
+def test_the_edit_types_that_ran_are_tabled_and_counting_edits_carry_the_papers_warning():
+    by_type = {"noun": {"sites": 9, "candidates": 30, "similar": 12, "counterfactuals": 4, "selected": 3},
+               "quantifier": {"sites": 2, "candidates": 3, "similar": 2, "counterfactuals": 1, "selected": 1}}
+    text = sheet(by_edit_type=by_type)
+    assert "| noun | one noun swapped for a masked-LM fill (the paper's edit) | 9 | 30 | 12 | 4 | 3 |" in text
+    assert "| quantifier |" in text and "| insert |" not in text
+    assert "**Counting edits**" in text and "6% of its errors" in text
+    assert "one edit of the types that ran (noun, quantifier)" in text
+    nouns_only = sheet(params={**PARAMS, "sites": {"types": ["noun"]}}, by_edit_type={"noun": by_type["noun"]})
+    assert "**Counting edits**" not in nouns_only

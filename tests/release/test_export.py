@@ -35,7 +35,8 @@ def images_dir(tmp_path):
 
 def selected_frame(ids: list[str] = IDS) -> pl.DataFrame:
     rows = [{"caption_id": c, "image_id": f"img{c}", "caption": f"a dog on {c}", "counterfactual": f"a cat on {c}",
-             "sample": 0, "seed": 10 + i, "p2p_fraction": 0.5, "guidance_scale": 7.5 + i, "sim_text_image_o": 0.3,
+             "edit_type": "noun", "original_word": "dog", "substitute": f"cat{c}", "sample": 0, "seed": 10 + i,
+             "p2p_fraction": 0.5, "guidance_scale": 7.5 + i, "sim_text_image_o": 0.3,
              "sim_text_image_c": 0.31, "sim_image_image": 0.8, "clip_dir": 0.2 + i / 10, "truncated_o": False,
              "truncated_c": False, "tokens_misaligned": False, "tried": 1 + i % 2, "image_o": f"ab/{c}_o.png",
              "image_c": f"ab/{c}_c.png"} for i, c in enumerate(ids)]
@@ -45,7 +46,7 @@ def selected_frame(ids: list[str] = IDS) -> pl.DataFrame:
 def counterfactual_frame(ids: list[str] = IDS) -> pl.DataFrame:
     """One row per id plus one caption that was never selected, in reverse order."""
     rows = [{"caption_id": c, "image_id": f"img{c}", "caption": f"a dog on {c}", "counterfactual": f"a cat on {c}",
-             "position": 1, "start": 2, "end": 5, "original_word": "dog", "substitute": f"cat{c}",
+             "edit_type": "noun", "position": 1, "start": 2, "end": 5, "original_word": "dog", "substitute": f"cat{c}",
              "mlm_score": 0.1 * i, "similarity": 0.85, "perplexity": 20.0 + i} for i, c in enumerate(ids + ["px"])]
     return pl.DataFrame(rows[::-1], schema=schemas.COUNTERFACTUALS)
 

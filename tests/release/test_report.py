@@ -18,7 +18,8 @@ from tasks.image import selection
 from tasks.release import figures, report
 from tasks.text import ingest
 
-OPEN = SelectionParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=-1)
+OPEN = SelectionParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=-1,
+                       min_subject_margin_o=None, min_subject_margin_c=None)
 NAN = math.nan
 
 
@@ -29,7 +30,8 @@ def frame(rows: list[dict], schema: dict) -> pl.DataFrame:
 def counterfactual(caption_id: str, caption: str, word: str, substitute: str, similarity: float,
                    ppl: float) -> dict:
     start = caption.index(word)
-    return {"caption_id": caption_id, "image_id": "img", "caption": caption, "start": start, "end": start + len(word),
+    return {"caption_id": caption_id, "image_id": "img", "caption": caption, "edit_type": "noun", "start": start,
+            "end": start + len(word),
             "counterfactual": caption[:start] + substitute + caption[start + len(word):], "original_word": word,
             "substitute": substitute, "similarity": similarity, "perplexity": ppl}
 
@@ -60,7 +62,7 @@ def select(samples: pl.DataFrame, params: SelectionParams) -> pl.DataFrame:
 
 @pytest.fixture
 def world(tmp_path) -> dict:
-    """5 captions -> 4 with a noun -> 3 with a candidate -> 3 counterfactuals -> 2 accepted (c2's clip_dir is NaN)."""
+    """5 captions -> 4 with a site -> 3 with a candidate -> 3 counterfactuals -> 2 accepted (c2's clip_dir is NaN)."""
     pairs = {row["caption_id"]: row for row in CF}
     samples = frame([{**{k: pairs[cid][k] for k in schemas.PAIR}, "sample": s, "seed": 100 + s,
                       **dict(zip(SCORE_COLUMNS, scores)), "nan": False, "reject_reason": reason, "unet_evals": evals}
@@ -73,8 +75,11 @@ def world(tmp_path) -> dict:
             Image.fromarray(np.full((8, 8, 3), shade + row["sample"], np.uint8)).save(images / row[column])
     return {
         "captions": frame([{"caption_id": f"c{i}"} for i in range(5)], ingest.SCHEMA),
-        "nouns": frame([{"caption_id": c} for c in ("c0", "c0", "c1", "c2", "c3")], schemas.NOUNS),
-        "candidates": frame([{"caption_id": c} for c in ("c0", "c1", "c1", "c2")], schemas.CANDIDATES),
+        "sites": frame([{"caption_id": c, "edit_type": t} for c, t in (("c0", "noun"), ("c0", "delete"), ("c1", "noun"),
+                                                                     ("c2", "noun"), ("c3", "delete"))], schemas.SITES),
+        "candidates": frame([{"caption_id": c, "edit_type": "noun"} for c in ("c0", "c1", "c1", "c2")],
+                            schemas.CANDIDATES),
+        "similar": frame([{"caption_id": c, "edit_type": "noun"} for c in ("c0", "c1", "c2")], schemas.SIMILARITY),
         "counterfactuals": frame(CF, schemas.COUNTERFACTUALS),
         "samples": samples,
         "selected": selected,
@@ -90,14 +95,14 @@ def test_selected_fixture_holds_the_best_passing_sample_per_pair(world):
 
 
 def test_funnel_counts_caption_level_steps(world):
-    args = [world[k] for k in ("captions", "nouns", "candidates", "counterfactuals", "selected")]
-    assert list(report.funnel(*args).items()) == [("captions_in", 5), ("with_noun", 4), ("with_candidate", 3),
+    args = [world[k] for k in ("captions", "sites", "candidates", "counterfactuals", "selected")]
+    assert list(report.funnel(*args).items()) == [("captions_in", 5), ("with_site", 4), ("with_candidate", 3),
                                                   ("with_counterfactual", 3), ("with_accepted_pair", 2), ("final", 2)]
     assert report.funnel(*args, exported_ids=["c0"])["final"] == 1
 
 
 def test_funnel_rejects_a_step_that_grows(world):
-    args = [world[k] for k in ("captions", "nouns", "candidates", "counterfactuals", "selected")]
+    args = [world[k] for k in ("captions", "sites", "candidates", "counterfactuals", "selected")]
     with pytest.raises(ValueError, match="with_counterfactual=3 to with_accepted_pair=4"):
         report.funnel(*args[:4], pl.concat([world["selected"]] * 2))
     with pytest.raises(ValueError, match="final"):
@@ -109,13 +114,13 @@ def test_score_columns_match_the_clip_module():
 
 
 def test_run_metrics_against_hand_computations(world):
-    funnel = {"captions_in": 5, "with_noun": 4, "with_candidate": 3, "with_counterfactual": 3,
+    funnel = {"captions_in": 5, "with_site": 4, "with_candidate": 3, "with_counterfactual": 3,
               "with_accepted_pair": 2, "final": 2}
     stages = {"selection": {"accepted": 2, "acceptance_rate": 2 / 3, "odd": NAN, "rejects": {"no_sample_passed": 1}}}
     m = report.run_metrics(funnel, stages, world["counterfactuals"], world["samples"], world["selected"])
     assert json.loads(json.dumps(m, allow_nan=False)) == m
     assert m["funnel"] == funnel
-    assert m["rates"] == {"with_noun": 0.8, "with_candidate": 0.75, "with_counterfactual": 1.0,
+    assert m["rates"] == {"with_site": 0.8, "with_candidate": 0.75, "with_counterfactual": 1.0,
                           "with_accepted_pair": 0.666667, "final": 1.0, "overall": 0.4, "pair_acceptance": 0.666667}
     assert m["means"]["similarity"] == round((0.82 + 0.85 + 0.90) / 3, 6)
     assert m["means"]["perplexity"] == 370.0
@@ -138,7 +143,7 @@ def empty_inputs() -> dict:
 
 def test_empty_run_gives_zero_counts_and_undefined_means():
     e = empty_inputs()
-    funnel = report.funnel(pl.DataFrame(schema=ingest.SCHEMA), pl.DataFrame(schema=schemas.NOUNS),
+    funnel = report.funnel(pl.DataFrame(schema=ingest.SCHEMA), pl.DataFrame(schema=schemas.SITES),
                            pl.DataFrame(schema=schemas.CANDIDATES), e["counterfactuals"], e["selected"])
     assert set(funnel.values()) == {0}
     m = report.run_metrics(funnel, {}, e["counterfactuals"], e["samples"], e["selected"])
@@ -180,7 +185,7 @@ def check_pngs(paths) -> dict[str, bytes]:
 
 
 def test_figures_are_valid_sized_and_byte_identical_on_rerun(world, tmp_path):
-    funnel = {"captions_in": 5, "with_noun": 4, "final": 2}
+    funnel = {"captions_in": 5, "with_site": 4, "final": 2}
     args = (world["counterfactuals"], world["samples"], world["selected"], funnel, world["images"])
     kwargs = {"thresholds": SelectionParams().thresholds(), "window": (0.8, 0.91)}
     first = check_pngs(report.figures(*args, tmp_path / "one", **kwargs))
@@ -230,3 +235,10 @@ def test_wrap_and_swap_span():
     assert figures.swap_span("A dog on a sofa.", 2, "dog") == (2, 5)
     assert figures.swap_span("A dog on a sofa.", 3, "dog") is None
     assert figures.swap_span("A dog on a sofa.", None, None) is None
+
+
+def test_type_funnel_counts_each_edit_type_at_every_step(world):
+    assert report.type_funnel(world, ("noun", "delete", "insert")) == {
+        "noun": {"sites": 3, "candidates": 4, "similar": 3, "counterfactuals": 3, "selected": 2},
+        "delete": {"sites": 2, "candidates": 0, "similar": 0, "counterfactuals": 0, "selected": 0},
+        "insert": dict.fromkeys(report.TYPE_STEPS, 0)}

@@ -12,7 +12,7 @@ from tasks.core.errors import UserError
 from tasks.core.removal_params import RemovalCaptionsParams
 from tasks.removal import captions, mentions
 from tasks.text.ingest import read_captions
-from tasks.text.nouns import tag_caption
+from tasks.text.tagging import tag_caption
 from tests.conftest import COCO_CAPTIONS, requires_coco, requires_nltk
 
 GRAMMAR = RemovalCaptionsParams().grammar

@@ -1,4 +1,5 @@
-"""MLM candidates on the tiny RoBERTa: minimal edits, filter reasons in order, accounting, batching, long captions."""
+"""Candidates on the tiny RoBERTa: minimal edits, filter reasons in order, accounting, batching, long captions;
+every edit type's rewrites."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import polars as pl
 import pytest
 import torch
 
-from tasks.core.params import CandidatesParams, NounsParams
+from tasks.core.params import CandidatesParams, SitesParams
 from tasks.core.specs import ModelSpec
-from tasks.text import candidates, nouns
+from tasks.text import candidates
+from tasks.text import sites as site_stage
 from tasks.text.ingest import read_captions
 from tests.conftest import DEMO_CAPTIONS, requires_nltk
 
@@ -21,7 +23,7 @@ KEYS = ["caption_id", "position"]
 def site_frame(captions: list[str], prefix: str = "t") -> pl.DataFrame:
     caps = pl.DataFrame({"caption_id": [f"{prefix}{i}_0" for i in range(len(captions))],
                          "image_id": [f"{prefix}{i}" for i in range(len(captions))], "caption": captions})
-    return nouns.run(caps, NounsParams())[0]
+    return site_stage.run(caps, SitesParams())[0]
 
 
 def site(caption: str, word: str) -> dict:
@@ -42,7 +44,7 @@ def mlm(params):
 
 @pytest.fixture(scope="module")
 def demo_sites() -> pl.DataFrame:
-    return nouns.run(read_captions(DEMO_CAPTIONS)[0], NounsParams())[0]
+    return site_stage.run(read_captions(DEMO_CAPTIONS)[0], SitesParams())[0]
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +117,7 @@ def test_string_reasons_are_reproducible(demo_sites, demo_run, params):
     assert checked.height > 0
     for r in checked.iter_rows(named=True):
         s = by_site[(r["caption_id"], r["position"])]
-        assert candidates.reject_reason(True, r["substitute"], s, params.keep_tags) == r["reason"]
+        assert candidates.reject_reason(True, r["substitute"], s, params) == r["reason"]
 
 
 def test_batched_equals_unbatched(demo_sites, params, mlm):
@@ -164,11 +166,11 @@ def test_mlm_length_limit_is_exact(params, mlm):
     by_length = {}
     for k in range(110, 135):
         s = site("A dog" + " a" * k + ".", "dog")
-        n = len(mlm.tokenizer(candidates.masked_caption(s["caption"], s["start"], s["end"], "<mask>"))["input_ids"])
+        n = len(mlm.tokenizer(candidates.masked_caption(s, "<mask>"))["input_ids"])
         by_length.setdefault(n, s)
     assert {128, 129} <= set(by_length)
     fits, over = by_length[128], by_length[129]
-    kept, rejects = candidates.run(pl.DataFrame([fits, over], schema=nouns.SCHEMA), params, mlm)
+    kept, rejects = candidates.run(pl.DataFrame([fits, over], schema=site_stage.SCHEMA), params, mlm)
     fit_rows = pl.concat([kept.select("caption", "substitute"), rejects.select("caption", "substitute")]).filter(
         pl.col("caption") == fits["caption"])
     assert fit_rows.height == TOP_K and fit_rows["substitute"].null_count() == 0
@@ -185,7 +187,7 @@ def test_only_too_long_sites(params, mlm):
 # --- reject_reason: each filter, in order ---------------------------------------------------------------------------
 
 DOG = "A dog runs in the park."
-KEEP = ("NN", "NNS", "NNP")
+KEEP = CandidatesParams(model=ModelSpec(id="unused"), keep_tags=("NN", "NNS", "NNP"))
 
 
 @pytest.mark.parametrize(("word_start", "fill", "reason"), [
@@ -211,7 +213,8 @@ def test_reject_reason(word_start, fill, reason):
 
 
 def test_reject_reason_keep_tags():
-    assert candidates.reject_reason(True, "John", site(DOG, "dog"), ("NN", "NNS")) == "not_a_noun"
+    nouns_only = with_params(KEEP, keep_tags=("NN", "NNS"))
+    assert candidates.reject_reason(True, "John", site(DOG, "dog"), nouns_only) == "not_a_noun"
 
 
 def test_no_subword_check_at_caption_start():
@@ -264,7 +267,7 @@ def test_no_sites_no_candidates(params, mlm):
 
 
 def test_head_at_masked_positions_equals_full_logits(mlm, demo_sites):
-    masked = [candidates.masked_caption(r["caption"], r["start"], r["end"], mlm.tokenizer.mask_token)
+    masked = [candidates.masked_caption(r, mlm.tokenizer.mask_token)
               for r in demo_sites.head(6).iter_rows(named=True)]
     enc = mlm.tokenizer(masked, padding=True, return_tensors="pt")
     rows, cols = (enc["input_ids"] == mlm.tokenizer.mask_token_id).nonzero(as_tuple=True)
@@ -272,3 +275,66 @@ def test_head_at_masked_positions_equals_full_logits(mlm, demo_sites):
         full = mlm.model(**enc).logits[rows, cols]
         torch.testing.assert_close(mlm.masked_logits(enc, rows, cols), full, rtol=1e-5, atol=1e-5)
     assert rows.tolist() == list(range(6))
+
+
+# --- edit types beyond nouns ---------------------------------------------------------------------------------------
+
+ALL_TYPES = SitesParams(types=("noun", "lexical", "quantifier", "insert", "delete"))
+
+
+def typed_sites(caption: str, edit_type: str) -> pl.DataFrame:
+    caps = pl.DataFrame({"caption_id": ["t0_0"], "image_id": ["t0"], "caption": [caption]})
+    return site_stage.run(caps, ALL_TYPES)[0].filter(pl.col("edit_type") == edit_type)
+
+
+@pytest.mark.parametrize(("caption", "rewrites"), [
+    ("A dog runs.", ["Two dogs runs."]),
+    ("An apple and two brown horses.", ["Two apples and two brown horses.", "An apple and a brown horse.",
+                                        "An apple and three brown horses."]),
+    ("Ten dogs.", ["Nine dogs."]),                           # the top of `numbers` moves down only
+    ("Two women and a child.", ["A woman and a child.", "Three women and a child.", "Two women and two children."]),
+    ("Two old apples.", ["An old apple.", "Three old apples."]),  # a / an agrees with the word after it
+])
+def test_quantifier_rewrites_move_the_count_and_inflect_the_noun(params, mlm, caption, rewrites):
+    kept, rejects = candidates.run(typed_sites(caption, "quantifier"), params, mlm)
+    assert kept["candidate"].to_list() == rewrites and rejects.is_empty()
+    assert kept["mlm_score"].null_count() == kept.height
+    for r in kept.iter_rows(named=True):
+        assert r["candidate"] == r["caption"][:r["start"]] + r["substitute"] + r["caption"][r["end"]:]
+
+
+def test_a_number_off_the_list_is_a_reject(params, mlm):
+    kept, rejects = candidates.run(typed_sites("A dog and 12 cats.", "quantifier"), params, mlm)
+    assert kept["candidate"].to_list() == ["Two dogs and 12 cats."]
+    assert rejects.select("original_word", "reason").rows() == [("12 cats", "not_a_count")]
+
+
+def test_delete_rewrites_remove_the_span(params, mlm):
+    kept, _ = candidates.run(typed_sites("A brown dog sleeps on the couch.", "delete"), params, mlm)
+    assert kept["candidate"].to_list() == ["A dog sleeps on the couch.", "A brown dog sleeps."]
+
+
+def test_insert_fills_must_be_adjectives_and_add_one_token(monkeypatch, params, mlm):
+    fixed_fills(monkeypatch, [("Ġbig", 0.3), ("Ġruns", 0.2), ("Ġbig", 0.1), ("Ġred", 0.05)])
+    sites = typed_sites("A dog on a mat.", "insert").head(1)
+    kept, rejects = candidates.run(sites, params, mlm)
+    assert kept.select("substitute", "candidate").rows() == [("big ", "A big dog on a mat."),
+                                                           ("red ", "A red dog on a mat.")]
+    assert rejects.select("substitute", "reason").rows() == [("runs ", "not_an_adjective"), ("big ", "duplicate_fill")]
+
+
+def test_lexical_fills_keep_the_tag(monkeypatch, params, mlm):
+    fixed_fills(monkeypatch, [("Ġsits", 0.3), ("Ġsat", 0.2), ("Ġdog", 0.1)])
+    kept, rejects = candidates.run(typed_sites("A dog runs in the park.", "lexical"), params, mlm)
+    assert kept["candidate"].to_list() == ["A dog sits in the park."]  # VBZ for VBZ
+    assert dict(rejects.select("substitute", "reason").rows()) == {"sat": "tag_changed", "dog": "tag_changed"}
+
+
+def test_every_type_keeps_the_minimal_edit_invariant_on_the_demo(params, mlm):
+    caps = read_captions(DEMO_CAPTIONS)[0].head(30)
+    kept, _ = candidates.run(site_stage.run(caps, ALL_TYPES)[0], params, mlm)
+    assert set(kept["edit_type"]) == set(ALL_TYPES.types)
+    for r in kept.iter_rows(named=True):
+        cap, s, e = r["caption"], r["start"], r["end"]
+        assert cap[s:e] == r["original_word"] and r["candidate"] == cap[:s] + r["substitute"] + cap[e:]
+        assert r["candidate"] != cap

@@ -9,9 +9,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tasks.core.params import NounsParams, PerplexityParams
+from tasks.core.params import PerplexityParams, SitesParams
 from tasks.core.specs import ModelSpec
-from tasks.text import ingest, nouns, perplexity, similarity
+from tasks.text import ingest, perplexity, similarity
+from tasks.text import sites as site_stage
 from tests.conftest import COCO_CAPTIONS, requires_coco, requires_nltk
 
 KEY = ["caption_id", "position", "substitute"]
@@ -22,8 +23,8 @@ def row(caption_id: str, caption: str, word: str, substitute: str, position: int
     start = caption.index(word)
     end = start + len(word)
     return {"caption_id": caption_id, "image_id": caption_id.rsplit("_", 1)[0], "caption": caption,
-            "position": position, "start": start, "end": end, "original_word": word, "substitute": substitute,
-            "mlm_score": 0.01 * position, "candidate": candidate if candidate is not None else
+            "edit_type": "noun", "tag": "NN", "position": position, "start": start, "end": end, "original_word": word,
+            "substitute": substitute, "mlm_score": 0.01 * position, "candidate": candidate if candidate is not None else
             caption[:start] + substitute + caption[end:], "similarity": sim}
 
 
@@ -57,7 +58,8 @@ def check_accounting(inp: pl.DataFrame, winners: pl.DataFrame, rejects: pl.DataF
     out = pl.concat([winners.select(KEY), rejects.select(KEY)]).sort(KEY)
     assert out.equals(inp.select(KEY).sort(KEY))
     assert set(rejects["stage"]) <= {"perplexity"}
-    assert set(rejects["reason"]) <= {"outranked", "too_short_for_perplexity", "too_long_for_perplexity"}
+    assert set(rejects["reason"]) <= {"outranked", "edit_type_not_drawn", "too_short_for_perplexity",
+                                      "too_long_for_perplexity"}
     assert winners["caption_id"].is_duplicated().sum() == 0
 
 
@@ -307,7 +309,7 @@ def scored(winners: pl.DataFrame, rejects: pl.DataFrame) -> pl.DataFrame:
 def coco_candidates() -> pl.DataFrame:
     """Six COCO captions, three substitutes at every noun site: the prefix structure of real candidates."""
     captions = ingest.read_captions(COCO_CAPTIONS)[0].head(6)
-    sites, _ = nouns.run(captions, NounsParams())
+    sites, _ = site_stage.run(captions, SitesParams())
     return pl.DataFrame([{**site, "substitute": sub, "mlm_score": 0.5, "similarity": 0.85,
                           "candidate": site["caption"][:site["start"]] + sub + site["caption"][site["end"]:]}
                          for site in sites.iter_rows(named=True) for sub in ("dog", "table", "umbrella")],
@@ -361,3 +363,36 @@ def test_bf16_changes_a_winner_only_within_its_error(paper_shape_params, coco_ca
         if ours["counterfactual"] != theirs["counterfactual"]:
             rival = scored(*fp32).filter(pl.col("candidate") == theirs["counterfactual"])["perplexity"].item()
             assert rival / ours["perplexity"] - 1 <= 2 * error
+
+
+# --- edit types: one drawn per caption ----------------------------------------------------------------------------
+
+
+def test_the_drawn_type_is_fixed_by_the_caption_and_follows_the_shares():
+    ids = [f"c{i}" for i in range(4000)]
+    shares = {"noun": 3.0, "delete": 1.0}
+    drawn = [perplexity.drawn_type(c, {"noun", "delete"}, shares) for c in ids]
+    assert drawn == [perplexity.drawn_type(c, {"delete", "noun"}, dict(reversed(shares.items()))) for c in ids]
+    assert abs(drawn.count("noun") / len(ids) - 0.75) < 0.03
+    assert {perplexity.drawn_type(c, {"delete"}, shares) for c in ids} == {"delete"}  # the only type it has
+    # Adding a type the caption has no candidates of changes no draw.
+    assert drawn == [perplexity.drawn_type(c, {"noun", "delete"}, {**shares, "insert": 5.0}) for c in ids]
+
+
+def test_only_the_drawn_types_candidates_are_scored_and_compete(lm, params):
+    rows = []
+    for i in range(12):
+        cid, caption = f"i{i}_0", f"A brown dog number {i} on the mat."
+        rows += [row(cid, caption, "dog", "cat", 2), row(cid, caption, "dog", "bird", 2),
+                 {**row(cid, caption, "brown ", "", 1), "edit_type": "delete", "tag": "JJ"}]
+    similar = frame(rows)
+    two = params.model_copy(update={"type_shares": {"noun": 1.0, "delete": 1.0}})
+    winners, rejects = perplexity.run(similar, two, lm)
+    check_accounting(similar, winners, rejects)
+    drawn = {c: perplexity.drawn_type(c, {"noun", "delete"}, two.type_shares) for c in similar["caption_id"]}
+    assert dict(winners.select("caption_id", "edit_type").rows()) == drawn
+    assert set(drawn.values()) == {"noun", "delete"}  # both kinds of draw happen in 12 captions
+    not_drawn = rejects.filter(pl.col("reason") == "edit_type_not_drawn")
+    assert not_drawn.height == sum(2 if t == "delete" else 1 for t in drawn.values())
+    assert not_drawn["perplexity"].null_count() == not_drawn.height  # never scored
+    assert all(drawn[c] != t for c, t in not_drawn.select("caption_id", "edit_type").rows())

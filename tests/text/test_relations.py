@@ -39,7 +39,8 @@ def test_real_pairs_rejected_by_default():
 
 
 def frame(pairs: list[tuple[str, str]]) -> pl.DataFrame:
-    rows = [{"caption_id": f"c{i}", "image_id": f"i{i}", "caption": f"A {o} here.", "position": 1, "start": 2,
+    rows = [{"caption_id": f"c{i}", "image_id": f"i{i}", "caption": f"A {o} here.", "edit_type": "noun", "tag": "NN",
+             "position": 1, "start": 2,
              "end": 2 + len(o), "original_word": o, "substitute": s, "mlm_score": -float(i),
              "candidate": f"A {s} here."} for i, (o, s) in enumerate(pairs)]
     return pl.DataFrame(rows, schema=CANDIDATES)
@@ -80,3 +81,19 @@ def test_wordnet_version_is_checked():
     assert wordnet.get_version() == "3.0"
     with pytest.raises(UserError, match=r"^WordNet 3\.0 found under NLTK_DATA, relations.wordnet_version is 3\.1$"):
         relations.load_models(RelationsParams(wordnet_version="3.1"))
+
+
+def test_adjective_and_verb_swaps_are_checked_in_their_part_of_speech():
+    assert relations.relation("big", "large", "JJ") == "synonym"
+    assert relations.relation("walking", "strolling", "VBG") == "hyponym"
+    assert relations.relation("red", "blue", "JJ") is None
+    assert relations.relation("big", "large", "CD") is None  # no WordNet part of speech
+
+
+def test_only_word_swaps_are_checked():
+    rows = frame([("car", "automobile"), ("big", "large"), ("big", "large"), ("dog", "dogs")])
+    rows = rows.with_columns(edit_type=pl.Series(["noun", "lexical", "delete", "quantifier"]),
+                             tag=pl.Series(["NN", "JJ", "JJ", "NN"]))
+    kept, rejects = relations.run(rows, RelationsParams())
+    assert rejects.select("edit_type", "reason").rows() == [("noun", "synonym"), ("lexical", "synonym")]
+    assert kept["edit_type"].to_list() == ["delete", "quantifier"]

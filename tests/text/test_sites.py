@@ -1,4 +1,5 @@
-"""Noun sites: exactly the NN/NNS tokens of `nltk.word_tokenize`, with character spans into the untouched caption."""
+"""Edit sites: noun sites are exactly the NN/NNS tokens of `nltk.word_tokenize`, with character spans into the
+untouched caption; every other type's spans are checked on hand-made captions."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import nltk
 import polars as pl
 import pytest
 
-from tasks.core.params import NounsParams
-from tasks.text import nouns
+from tasks.core.params import SitesParams
+from tasks.text import sites as stage
 from tasks.text.ingest import read_captions
 from tests.conftest import DEMO_CAPTIONS, requires_nltk
 
@@ -54,11 +55,11 @@ def demo_frame() -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def demo_sites(demo_frame):
-    return nouns.run(demo_frame, NounsParams())
+    return stage.run(demo_frame, SitesParams())
 
 
 def check_sites(captions: pl.DataFrame, sites: pl.DataFrame, tags=("NN", "NNS")) -> None:
-    assert dict(sites.schema) == nouns.SCHEMA
+    assert dict(sites.schema) == stage.SCHEMA
     by_caption = {cid: [] for cid in captions["caption_id"]}
     for row in sites.iter_rows(named=True):
         by_caption[row["caption_id"]].append(row)
@@ -89,27 +90,27 @@ def test_demo_sites_are_exactly_nn_nns_with_exact_spans(demo_frame, demo_sites):
 @pytest.mark.parametrize("caption", TRICKY)
 def test_tricky_caption_spans(caption):
     captions = frame([caption])
-    sites, rejects = nouns.run(captions, NounsParams())
+    sites, rejects = stage.run(captions, SitesParams())
     check_sites(captions, sites)
     assert rejects.is_empty()
 
 
 def test_double_quotes_shift_later_spans_correctly():
     caption = 'A sign that says "stop" near a car.'
-    sites, _ = nouns.run(frame([caption]), NounsParams())
+    sites, _ = stage.run(frame([caption]), SitesParams())
     assert "``" in nltk.word_tokenize(caption)
     assert sites.select("position", "start", "end", "original_word").rows() == [
         (1, 2, 6, "sign"), (9, 31, 34, "car")]
 
 
 def test_quote_at_caption_start():
-    sites, _ = nouns.run(frame(['"Dogs" run in the park.']), NounsParams())
+    sites, _ = stage.run(frame(['"Dogs" run in the park.']), SitesParams())
     assert sites.select("position", "start", "end", "original_word").rows()[0] == (1, 1, 5, "Dogs")
 
 
 def test_apostrophe_and_repeated_words_get_their_own_spans():
     caption = "A dog's bowl and a dog."
-    sites, _ = nouns.run(frame([caption]), NounsParams())
+    sites, _ = stage.run(frame([caption]), SitesParams())
     assert sites.select("position", "start", "end", "original_word").rows() == [
         (1, 2, 5, "dog"), (3, 8, 12, "bowl"), (6, 19, 22, "dog")]
     assert nltk.word_tokenize(caption)[2] == "'s"
@@ -117,7 +118,7 @@ def test_apostrophe_and_repeated_words_get_their_own_spans():
 
 def test_three_identical_words():
     caption = "A dog chases another dog past a dog."
-    sites, _ = nouns.run(frame([caption]), NounsParams())
+    sites, _ = stage.run(frame([caption]), SitesParams())
     dogs = sites.filter(pl.col("original_word") == "dog")
     assert dogs["start"].to_list() == [2, 21, 32]
     assert all(caption[s:e] == "dog" for s, e in zip(dogs["start"], dogs["end"]))
@@ -125,28 +126,76 @@ def test_three_identical_words():
 
 def test_positions_span_sentences():
     caption = "A cat. A dog."
-    sites, _ = nouns.run(frame([caption]), NounsParams())
+    sites, _ = stage.run(frame([caption]), SitesParams())
     assert sites.select("position", "start", "original_word", "n_tokens").rows() == [
         (1, 2, "cat", 6), (4, 9, "dog", 6)]
 
 
-def test_caption_without_noun_is_a_reject():
+def test_caption_without_site_is_a_reject():
     captions = pl.DataFrame({"caption_id": ["n_0", "y_0"], "image_id": ["n", "y"], "caption": ["He sat.", "A dog."]})
-    sites, rejects = nouns.run(captions, NounsParams())
-    assert dict(rejects.schema) == nouns.REJECTS_SCHEMA
-    assert rejects.rows() == [("n_0", "n", "He sat.", "no_noun")]
+    sites, rejects = stage.run(captions, SitesParams())
+    assert dict(rejects.schema) == stage.REJECTS_SCHEMA
+    assert rejects.rows() == [("n_0", "n", "He sat.", "no_site")]
     assert set(sites["caption_id"]) == {"y_0"}
 
 
 def test_tags_param_selects_sites():
     caption = "Dogs chase a cat in the park."
-    sites, rejects = nouns.run(frame([caption]), NounsParams(tags=("NNS",)))
+    sites, rejects = stage.run(frame([caption]), SitesParams(noun_tags=("NNS",)))
     assert sites["original_word"].to_list() == ["Dogs"]
-    sites, rejects = nouns.run(frame(["A dog."]), NounsParams(tags=("NNS",)))
-    assert sites.is_empty() and rejects["reason"].to_list() == ["no_noun"]
+    sites, rejects = stage.run(frame(["A dog."]), SitesParams(noun_tags=("NNS",)))
+    assert sites.is_empty() and rejects["reason"].to_list() == ["no_site"]
 
 
 def test_empty_frame():
-    sites, rejects = nouns.run(frame([]), NounsParams())
+    sites, rejects = stage.run(frame([]), SitesParams())
     assert sites.is_empty() and rejects.is_empty()
-    assert dict(sites.schema) == nouns.SCHEMA
+    assert dict(sites.schema) == stage.SCHEMA
+
+
+ALL = SitesParams(types=("noun", "lexical", "quantifier", "insert", "delete"))
+
+
+def spans(caption: str, edit_type: str, params: SitesParams = ALL) -> list[tuple[int, str, str]]:
+    found, _ = stage.run(frame([caption]), params)
+    rows = found.filter(pl.col("edit_type") == edit_type)
+    assert all(caption[r["start"]:r["end"]] == r["original_word"] for r in rows.iter_rows(named=True))
+    return rows.select("position", "original_word", "tag").rows()
+
+
+def test_only_the_types_asked_for_run():
+    found, _ = stage.run(frame(["Two brown dogs sleep on the couch."]), SitesParams())
+    assert set(found["edit_type"]) == {"noun"}
+    found, _ = stage.run(frame(["Two brown dogs sleep on the couch."]), ALL)
+    assert set(found["edit_type"]) == set(ALL.types)
+
+
+def test_lexical_sites_are_adjectives_and_verbs_but_not_auxiliaries():
+    assert spans("Two brown dogs are sleeping on the couch.", "lexical") == [(1, "brown", "JJ"),
+                                                                           (4, "sleeping", "VBG")]
+
+
+def test_quantifier_spans_run_from_the_count_to_the_last_noun():
+    assert spans("Two brown dogs near a tennis racket.", "quantifier") == [
+        (0, "Two brown dogs", "CD"), (4, "a tennis racket", "DT")]
+    assert spans("The dog sat.", "quantifier") == []  # `the` counts nothing
+    assert spans("A very big dog.", "quantifier") == []  # an adverb between: not a counted phrase
+
+
+def test_insert_sites_are_empty_spans_before_each_noun():
+    found, _ = stage.run(frame(["A dog on a mat."]), ALL)
+    rows = found.filter(pl.col("edit_type") == "insert").select("position", "start", "end", "original_word").rows()
+    assert rows == [(1, 2, 2, ""), (4, 11, 11, "")]
+
+
+def test_delete_sites_are_attributive_adjectives_and_prepositional_phrases():
+    assert spans("A brown dog sleeps on the old couch.", "delete") == [
+        (1, "brown ", "JJ"), (6, "old ", "JJ"), (4, " on the old couch", "IN")]
+    assert spans("A red and white bus.", "delete") == []  # inside a coordination
+    assert spans("In a kitchen a woman cooks.", "delete") == []  # a phrase that opens the caption stays
+    assert spans("A slice of pizza.", "delete") == []  # kept_prepositions
+
+
+def test_a_caption_with_sites_of_other_types_only_is_not_rejected():
+    found, rejects = stage.run(frame(["He runs quickly."]), SitesParams(types=("noun", "lexical")))
+    assert found["edit_type"].to_list() == ["lexical"] and rejects.is_empty()

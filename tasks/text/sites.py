@@ -1,0 +1,104 @@
+"""Edit sites: where each edit type in `types` may change C_o, one row per (caption, type, site).
+
+Output `sites(caption_id, image_id, caption, edit_type, position, start, end, original_word, tag, n_tokens)`. The
+span `caption[start:end] == original_word` is all an edit of that site may rewrite; `position` is its anchor token's
+index in `word_tokenize(caption)` (the token swapped, the noun an insert precedes, the first token deleted), `tag`
+that token's Penn Treebank tag and `n_tokens` the caption's token count. Per type:
+  noun        a token tagged `noun_tags`: the paper's site
+  lexical     a token tagged `lexical_tags` (adjectives, verbs), auxiliaries (is, has, do...) excepted
+  quantifier  a number (tagged CD) or a / an, through the head noun it counts: `a dog`, `two brown dogs`
+  insert      the empty span before a `noun_tags` token (an adjective goes there)
+  delete      an adjective before a noun with the space after it, or a prepositional phrase (`delete_grammar`, not at
+              the start, not headed by `kept_prepositions`) with the space before it
+Captions without a site of any type go to the rejects with reason `no_site`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import lru_cache
+
+import nltk
+import polars as pl
+
+from tasks.core import schemas
+from tasks.core.params import SitesParams
+from tasks.text.tagging import Token, tag_caption
+
+SCHEMA, REJECTS_SCHEMA = schemas.SITES, schemas.SITES_REJECTS
+ARTICLES = ("a", "an")  # count as one
+AUXILIARIES = frozenset("is are was were be been being am has have had do does did".split())  # no lexical site
+Site = tuple[int, int, int]  # (anchor token index, span start, span end)
+
+
+@lru_cache(maxsize=8)
+def _chunker(grammar: str) -> nltk.RegexpParser:
+    return nltk.RegexpParser(grammar)
+
+
+def _is_noun(token: Token, params: SitesParams) -> bool:
+    return token.tag in params.noun_tags
+
+
+def noun_sites(tokens: list[Token], params: SitesParams) -> Iterator[Site]:
+    yield from ((i, t.start, t.end) for i, t in enumerate(tokens) if _is_noun(t, params))
+
+
+def lexical_sites(tokens: list[Token], params: SitesParams) -> Iterator[Site]:
+    yield from ((i, t.start, t.end) for i, t in enumerate(tokens)
+                if t.tag in params.lexical_tags and t.text.lower() not in AUXILIARIES)
+
+
+def insert_sites(tokens: list[Token], params: SitesParams) -> Iterator[Site]:
+    yield from ((i, t.start, t.start) for i, t in enumerate(tokens) if _is_noun(t, params))
+
+
+def quantifier_sites(tokens: list[Token], params: SitesParams) -> Iterator[Site]:
+    """A counting word, adjectives or participles after it, then nouns: the span ends with the last noun."""
+    for i, token in enumerate(tokens):
+        if token.tag != "CD" and token.text.lower() not in ARTICLES:
+            continue
+        j = i + 1
+        while j < len(tokens) and tokens[j].tag in ("JJ", "JJR", "JJS", "VBG", "VBN"):
+            j += 1
+        if j < len(tokens) and _is_noun(tokens[j], params):
+            while j + 1 < len(tokens) and _is_noun(tokens[j + 1], params):
+                j += 1
+            yield i, token.start, tokens[j].end
+
+
+def delete_sites(tokens: list[Token], params: SitesParams) -> Iterator[Site]:
+    for i, token in enumerate(tokens[:-1]):  # an attributive adjective, not inside a coordination
+        after, before = tokens[i + 1], tokens[i - 1] if i else None
+        if (token.tag == "JJ" and (_is_noun(after, params) or after.tag == "JJ")
+                and after.tag != "CC" and (before is None or before.tag != "CC")):
+            yield i, token.start, after.start
+    tree = _chunker(params.delete_grammar).parse([(t.text, t.tag) for t in tokens])
+    i = 0
+    for node in tree:
+        size = len(node) if isinstance(node, nltk.Tree) else 1
+        if isinstance(node, nltk.Tree) and i > 0 and tokens[i].text.lower() not in params.kept_prepositions:
+            yield i, tokens[i - 1].end, tokens[i + size - 1].end
+        i += size
+
+
+FINDERS = {"noun": noun_sites, "lexical": lexical_sites, "quantifier": quantifier_sites, "insert": insert_sites,
+           "delete": delete_sites}
+
+
+def run(captions: pl.DataFrame, params: SitesParams, models: None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(sites, rejects) for a `captions(caption_id, image_id, caption)` frame."""
+    sites, rejects = [], []
+    for row in captions.iter_rows(named=True):
+        tokens = tag_caption(row["caption"])
+        found = [{**row, "edit_type": edit_type, "position": i, "start": start, "end": end,
+                  "original_word": row["caption"][start:end], "tag": tokens[i].tag, "n_tokens": len(tokens)}
+                 for edit_type in params.types for i, start, end in FINDERS[edit_type](tokens, params)]
+        sites.extend(found)
+        if not found:
+            rejects.append({**row, "reason": "no_site"})
+    return pl.DataFrame(sites, schema=SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)
+
+
+def load_models(params: SitesParams) -> None:
+    """Sites needs no model: NLTK data is found through `NLTK_DATA`."""
