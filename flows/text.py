@@ -7,7 +7,6 @@ metrics dict (row counts, rejects by reason, shards computed vs. taken from the 
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import polars as pl
@@ -15,6 +14,7 @@ from prefect import flow, get_run_logger, task
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.sharding import run_sharded, stage_metrics
+from tasks.core.fingerprints import content_hash
 from tasks.core.io import read_frame, source_image_paths, write_outputs
 from tasks.core.params import Params, PathsParams
 from tasks.core.stages import CAPTION_STEPS, STAGES, skip_reason
@@ -35,7 +35,7 @@ def with_source_images(sites: pl.DataFrame, paths: PathsParams) -> pl.DataFrame:
     cache key covers the pixels it reads."""
     ids = sites["image_id"].unique(maintain_order=True).to_list()
     found = dict(zip(ids, source_image_paths(ids, paths.source_images, paths.source_image_name)))
-    hashes = {i: hashlib.blake2b(p.read_bytes(), digest_size=16).hexdigest() for i, p in found.items() if p}
+    hashes = {i: content_hash(p) for i, p in found.items() if p}
     return sites.with_columns(
         image_path=pl.col("image_id").replace_strict({i: str(p) for i, p in found.items() if p}, default=None,
                                                      return_dtype=pl.String),

@@ -112,9 +112,9 @@ def measure(rendered: Rendered, texts: torch.Tensor, models: ImageModels, clip_b
                                                     clip_batch_size).split(len(ok))
         found = pair_scores(texts[:1], texts[1:2], image_o, image_c)
         if len(texts) == 4:
-            subjects = texts[2:].T  # columns: original, substitute
-            found["subject_margin_o"] = ((image_o @ subjects) @ torch.tensor([1.0, -1.0])).tolist()
-            found["subject_margin_c"] = ((image_c @ subjects) @ torch.tensor([-1.0, 1.0])).tolist()
+            original_minus_substitute = texts[2] - texts[3]
+            found["subject_margin_o"] = (image_o @ original_minus_substitute).tolist()
+            found["subject_margin_c"] = (-(image_c @ original_minus_substitute)).tolist()
         for name, values in found.items():
             for i, value in zip(ok, values):
                 scores[name][i] = value

@@ -38,8 +38,8 @@ def dataset_rows(selected: pl.DataFrame, counterfactuals: pl.DataFrame, models: 
         raise ValueError(f"model columns must be named model_<role>, got {bad}")
     if selected["image_o"].null_count() or selected["image_c"].null_count():
         raise ValueError("selected pairs without stored PNGs: regenerate them (cfgen selection) before exporting")
-    words = counterfactuals.select("caption_id", "position", "mlm_score", "similarity", "perplexity")
-    joined = selected.join(words, on="caption_id", how="left", validate="1:1")
+    caption_scores = counterfactuals.select("caption_id", "position", "mlm_score", "similarity", "perplexity")
+    joined = selected.join(caption_scores, on="caption_id", how="left", validate="1:1")
     if joined["position"].null_count():
         missing = joined.filter(pl.col("position").is_null())["caption_id"].to_list()
         raise ValueError(f"selected pairs missing from counterfactual_captions: {missing[:5]}")

@@ -2,9 +2,8 @@
 
 Inputs are the stage outputs as frames: captions (ingest), sites, candidates, similar (similarity), counterfactuals
 (perplexity), samples (generate's score table, one row per sample) and selected (selection, one row per accepted
-pair). Every number
-written is a plain JSON type: floats rounded to 6 digits, None where a mean or rate is undefined (nothing to average,
-zero denominator).
+pair). Every number written is a plain JSON type: floats rounded to 6 digits, None where a mean or rate is undefined
+(nothing to average, zero denominator).
 """
 
 from __future__ import annotations

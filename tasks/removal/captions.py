@@ -22,6 +22,7 @@ Reject reasons (stage `removal_captions`), per caption and for a masks row whose
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import polars as pl
@@ -48,7 +49,7 @@ class Edit(NamedTuple):
     spans: tuple[tuple[int, int], ...]  # the character spans cut out of the caption, sorted and disjoint
 
 
-def _joined(tokens: list[Token], chunks: list[tuple[int, int]]) -> list[tuple[int, int, list[tuple[int, int]]]]:
+def _joined(tokens: Sequence[Token], chunks: list[tuple[int, int]]) -> list[tuple[int, int, list[tuple[int, int]]]]:
     """Chains (s, e, member chunks) of chunks joined by `of` or a possessive; a trailing possessive joins its chain."""
     chains: list[tuple[int, int, list[tuple[int, int]]]] = []
     for s, e in chunks:
@@ -63,13 +64,13 @@ def _is_joiner(token: Token) -> bool:
     return token.tag == "POS" or token.text.lower() in _JOINERS
 
 
-def _is_connector(tokens: list[Token], i: int) -> bool:
+def _is_connector(tokens: Sequence[Token], i: int) -> bool:
     """A token that dangles once the phrase after it is gone: and, with, to, a comma, `next` in `next to`."""
     return (tokens[i].tag in _CONNECTOR_TAGS
             or (tokens[i].text.lower() == "next" and i + 1 < len(tokens) and tokens[i + 1].tag == "TO"))
 
 
-def _with_connectors(tokens: list[Token], starts: set[int], s: int, e: int) -> tuple[int, int]:
+def _with_connectors(tokens: Sequence[Token], starts: set[int], s: int, e: int) -> tuple[int, int]:
     """The unit [s, e) with what would dangle without it: the conjunctions and commas after it when a noun phrase
     follows them (it was one of a list); else the connectors before it, with a participle they complement ("topped
     with"), or the -ing verb it is the object of ("holding"); else the conjunctions and commas after it."""
@@ -82,14 +83,14 @@ def _with_connectors(tokens: list[Token], starts: set[int], s: int, e: int) -> t
     return a, after if a == s else e
 
 
-def _before_connectors(tokens: list[Token], s: int) -> int:
+def _before_connectors(tokens: Sequence[Token], s: int) -> int:
     """The start of the run of connectors ending just before token s."""
     while s > 0 and _is_connector(tokens, s - 1):
         s -= 1
     return s
 
 
-def _after_connectors(tokens: list[Token], e: int) -> int:
+def _after_connectors(tokens: Sequence[Token], e: int) -> int:
     """The end of the run of conjunctions and commas starting at token e."""
     while e < len(tokens) and tokens[e].tag in _FOLLOWING_CONNECTOR_TAGS:
         e += 1
@@ -107,7 +108,7 @@ def _merged(cuts: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def _spans(caption: str, tokens: list[Token], cuts: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def _spans(caption: str, tokens: Sequence[Token], cuts: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Character spans of disjoint token ranges, each with the whitespace before it (after it, opening the caption)."""
     return [(tokens[a - 1].end, tokens[b - 1].end) if a else
             (tokens[0].start, tokens[b].start if b < len(tokens) else len(caption)) for a, b in cuts]
@@ -121,7 +122,7 @@ def _cut(caption: str, spans: list[tuple[int, int]]) -> str:
     return "".join(pieces) + caption[cursor:]
 
 
-def _cuts_subject(tokens: list[Token], starts: set[int], ends: set[int], a: int, b: int) -> bool:
+def _cuts_subject(tokens: Sequence[Token], starts: set[int], ends: set[int], a: int, b: int) -> bool:
     """The cut [a, b) takes a subject: it opens the caption and the next word starts no noun phrase or is a verb
     ("Sitting on a couch."), or a finite verb follows it and it opens with a subordinating word or follows no noun
     phrase ("A man throws a ball in a yard runs around.", "A cat sitting types on the laptop.")."""

@@ -8,6 +8,7 @@ words inside it ("a hot dog" names hot dog, not dog). The gallery of the ODmAP@k
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
@@ -65,7 +66,7 @@ def _index(items: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[dict[tuple[s
     return index, max(map(len, index), default=0)
 
 
-def chunks(tokens: list[Token], grammar: str) -> list[tuple[int, int]]:
+def chunks(tokens: Sequence[Token], grammar: str) -> list[tuple[int, int]]:
     """Token ranges [s, e) of the NP chunks, in order (an NP nested in another counts once, as the outer one)."""
     if not tokens:
         return []
@@ -78,7 +79,7 @@ def chunks(tokens: list[Token], grammar: str) -> list[tuple[int, int]]:
     return ranges
 
 
-def phrase(caption: str, tokens: list[Token], s: int, e: int) -> Phrase:
+def phrase(caption: str, tokens: Sequence[Token], s: int, e: int) -> Phrase:
     return Phrase(tokens[s].start, tokens[e - 1].end, caption[tokens[s].start:tokens[e - 1].end])
 
 

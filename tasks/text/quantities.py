@@ -7,6 +7,7 @@ singular); the words between are kept byte for byte. A count of one is written a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 
 import inflect
@@ -38,7 +39,7 @@ def inflect_noun(noun: str, plural: bool) -> str:
     return singular or noun
 
 
-def recounts(caption: str, tokens: list[Token], numbers: tuple[str, ...]) -> list[str] | None:
+def recounts(caption: str, tokens: Sequence[Token], numbers: tuple[str, ...]) -> list[str] | None:
     """The span `caption[tokens[0].start:tokens[-1].end]` with its count one step down and one up (those on the
     list), or None when its counting word is not one of `numbers` (nor a / an)."""
     current = count(tokens[0].text, numbers)
@@ -48,7 +49,7 @@ def recounts(caption: str, tokens: list[Token], numbers: tuple[str, ...]) -> lis
             if 1 <= target <= len(numbers)]
 
 
-def _recount(caption: str, tokens: list[Token], target: int, numbers: tuple[str, ...]) -> str:
+def _recount(caption: str, tokens: Sequence[Token], target: int, numbers: tuple[str, ...]) -> str:
     first, head = tokens[0], tokens[-1]
     noun = inflect_noun(head.text, plural=target > 1)
     middle = caption[first.end:head.start]

@@ -31,7 +31,7 @@ from tasks.core.io import read_rgb
 from tasks.core.loading import hub_kwargs, load_once, resolve_device
 from tasks.core.params import SaliencyParams
 from tasks.core.specs import ItmSpec
-from tasks.text.tagging import tag_caption, tokenize
+from tasks.text.tagging import tag_caption
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, ProcessorMixin
@@ -99,7 +99,8 @@ def _salient(models: Models, caption: str, image_path: str | None, params: Salie
     if image_path is None:
         return None
     score, saliencies = word_saliency(models, read_rgb(Path(image_path)), caption)
-    return None if score < params.min_score else salient_positions(saliencies, tokenize(caption), params.top_share)
+    words = [t.text for t in tag_caption(caption)]
+    return None if score < params.min_score else salient_positions(saliencies, words, params.top_share)
 
 
 def _touches(site: dict, salient: set[int] | None) -> bool:

@@ -15,7 +15,7 @@ Captions without a site of any type go to the rejects with reason `no_site`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 
 import nltk
@@ -40,20 +40,20 @@ def _is_noun(token: Token, params: SitesParams) -> bool:
     return token.tag in params.noun_tags
 
 
-def noun_sites(tokens: list[Token], params: SitesParams) -> Iterator[Site]:
+def noun_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]:
     yield from ((i, t.start, t.end) for i, t in enumerate(tokens) if _is_noun(t, params))
 
 
-def lexical_sites(tokens: list[Token], params: SitesParams) -> Iterator[Site]:
+def lexical_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]:
     yield from ((i, t.start, t.end) for i, t in enumerate(tokens)
                 if t.tag in params.lexical_tags and t.text.lower() not in AUXILIARIES)
 
 
-def insert_sites(tokens: list[Token], params: SitesParams) -> Iterator[Site]:
+def insert_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]:
     yield from ((i, t.start, t.start) for i, t in enumerate(tokens) if _is_noun(t, params))
 
 
-def quantifier_sites(tokens: list[Token], params: SitesParams) -> Iterator[Site]:
+def quantifier_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]:
     """A counting word, adjectives or participles after it, then nouns: the span ends with the last noun."""
     for i, token in enumerate(tokens):
         if token.tag != "CD" and token.text.lower() not in ARTICLES:
@@ -67,7 +67,7 @@ def quantifier_sites(tokens: list[Token], params: SitesParams) -> Iterator[Site]
             yield i, token.start, tokens[j].end
 
 
-def delete_sites(tokens: list[Token], params: SitesParams) -> Iterator[Site]:
+def delete_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]:
     for i, token in enumerate(tokens[:-1]):  # an attributive adjective, not inside a coordination
         after, before = tokens[i + 1], tokens[i - 1] if i else None
         if (token.tag == "JJ" and (_is_noun(after, params) or after.tag == "JJ")

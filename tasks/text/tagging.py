@@ -4,6 +4,7 @@ so `caption[token.start:token.end]` is the token's own text (Penn Treebank quote
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 import nltk
@@ -41,6 +42,8 @@ def _spans(caption: str, tokens: list[str]) -> list[tuple[int, int]]:
     return spans
 
 
-def tag_caption(caption: str) -> list[Token]:
+@lru_cache(maxsize=4096)
+def tag_caption(caption: str) -> tuple[Token, ...]:
+    """Cached: a caption's sites, rewrites and saliency all read its tags, and tagging is the costly part."""
     tokens = tokenize(caption)
-    return [Token(t, tag, s, e) for t, tag, (s, e) in zip(tokens, tag_tokens(tokens), _spans(caption, tokens))]
+    return tuple(Token(t, tag, s, e) for t, tag, (s, e) in zip(tokens, tag_tokens(tokens), _spans(caption, tokens)))
