@@ -1,8 +1,8 @@
 """Image flows: screen many samples per caption pair, then select one canonically rendered winner per pair.
 
-`generate_flow` maps one Prefect task per caption pair (key: the pair, its keyed params, n_samples, adaptive
-settings, model contents, code); inside it every sample is looked up in Prefect's result store under its own
-content key, so only never-seen samples are rendered. `selection_flow` runs `selection.run` with canonical renders
+`generate_flow` maps one Prefect task per content-defined chunk of caption pairs (`generate.pairs_per_task`); the
+cache is each pair's sample record (`records.PairRecords`, beside Prefect's results), so only never-seen samples are
+rendered, whichever task, process or host renders them. `selection_flow` runs `selection.run` with canonical renders
 as Prefect tasks keyed by sample content: a threshold change renders only newly chosen winners, and switching back
 renders nothing. The winners' PNGs are written to the selection stage's own folder; no stage writes into another's.
 """
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import polars as pl
 from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
-from prefect.results import ResultStore, get_result_store
+from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import unmapped
 
@@ -26,34 +27,27 @@ from tasks.core.io import read_frame, write_outputs
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import GenerateParams, Params, SelectionParams
 from tasks.core.schemas import PAIR, SAMPLES
+from tasks.core.shards import content_shards
 from tasks.image import generate, render, selection
+from tasks.image.records import PairRecords
 from tasks.image.sampling import Sample
 
 
-class ResultStoreCache:
-    """`generate.SampleCache` over Prefect's result store; an unreadable (e.g. half-written) record is a miss."""
-
-    def __init__(self, store: ResultStore) -> None:
-        self.store = store
-
-    def get(self, key: str) -> dict | None:
-        try:
-            return self.store.read(f"sample-{key}").result
-        except Exception:  # missing or corrupt: either way the sample is rendered again
-            return None
-
-    def __setitem__(self, key: str, measured: dict) -> None:
-        self.store.write(measured, key=f"sample-{key}")
+def sample_records() -> PairRecords:
+    """The image stage's pair records: `samples/` beside Prefect's local results, as an absolute path (a Dask worker
+    on a shared filesystem appends where a later local run reads)."""
+    return PairRecords(Path(PREFECT_RESULTS_LOCAL_STORAGE_PATH.value()).expanduser().resolve() / "samples")
 
 
-@task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
-def generate_pair(pair: dict, params: GenerateParams, selection_params: SelectionParams | None, key: str,
-                  torch_threads: int | None, progress: StageProgress | None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """(score rows, rejects, samples rendered now) of one caption pair."""
+@task(cache_policy=NO_CACHE, persist_result=False)
+def generate_pairs(pairs: pl.DataFrame, params: GenerateParams, selection_params: SelectionParams | None,
+                   records: PairRecords, torch_threads: int | None,
+                   progress: StageProgress | None) -> tuple[pl.DataFrame, pl.DataFrame, int, int]:
+    """(score rows, rejects, samples rendered now, pairs that rendered any) of a chunk of caption pairs."""
     set_torch_threads(torch_threads)
-    screening = generate.Screening(params, ResultStoreCache(get_result_store()), progress or (lambda n: None))
-    kept, rejects = generate.run(pl.DataFrame([pair]), screening, selection_params)
-    return kept, rejects, screening.rendered
+    screening = generate.Screening(params, records, progress or (lambda n: None))
+    kept, rejects = generate.run(pairs, screening, selection_params)
+    return kept, rejects, screening.rendered, len(screening.rendered_pairs)
 
 
 @flow(name="generate", task_runner=ThreadPoolTaskRunner(max_workers=1))
@@ -61,25 +55,26 @@ def generate_flow(pairs_path: Path, output: Path, params: Params) -> dict:
     """A score row for every sample of every caption pair in `pairs_path`."""
     gen = params.generate
     selection_params = params.selection if gen.adaptive.enabled else None
-    pairs = list(read_frame(pairs_path, PAIR, "perplexity").iter_rows(named=True))
+    pairs = read_frame(pairs_path, PAIR, "perplexity").select(list(PAIR))
+    chunks = content_shards(pairs, gen.pairs_per_task)
     local = params.engine.dask_address is None  # a progress bar cannot travel to a Dask worker
-    with StageProgress("generate", len(pairs) * gen.n_samples, unit="samples") as progress:
-        futures = generate_pair.map(
-            pair=pairs, key=[generate.pair_key(p, gen, selection_params) for p in pairs], params=unmapped(gen),
-            selection_params=unmapped(selection_params), torch_threads=unmapped(params.engine.torch_threads),
+    with StageProgress("generate", pairs.height * gen.n_samples, unit="samples") as progress:
+        futures = generate_pairs.map(
+            pairs=chunks, params=unmapped(gen), selection_params=unmapped(selection_params),
+            records=unmapped(sample_records()), torch_threads=unmapped(params.engine.torch_threads),
             progress=unmapped(progress if local else None))
+        sizes = {f.task_run_id: c.height for f, c in zip(futures, chunks)}
         for future in as_completed(futures):
-            if future.state.name == "Cached" or not local:
-                progress.advance(gen.n_samples)
+            if not local:
+                progress.advance(sizes[future.task_run_id] * gen.n_samples)
     results = [f.result() for f in futures]
     kept = pl.concat([r[0] for r in results]) if results else pl.DataFrame(schema=SAMPLES)
     rejects = pl.concat([r[1] for r in results]) if results else pl.DataFrame(schema=generate.REJECTS_SCHEMA)
     write_outputs(kept, rejects, output)
-    computed = sum(f.state.name != "Cached" for f in futures)
-    rendered = sum(r[2] for f, r in zip(futures, results) if f.state.name != "Cached")
-    get_run_logger().info("generate: %d pairs (%d computed now), %d samples, %d rendered now", len(pairs), computed,
-                          kept.height, rendered)
-    return stage_metrics("generate", len(pairs), kept, rejects, pairs=len(pairs), pairs_generated=computed,
+    rendered, computed = sum(r[2] for r in results), sum(r[3] for r in results)
+    get_run_logger().info("generate: %d pairs (%d rendered now) in %d tasks, %d samples, %d rendered now",
+                          pairs.height, computed, len(chunks), kept.height, rendered)
+    return stage_metrics("generate", pairs.height, kept, rejects, pairs=pairs.height, pairs_generated=computed,
                          samples=kept.height, samples_rendered=rendered, unet_evals=int(kept["unet_evals"].sum()))
 
 
@@ -97,7 +92,7 @@ def selection_flow(scores_path: Path, output: Path, selected_images: Path, param
     gen, states = params.generate, Counter()
 
     def render_canonical(pairs: list[dict], samples: list[Sample]) -> list[dict]:
-        keys = [f"canonical-{render.sample_key(p, s, gen)}" for p, s in zip(pairs, samples)]
+        keys = [f"canonical-{render.sample_key(render.record_key(p, gen), s)}" for p, s in zip(pairs, samples)]
         futures = canonical_render.map(pair=pairs, sample=samples, key=keys, params=unmapped(gen),
                                        torch_threads=unmapped(params.engine.torch_threads))
         results = [f.result() for f in futures]

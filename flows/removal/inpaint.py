@@ -16,7 +16,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.progress import StageProgress
 from flows.removal import finish
-from tasks.core.code import code_digest
+from tasks.core.code import identity
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
 from tasks.core.io import read_frame, read_rgb
@@ -36,7 +36,7 @@ def edit_key(image_0: str, edit: dict, params: InpaintParams) -> str:
     model = [fingerprint(params.model)] if params.fill == "inpaint" else []
     fields = json.dumps({k: edit[k] for k in EDIT_FIELDS}, sort_keys=True)
     return "inpaint-" + digest(image_0, fields, json.dumps(keyed_dump(params), sort_keys=True), *model,
-                               code_digest(inpaint.__name__))
+                               identity(inpaint.fill, inpaint.load_models).key)
 
 
 @task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)

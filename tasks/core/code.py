@@ -1,19 +1,32 @@
-"""Code identity: the project modules a module can execute, found by reading imports, never by importing.
+"""Code identity, read from source and never by importing: what DVC tracks per stage and what a cache key holds.
 
-`closure("tasks.generate")` is the module plus every project module it imports, directly or through imports of
-imports, at module level or inside functions (both can run). `code_digest` hashes their source files, so editing any
-of them, however deep, changes the digest, and editing any other module does not.
+Two granularities:
+- `closure(module)` / `files(module)`: every project module a module can import, directly or through imports of
+  imports, at module level or inside functions; the files a DVC stage depends on.
+- `identity(*functions)`: what makes a cached unit's output: the functions it runs, followed by name through every
+  project function, class and constant they reach (imports of imports included), each as its normalised syntax tree
+  (no comments, docstrings, annotations or formatting), plus the installed versions of the libraries that code
+  imports. A param *definition* (a pydantic model) counts by name only: param values are keyed per stage, so a field
+  added for another stage changes no key. A docstring or comment edit changes no key; an edit to anything the unit
+  executes does; so does another version of a library it calls.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
+import importlib.metadata
 import importlib.util
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT_PACKAGES = ("tasks", "flows")
+PARAM_BASES = {("pydantic", "BaseModel")}  # a class deriving from one of these is a param definition
 
 
 def source_file(module: str) -> Path | None:
@@ -27,19 +40,43 @@ def source_file(module: str) -> Path | None:
     return None
 
 
-def imported(module: str, path: Path) -> set[str]:
-    """Every absolute name the import statements of one file name, at any depth (`from pkg import x` names `pkg` and
-    `pkg.x`; relative imports resolved against `module`)."""
+@lru_cache(maxsize=512)
+def _parse(path: Path, stamp: tuple[int, int]) -> ast.Module:
+    return ast.parse(path.read_bytes(), str(path))
+
+
+def parse(path: Path) -> ast.Module:
+    """The file's syntax tree, parsed again only when its size or mtime changed."""
+    stat = path.stat()
+    return _parse(path, (stat.st_mtime_ns, stat.st_size))
+
+
+def import_bindings(module: str, path: Path, nodes: list[ast.stmt]) -> dict[str, tuple[str, str | None]]:
+    """Local name -> (module, attribute or None) for the import statements among `nodes` (relative imports resolved
+    against `module`; `import a.b` binds `a`)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+    bound = {}
+    for node in nodes:
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            for alias in node.names:
+                bound[alias.asname or alias.name.split(".")[0]] = (alias.name if alias.asname
+                                                                   else alias.name.split(".")[0], None)
         elif isinstance(node, ast.ImportFrom):
             base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level \
                 else node.module
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
+            bound.update({alias.asname or alias.name: (base, alias.name) for alias in node.names})
+    return bound
+
+
+def imported(module: str, path: Path) -> set[str]:
+    """Every absolute name the import statements of one file name, at any depth (`from pkg import x` names `pkg` and
+    `pkg.x`)."""
+    found = set()
+    for target, attribute in import_bindings(module, path, list(ast.walk(parse(path)))).values():
+        found.add(target)
+        if attribute:
+            found.add(f"{target}.{attribute}")
+    found.update(alias.name for node in ast.walk(parse(path)) if isinstance(node, ast.Import) for alias in node.names)
     return found
 
 
@@ -61,9 +98,221 @@ def files(module: str) -> list[str]:
     return sorted(source_file(m).relative_to(ROOT).as_posix() for m in closure(module))
 
 
-def code_digest(*modules: str) -> str:
-    """blake2b over (name, source bytes) of the closures of `modules`: changes exactly when one of those files does."""
+# --- identity: the functions a unit runs -------------------------------------------------------------------------
+
+
+@dataclass
+class Module:
+    """One project module's top level: what each name is bound to, and the statements that run on import."""
+
+    name: str
+    definitions: dict[str, list[ast.stmt]]
+    imports: dict[str, tuple[str, str | None]]
+    effects: list[ast.stmt]
+
+
+def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Top-level statements, with the blocks of `if` / `try` (conditional imports and definitions) inlined."""
+    for node in body:
+        if isinstance(node, (ast.If, ast.Try)):
+            handlers = [s for h in getattr(node, "handlers", []) for s in h.body]
+            yield from _top_level(node.body + node.orelse + handlers + getattr(node, "finalbody", []))
+        else:
+            yield node
+
+
+def _binds_names_only(node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> bool:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return all(isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Starred, ast.expr_context))
+               for t in targets for n in ast.walk(t))
+
+
+def read_module(name: str) -> Module:
+    path = source_file(name)
+    statements = list(_top_level(parse(path).body))
+    definitions: dict[str, list[ast.stmt]] = {}
+    effects = []
+    for node in statements:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            definitions.setdefault(node.name, []).append(node)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and _binds_names_only(node):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}:
+                definitions.setdefault(target, []).append(node)
+        elif not isinstance(node, (ast.Import, ast.ImportFrom)) and not _is_docstring(node):
+            effects.append(node)
+    return Module(name, definitions, import_bindings(name, path, statements), effects)
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def normalised(node: ast.AST) -> str:
+    """The node's syntax tree without docstrings, annotations, positions or comments: what runs, not how it reads."""
+    node = copy.deepcopy(node)
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)):
+            if sub.body and _is_docstring(sub.body[0]):
+                sub.body = sub.body[1:] or [ast.Pass()]
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            sub.returns = None
+        elif isinstance(sub, ast.arg):
+            sub.annotation = None
+        elif isinstance(sub, ast.AnnAssign):
+            sub.annotation = ast.Constant(None)
+    return ast.dump(node, annotate_fields=False, include_attributes=False)
+
+
+def _references(node: ast.AST) -> Iterator[list[str]]:
+    """Dotted name chains the node reads (`render.canonical` -> ["render", "canonical"]), annotations excluded."""
+    if isinstance(node, ast.Attribute):
+        chain, value = [node.attr], node.value
+        while isinstance(value, ast.Attribute):
+            chain.insert(0, value.attr)
+            value = value.value
+        if isinstance(value, ast.Name):
+            yield [value.id, *chain]
+            return
+    elif isinstance(node, ast.Name):
+        yield [node.id]
+        return
+    for name, child in ast.iter_fields(node):
+        if name in ("annotation", "returns"):
+            continue
+        for item in child if isinstance(child, list) else [child]:
+            if isinstance(item, ast.AST):
+                yield from _references(item)
+
+
+@dataclass
+class Walk:
+    """The project definitions and libraries reached from some entry points."""
+
+    parts: dict[str, str] = field(default_factory=dict)  # "module:name" -> normalised source (or a param marker)
+    libraries: set[str] = field(default_factory=set)  # top-level import names outside the project
+    modules: dict[str, Module] = field(default_factory=dict)
+
+    def module(self, name: str) -> Module:
+        if name not in self.modules:
+            self.modules[name] = module = read_module(name)
+            if module.effects:
+                self.parts[f"{name}:<effects>"] = "".join(normalised(n) for n in module.effects)
+            for node in module.effects:
+                self.follow_node(module, node, {})
+        return self.modules[name]
+
+    def follow_node(self, module: Module, node: ast.AST, local: dict[str, tuple[str, str | None]]) -> None:
+        local = {**local, **import_bindings(module.name, source_file(module.name),
+                                            [n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))])}
+        for chain in _references(node):
+            self.resolve(module, chain, local)
+
+    def resolve(self, module: Module, chain: list[str], local: dict[str, tuple[str, str | None]]) -> None:
+        head, rest = chain[0], chain[1:]
+        if head in local or head in module.imports:
+            target, attribute = local.get(head) or module.imports[head]
+            if attribute is None:
+                self.reach_module(target, rest)
+            else:
+                self.reach_module(target, [attribute, *rest])
+        elif head in module.definitions:
+            self.definition(module.name, head)
+
+    def reach_module(self, target: str, rest: list[str]) -> None:
+        """`target.rest[0].rest[1]...`: a project module's definition, a whole project module, or a library."""
+        if source_file(target) is None:
+            if target.split(".")[0] not in PROJECT_PACKAGES:
+                self.libraries.add(target.split(".")[0])
+            return
+        while rest and source_file(f"{target}.{rest[0]}"):
+            target, rest = f"{target}.{rest[0]}", rest[1:]
+        if rest:
+            self.definition(target, rest[0])
+        else:  # a module used as a value: anything in it may run
+            for name in self.module(target).definitions:
+                self.definition(target, name)
+
+    def definition(self, module_name: str, name: str) -> None:
+        key = f"{module_name}:{name}"
+        if key in self.parts:
+            return
+        module = self.module(module_name)
+        if name not in module.definitions:
+            if name in module.imports:  # re-exported
+                self.parts[key] = "import"
+                self.resolve(module, [name], {})
+            return
+        if self.is_param_class(module, name):
+            self.parts[key] = "param definition"
+            return
+        nodes = module.definitions[name]
+        self.parts[key] = "".join(normalised(n) for n in nodes)
+        for node in nodes:
+            self.follow_node(module, node, {})
+
+    def is_param_class(self, module: Module, name: str) -> bool:
+        """A class deriving, at any depth, from a `PARAM_BASES` class."""
+        nodes = module.definitions.get(name, [])
+        if not (len(nodes) == 1 and isinstance(nodes[0], ast.ClassDef)):
+            return False
+        for base in nodes[0].bases:
+            chain = next(_references(base), None)
+            if not chain:
+                continue
+            if chain[0] in module.imports:
+                target, attribute = module.imports[chain[0]]
+                parts = ([attribute] if attribute else []) + chain[1:]
+                if (target, parts[-1] if parts else None) in PARAM_BASES:
+                    return True
+                if source_file(target) and parts and self.is_param_class(self.module(target), parts[0]):
+                    return True
+            elif chain[0] in module.definitions and self.is_param_class(module, chain[0]):
+                return True
+        return False
+
+
+@cache
+def _distributions() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+def library_versions(top_level: set[str]) -> dict[str, str]:
+    """Distribution name -> installed version, for the non-stdlib top-level modules `top_level`, read now."""
+    found = {}
+    for name in sorted(top_level - set(sys.stdlib_module_names)):
+        for distribution in _distributions().get(name, []):
+            found[distribution.lower()] = importlib.metadata.version(distribution)
+    return dict(sorted(found.items()))
+
+
+@dataclass(frozen=True)
+class Identity:
+    """`key`: a hash over the reached code and library versions; `libraries`: those versions; `parts`: what it hashed
+    per definition (for explaining a key change)."""
+
+    key: str
+    libraries: dict[str, str]
+    parts: dict[str, str]
+
+
+def entry_name(entry: Callable | type | str) -> tuple[str, str]:
+    """(module, top-level name) of a function, method or class, or of a `"module:name"` string."""
+    if isinstance(entry, str):
+        module, _, name = entry.partition(":")
+        return module, name
+    return entry.__module__, entry.__qualname__.split(".")[0]
+
+
+def identity(*entries: Callable | type | str) -> Identity:
+    """What the given project functions, classes or `"module:name"`s run: see the module docstring."""
+    walk = Walk()
+    for module, name in sorted({entry_name(e) for e in entries}):
+        walk.definition(module, name)
+    libraries = library_versions(walk.libraries)
     h = hashlib.blake2b(digest_size=16)
-    for name in sorted({m for module in modules for m in closure(module)}):
-        h.update(name.encode() + b"\0" + source_file(name).read_bytes() + b"\0")
-    return h.hexdigest()
+    for name, part in sorted(walk.parts.items()):
+        h.update(f"{name}\0{part}\0".encode())
+    for distribution, version in libraries.items():
+        h.update(f"{distribution}=={version}\0".encode())
+    return Identity(h.hexdigest(), libraries, dict(sorted(walk.parts.items())))

@@ -2,27 +2,25 @@
 
 Output: one row per sample of every pair (`schemas.SAMPLES`); seeds, guidance scales and p2p fractions come from
 `sampling.plan_sample`, so sample i of a pair is the same whatever n_samples is. A sample is the unit of caching:
-its measurement is looked up in `cache` under `render.sample_key` and rendered only when missing, `batch_samples`
-per UNet call. So raising n_samples renders only the new samples and lowering it renders nothing. Batched kernels
+its measurement is looked up in the pair's record (`records`, under `render.record_key`) by `render.sample_key` and
+rendered only when missing, `batch_samples` per UNet call, each batch appended to the record as it finishes. So
+raising n_samples renders only the new samples, lowering it renders nothing, and a killed run loses only the batch
+in flight. Batched kernels
 may round differently from a batch of one: these are screening scores, and selection exports a canonical render.
 `unet_evals` is the cost of a sample (4 UNet rows per step) whether it was rendered now or before.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import polars as pl
 
-from tasks.core.code import code_digest
-from tasks.core.fields import keyed_dump
 from tasks.core.params import GenerateParams, SelectionParams
 from tasks.core.schemas import PAIR, SAMPLES, SAMPLES_REJECTS
-from tasks.core.shards import digest
 from tasks.image import render, selection
 from tasks.image.sampling import encode_prompts, load_tokenizer, plan_sample, token_counts
 
@@ -32,23 +30,24 @@ Progress = Callable[[int], None]
 
 
 class SampleCache(Protocol):
-    """Sample measurements by `render.sample_key` (a dict is one)."""
+    """Sample measurements per caption pair (`records.PairRecords` is one)."""
 
-    def get(self, key: str) -> dict | None: ...
+    def read(self, record: str) -> dict[str, dict]: ...
 
-    def __setitem__(self, key: str, measured: dict) -> None: ...
+    def append(self, record: str, measured: dict[str, dict]) -> None: ...
 
 
 @dataclass
 class Screening:
     """One stage run: its params, sample cache, progress callback, models (loaded on the first render unless given,
-    so a run whose samples are all cached loads none) and the count of samples rendered."""
+    so a run whose samples are all cached loads none), the samples rendered and the pairs that rendered any."""
 
     params: GenerateParams
     cache: SampleCache
     progress: Progress = lambda n: None
     models: render.ImageModels | None = None
     rendered: int = 0
+    rendered_pairs: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.batcher = render.batcher(render.identity(self.params), self.params.batch_samples)
@@ -56,8 +55,10 @@ class Screening:
     def measure(self, pair: dict, indices: range) -> list[dict]:
         """Measurements of samples `indices` of `pair`: from the cache, or rendered now and cached."""
         samples = [plan_sample(self.params, pair["caption_id"], i) for i in indices]
-        keys = [render.sample_key(pair, s, self.params) for s in samples]
-        found = {i: self.cache.get(k) for i, k in enumerate(keys)}
+        record = render.record_key(pair, self.params)
+        keys = [render.sample_key(record, s) for s in samples]
+        known = self.cache.read(record)
+        found = {i: known.get(k) for i, k in enumerate(keys)}
         self.progress(sum(m is not None for m in found.values()))
         todo = [i for i, m in found.items() if m is None]
         if todo:
@@ -66,22 +67,16 @@ class Screening:
             texts = render.caption_texts(models, pair, self.params.subject_prompt)
             done = 0
             for chunk, rendered in self.batcher.render(models, prompts, [samples[i] for i in todo], self.params):
-                for i, measured in zip(todo[done:done + len(chunk)],
-                                       render.measure(rendered, texts, models, self.params.clip_batch_size)):
-                    self.cache[keys[i]] = found[i] = measured
+                batch = todo[done:done + len(chunk)]
+                for i, measured in zip(batch, render.measure(rendered, texts, models, self.params.clip_batch_size)):
+                    found[i] = measured
+                self.cache.append(record, {keys[i]: found[i] for i in batch})
+                self.rendered_pairs.add(pair["caption_id"])
                 done += len(chunk)
                 self.rendered += len(chunk)
                 self.progress(len(chunk))
         return [{"sample": index, "seed": s.seed, "p2p_fraction": s.p2p_fraction, "guidance_scale": s.guidance_scale,
                  **found[i]} for i, (index, s) in enumerate(zip(indices, samples))]
-
-
-def pair_key(pair: dict, params: GenerateParams, selection_params: SelectionParams | None) -> str:
-    """Everything that fixes a pair's rows: its sample keys' ingredients plus n_samples and the stopping rule."""
-    rule = [params.n_samples, params.black_threshold, params.adaptive.model_dump(),
-            keyed_dump(selection_params) if selection_params else None]
-    return "generate-" + digest(json.dumps([pair[k] for k in PAIR]), render.identity(params), json.dumps(rule),
-                                code_digest(__name__))
 
 
 def prompt_flags(params: GenerateParams, pair: dict) -> dict:

@@ -4,7 +4,9 @@ A sample's measurement is `{nan, max_pixel_o, max_pixel_c, <SCORE_COLUMNS>, <SUB
 decoded image had NaN/inf); black_threshold is applied to it afterwards (`reject_reason`), so it never enters a cache
 key. `sample_key` hashes everything that fixes a sample's pixels and scores — C_o, C_c, the edit (type, original
 word, substitute: the subject prompts), its seed, p2p fraction and guidance scale, the keyed generate params, model
-identities, device, dtype and the code below this module — and nothing else (no batch size, no n_samples).
+identities, device, dtype, the code a render and its measurement execute and the versions of the libraries it calls
+(`code.identity`) — and nothing else (no batch size, no n_samples). All but the sample's own values make the pair's
+`record_key`: the samples of a pair share one record (`records.PairRecords`).
 `canonical` renders one sample alone: the reproducible path whose pixels and scores are what the dataset exports.
 """
 
@@ -19,7 +21,7 @@ from functools import cache
 
 import torch
 
-from tasks.core.code import code_digest
+from tasks.core.code import identity as code_identity
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import model_fingerprints
 from tasks.core.loading import resolve_device, resolve_dtype
@@ -44,18 +46,25 @@ def load_models(params: GenerateParams) -> ImageModels:
 
 @cache
 def identity(params: GenerateParams) -> str:
-    """What fixes a sample besides its own values: keyed params, model contents, device, dtype, code."""
-    device = resolve_device(params.diffusion)
+    """What fixes a sample besides its own values: keyed params, model contents, device, dtype, code, libraries."""
+    device, code = resolve_device(params.diffusion), code_identity(load_models, canonical, Batcher)
     return json.dumps({
         "params": keyed_dump(params), "models": model_fingerprints(params),
-        "device": device.type, "dtype": str(resolve_dtype(params.diffusion, device)), "code": code_digest(__name__),
+        "device": device.type, "dtype": str(resolve_dtype(params.diffusion, device)), "code": code.key,
     }, sort_keys=True)
 
 
-def sample_key(pair: dict, sample: Sample, params: GenerateParams) -> str:
+def record_key(pair: dict, params: GenerateParams) -> str:
+    """The pair's sample record (`records.PairRecords`): C_o, C_c, the edit and `identity(params)`."""
     payload = json.dumps([identity(params), pair["caption"], pair["counterfactual"], pair["edit_type"],
-                          pair["original_word"], pair["substitute"], sample.seed,
-                          repr(float(sample.p2p_fraction)), repr(float(sample.guidance_scale))])
+                          pair["original_word"], pair["substitute"]])
+    return hashlib.blake2b(payload.encode(), digest_size=20).hexdigest()
+
+
+def sample_key(record: str, sample: Sample) -> str:
+    """A sample of the pair whose `record_key` is `record`: that key + its seed, p2p fraction and guidance scale."""
+    payload = json.dumps([record, sample.seed, repr(float(sample.p2p_fraction)),
+                          repr(float(sample.guidance_scale))])
     return hashlib.blake2b(payload.encode(), digest_size=20).hexdigest()
 
 

@@ -12,7 +12,7 @@ from tasks.core.io import write_frame
 from tasks.core.schemas import PAIR, SCORE_COLUMNS, SUBJECT_COLUMNS
 from tasks.image import render
 from tasks.image.sampling import Sample
-from tests.conftest import crash_on_call, project_params
+from tests.conftest import project_params
 from tests.image.fixtures import PAIRS, read_png
 
 pytest_plugins = ["tests.image.fixtures"]
@@ -62,17 +62,30 @@ def test_n_samples_up_and_down_through_the_flow(tmp_path, result_store, tiny_spe
         pl.read_parquet(tmp_path / "3.parquet"))
 
 
-def test_a_crashed_generation_resumes_without_regenerating_finished_pairs(tmp_path, result_store, params,
-                                                                         monkeypatch):
-    import tasks.image.generate
+def test_a_crash_mid_pair_loses_only_the_batch_in_flight_and_resumes_to_the_same_rows(tmp_path, result_store,
+                                                                                     tiny_specs, monkeypatch):
+    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 
+    params = image_params(tiny_specs, "generate.batch_samples=1")
     source = pairs_file(tmp_path, pl.concat([PAIRS, MORE]))
+    original, calls = render.measure, []
+
+    def crash_on_fifth_batch(*args, **kwargs):  # 3 samples of the first pair, then the second pair's first
+        calls.append(1)
+        if len(calls) == 5:
+            raise RuntimeError("simulated crash")
+        return original(*args, **kwargs)
     with monkeypatch.context() as patched:
-        crash_on_call(patched, tasks.image.generate, 2)
+        patched.setattr(render, "measure", crash_on_fifth_batch)
         with pytest.raises(RuntimeError, match="simulated crash"):
             generate_flow(source, tmp_path / "out.parquet", params)
+    assert not (tmp_path / "out.parquet").exists()
     resumed = generate_flow(source, tmp_path / "out.parquet", params)
-    assert resumed["pairs_generated"] == 1 and resumed["pairs"] == 3
+    assert (resumed["pairs_generated"], resumed["samples_rendered"], resumed["samples"]) == (2, 9 - 4, 9)
+    with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: tmp_path / "fresh"}):
+        whole = generate_flow(source, tmp_path / "whole.parquet", params)
+    assert whole["samples_rendered"] == 9
+    assert (tmp_path / "out.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
 
 
 def test_selection_renders_each_winner_once_and_exports_its_canonical_scores(tmp_path, result_store, params,

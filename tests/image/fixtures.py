@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
@@ -11,6 +14,7 @@ from tasks.core.params import GenerateParams
 from tasks.core.specs import ClipSpec, ModelSpec
 from tasks.demo.tiny_images import TINY_IMAGE_SIZE, build_tiny_clip, build_tiny_diffusion
 from tasks.image import generate, render
+from tasks.image.records import PairRecords
 
 PAIRS = pl.DataFrame({
     "caption_id": ["p0", "p1"], "image_id": ["i0", "i1"],
@@ -49,10 +53,10 @@ def image_models(tiny_params) -> render.ImageModels:
     return render.load_models(tiny_params)
 
 
-def screen(pairs: pl.DataFrame, params: GenerateParams, models: render.ImageModels, cache: dict | None = None,
+def screen(pairs: pl.DataFrame, params: GenerateParams, models: render.ImageModels, cache: PairRecords | None = None,
            selection_params=None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """`generate.run` with a dict as the sample cache: (scores, rejects, samples rendered now)."""
-    screening = generate.Screening(params, {} if cache is None else cache, models=models)
+    """`generate.run` over pair records (a fresh folder unless given): (scores, rejects, samples rendered now)."""
+    screening = generate.Screening(params, cache or PairRecords(Path(tempfile.mkdtemp())), models=models)
     scores, rejects = generate.run(pairs, screening, selection_params)
     return scores, rejects, screening.rendered
 

@@ -13,6 +13,7 @@ import torch
 from tasks.core.params import SelectionParams
 from tasks.core.schemas import SCORE_COLUMNS
 from tasks.image import render, sampling, selection
+from tasks.image.records import PairRecords
 from tasks.image.sampling import Sample, encode_prompts, plan_sample
 from tests.image.fixtures import PAIRS, make_params, screen
 
@@ -65,9 +66,9 @@ def test_seeds_are_hashed_deterministically_and_draws_stay_in_range(tiny_params)
     assert len({s.p2p_fraction for s in plans}) == 50
 
 
-def test_rerun_with_the_same_seed_is_identical_and_cached_samples_are_not_rendered(tiny_params, image_models,
+def test_rerun_with_the_same_seed_is_identical_and_cached_samples_are_not_rendered(tmp_path, tiny_params, image_models,
                                                                                     generated):
-    cache = {}
+    cache = PairRecords(tmp_path)
     first, _, rendered = screen(PAIRS, tiny_params, image_models, cache)
     again, _, rerendered = screen(PAIRS, tiny_params, image_models, cache)
     assert first.equals(generated) and again.equals(generated)
@@ -75,8 +76,8 @@ def test_rerun_with_the_same_seed_is_identical_and_cached_samples_are_not_render
     assert generated.height == 8 and generated["unet_evals"].sum() == 8 * 4 * 3
 
 
-def test_n_samples_up_renders_only_the_new_samples_and_down_renders_nothing(tiny_specs, image_models):
-    cache = {}
+def test_n_samples_up_renders_only_the_new_samples_and_down_renders_nothing(tmp_path, tiny_specs, image_models):
+    cache = PairRecords(tmp_path)
     four, _, r4 = screen(PAIRS, make_params(tiny_specs, n_samples=4), image_models, cache)
     six, _, r6 = screen(PAIRS, make_params(tiny_specs, n_samples=6), image_models, cache)
     back, _, r4b = screen(PAIRS, make_params(tiny_specs, n_samples=4), image_models, cache)
@@ -84,8 +85,8 @@ def test_n_samples_up_renders_only_the_new_samples_and_down_renders_nothing(tiny
     assert six.filter(pl.col("sample") < 4).equals(four) and back.equals(four)
 
 
-def test_batch_sizes_and_black_threshold_never_render_again(tiny_specs, image_models):
-    cache = {}
+def test_batch_sizes_and_black_threshold_never_render_again(tmp_path, tiny_specs, image_models):
+    cache = PairRecords(tmp_path)
     base, _, _ = screen(PAIRS, make_params(tiny_specs), image_models, cache)
     for change in ({"batch_samples": 1}, {"batch_samples": 4}, {"clip_batch_size": 1}, {"black_threshold": 255}):
         again, _, rendered = screen(PAIRS, make_params(tiny_specs, **change), image_models, cache)
@@ -97,7 +98,7 @@ def test_batch_sizes_and_black_threshold_never_render_again(tiny_specs, image_mo
 
 
 @pytest.mark.parametrize("knob", ["channels_last", "compile_unet"])
-def test_gpu_path_knobs_render_the_same_images_and_are_keyed(tiny_specs, image_models, knob):
+def test_gpu_path_knobs_render_the_same_images_and_are_keyed(tmp_path, tiny_specs, image_models, knob):
     """channels_last / torch.compile change kernels, not the method: same pixels within rounding; but they are in
     the sample key, so a sample rendered one way is never served as the other."""
     base, changed = make_params(tiny_specs, n_samples=2), make_params(tiny_specs, n_samples=2, **{knob: True})
@@ -107,7 +108,7 @@ def test_gpu_path_knobs_render_the_same_images_and_are_keyed(tiny_specs, image_m
         assert unet.conv_in.weight.is_contiguous(memory_format=torch.channels_last)
     else:
         assert isinstance(unet, torch._dynamo.eval_frame.OptimizedModule)
-    cache = {}
+    cache = PairRecords(tmp_path)
     stock, _, _ = screen(PAIRS.head(1), base, image_models, cache)
     fast, _, rendered = screen(PAIRS.head(1), changed, models, cache)
     assert rendered == 2
@@ -243,8 +244,8 @@ def test_subject_margins_are_the_clip_prompt_differences_of_a_noun_swap_only(tin
     assert noun["subject_margin_o"] == pytest.approx(rendered["subject_margin_o"], abs=1e-3)
 
 
-def test_the_subject_prompt_is_keyed_and_the_words_are_part_of_a_sample_key(tiny_specs, image_models):
-    cache: dict = {}
+def test_the_subject_prompt_is_keyed_and_the_words_are_part_of_a_sample_key(tmp_path, tiny_specs, image_models):
+    cache = PairRecords(tmp_path)
     screen(PAIRS.head(1), make_params(tiny_specs, n_samples=1), image_models, cache)
     _, _, rendered = screen(PAIRS.head(1), make_params(tiny_specs, n_samples=1, subject_prompt="an image of {word}"),
                             image_models, cache)

@@ -1,0 +1,81 @@
+"""Pair records: one file per caption pair whatever n_samples is; a torn write is a miss, never a crash; a kill -9
+mid-pair loses only the batch in flight."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import polars as pl
+
+from tasks.image.records import PairRecords
+from tests.image.fixtures import PAIRS, make_params, screen
+
+pytest_plugins = ["tests.image.fixtures"]
+
+
+def test_a_torn_line_is_a_miss_and_later_appends_stay_readable(tmp_path):
+    records = PairRecords(tmp_path)
+    records.append("ab12", {"s1": {"clip_dir": 0.25}, "s2": {"clip_dir": None}})
+    path = records.path("ab12")
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-5])  # the second line cut mid-write
+    assert records.read("ab12") == {"s1": {"clip_dir": 0.25}}
+    records.append("ab12", {"s2": {"clip_dir": 0.5}})  # re-rendered: a line of its own, not glued to the torn one
+    assert records.read("ab12") == {"s1": {"clip_dir": 0.25}, "s2": {"clip_dir": 0.5}}
+    assert records.read("absent") == {}
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["ab12.jsonl"]
+
+
+def test_a_pair_costs_one_record_file_whatever_n_samples(tmp_path, tiny_specs, image_models):
+    records = PairRecords(tmp_path / "records")
+    for n in (2, 7, 5):
+        screen(PAIRS, make_params(tiny_specs, n_samples=n), image_models, records)
+    files = [p for p in records.root.rglob("*") if p.is_file()]
+    assert len(files) == PAIRS.height
+    assert sorted(len(records.read(p.stem)) for p in files) == [7, 7]
+
+
+SCREEN = """
+import pathlib, sys, polars as pl, torch
+from tasks.core.params import GenerateParams
+from tasks.image import generate
+from tasks.image.records import PairRecords
+torch.set_num_threads(1)
+params = GenerateParams.model_validate_json(open(sys.argv[1]).read())
+screening = generate.Screening(params, PairRecords(pathlib.Path(sys.argv[2])))
+generate.run(pl.read_parquet(sys.argv[3]), screening)[0].write_parquet(sys.argv[4])
+print(screening.rendered)
+"""
+
+
+def test_kill_9_mid_pair_loses_only_the_batch_in_flight(tmp_path, tiny_specs):
+    """A real SIGKILL of a screening process once its pair's record holds 3 samples; the rerun renders only the rest
+    and writes the rows of an uninterrupted run, byte for byte."""
+    params = make_params(tiny_specs, n_samples=40, batch_samples=1)
+    (tmp_path / "params.json").write_text(params.model_dump_json())
+    PAIRS.head(1).write_parquet(tmp_path / "pairs.parquet")
+
+    def samples_in(records: str) -> int:
+        return sum(len(PairRecords(tmp_path / records).read(p.stem)) for p in (tmp_path / records).rglob("*.jsonl"))
+
+    def run(records: str, out: str, kill_after: int | None = None) -> tuple[int, str]:
+        process = subprocess.Popen([sys.executable, "-c", SCREEN, tmp_path / "params.json", tmp_path / records,
+                                    tmp_path / "pairs.parquet", tmp_path / out], stdout=subprocess.PIPE, text=True)
+        while kill_after is not None and process.poll() is None:
+            if samples_in(records) >= kill_after:
+                os.kill(process.pid, signal.SIGKILL)
+                break
+            time.sleep(0.005)
+        stdout, _ = process.communicate(timeout=300)
+        return process.returncode, stdout.strip()
+
+    assert run("killed", "never.parquet", kill_after=3)[0] == -signal.SIGKILL
+    kept = samples_in("killed")
+    assert 3 <= kept < 40 and not (tmp_path / "never.parquet").exists()
+    assert run("killed", "resumed.parquet") == (0, str(40 - kept))
+    assert run("whole", "whole.parquet") == (0, "40")
+    assert (tmp_path / "resumed.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
