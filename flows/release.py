@@ -14,7 +14,7 @@ from tasks.core.io import source_image_paths, write_json
 from tasks.core.params import Params
 from tasks.core.stages import STAGES
 from tasks.release import card, datasheet, export, mixtures, report
-from tasks.release.provenance import model_ids
+from tasks.release.provenance import provenance
 
 FRAMES = {"captions": "captions", "sites": "sites", "candidates": "candidates", "similar": "similarity",
           "counterfactuals": "counterfactual_captions", "samples": "samples", "selected": "selected"}
@@ -37,7 +37,7 @@ def export_flow(params: Params) -> int:
     as a second config (`validated/`); returns the row count."""
     paths = params.paths
     rows = export.dataset_rows(pl.read_parquet(paths.selected), pl.read_parquet(paths.counterfactual_captions),
-                               model_ids(params))
+                               provenance(params))
     export.write_dataset(rows, paths.selected_images, paths.export, params.export)
     validated = (pl.read_parquet(paths.validated)["caption_id"] if paths.validated.is_file()
                  else pl.Series(dtype=pl.String))
@@ -70,7 +70,7 @@ def datasheet_flow(params: Params) -> None:
         ("evaluation", paths.evaluation_reports / "metrics.json"), ("mixtures", paths.metrics / "mixtures.json"),
         ("validation", paths.metrics / "validation.json"))}
     sheet = datasheet.write(json.loads(paths.run_metrics.read_text()), pl.read_parquet(paths.counterfactual_captions),
-                            exported, model_ids(params), params, found["evaluation"], found["validation"])
+                            exported, provenance(params), params, found["evaluation"], found["validation"])
     mixture_sizes = found["mixtures"]["sizes"] if found["mixtures"] else None
     validated = found["validation"]["validated_pairs"] if found["validation"] else 0
     (paths.export / "README.md").write_text(card.dataset_card(sheet, len(exported), params.export, mixture_sizes,

@@ -47,4 +47,4 @@ def content_shards(frame: pl.DataFrame, shard_size: int) -> list[pl.DataFrame]:
 def shard_key(stage: Stage, shard: pl.DataFrame, section: BaseModel, *extra: str) -> str:
     """Rows + keyed params + model contents + the code the stage runs and its libraries (+ `extra`): all that fixes a shard's output."""
     return f"{stage.name}-" + digest(shard.write_ndjson(), json.dumps(keyed_dump(section), sort_keys=True),
-                                     identity(f"{stage.logic}:run", f"{stage.logic}:load_models").key, *model_fingerprints(section), *extra)
+                                     identity(*stage.entries).key, *model_fingerprints(section), *extra)

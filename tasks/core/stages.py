@@ -1,7 +1,9 @@
 """The stage contracts: one typed entry per data stage, read by the CLI, the flows, the cache keys and the tests.
 
 A stage's name is its CLI command, its DVC stage, its `params.yaml` section and its module's name. `logic` names
-that module, whose `run` (and `load_models`) the stage executes; its code identity is `code.closure(logic)`. `input`
+that module, whose `run` (and `load_models`) the stage executes; its DVC code deps are `code.closure(logic)`, its
+cache keys hold `code.identity(*entries)`: what its cached unit executes (default: the logic's `run` and
+`load_models`; the image stages: a sample's render and measurement). `input`
 is what the stage reads from the output of `after`; `data` is the `paths` entry it writes (a data name, which may
 differ from the stage's: perplexity writes `counterfactual_captions`). Which params change its output is declared on
 the params model (`unkeyed` fields never enter a cache key). Importing this module imports no model library.
@@ -25,12 +27,19 @@ class Stage:
     input: Schema | None = None
     after: str | None = None
     description: str = ""
+    code: tuple[str, ...] = ()
+
+    @property
+    def entries(self) -> tuple[str, ...]:
+        """`"module:name"` entry points of the code the stage's cached unit executes."""
+        return self.code or (f"{self.logic}:run", f"{self.logic}:load_models")
 
     def section(self, params):
         """This stage's typed params section of a whole `Params`."""
         return getattr(params, self.name)
 
 
+SAMPLE_CODE = tuple(f"tasks.image.render:{name}" for name in ("load_models", "canonical", "Batcher"))
 STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("ingest", "tasks.text.ingest", "captions", schemas.CAPTIONS, schemas.CAPTIONS_REJECTS,
           description="COCO caption JSON or `caption_id<TAB>caption` TSV -> captions"),
@@ -48,9 +57,9 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           schemas.COUNTERFACTUALS_REJECTS, schemas.SIMILARITY, "similarity",
           "the lowest-perplexity survivor per caption is C_c"),
     Stage("generate", "tasks.image.generate", "samples", schemas.SAMPLES, schemas.SAMPLES_REJECTS, schemas.PAIR,
-          "perplexity", "render and CLIP-score n_samples image pairs per caption pair"),
+          "perplexity", "render and CLIP-score n_samples image pairs per caption pair", SAMPLE_CODE),
     Stage("selection", "tasks.image.selection", "selected", schemas.SELECTED, schemas.SELECTED_REJECTS,
-          schemas.SAMPLES, "generate", "thresholds, then the best passing sample rendered canonically"),
+          schemas.SAMPLES, "generate", "thresholds, then the best passing sample rendered canonically", SAMPLE_CODE),
 )}
 CAPTION_STEPS = ("sites", "saliency", "candidates", "relations", "similarity", "perplexity")
 

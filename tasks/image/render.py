@@ -27,6 +27,7 @@ from tasks.core.fingerprints import model_fingerprints
 from tasks.core.loading import resolve_device, resolve_dtype
 from tasks.core.params import GenerateParams
 from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS
+from tasks.core.stages import STAGES
 from tasks.image.sampling import Diffusion, Prompts, Rendered, Sample, encode_prompts, load_diffusion, render
 from tasks.image.scoring import ClipScorer, load_clip, pair_scores
 
@@ -47,7 +48,7 @@ def load_models(params: GenerateParams) -> ImageModels:
 @cache
 def identity(params: GenerateParams) -> str:
     """What fixes a sample besides its own values: keyed params, model contents, device, dtype, code, libraries."""
-    device, code = resolve_device(params.diffusion), code_identity(load_models, canonical, Batcher)
+    device, code = resolve_device(params.diffusion), code_identity(*STAGES["generate"].entries)
     return json.dumps({
         "params": keyed_dump(params), "models": model_fingerprints(params),
         "device": device.type, "dtype": str(resolve_dtype(params.diffusion, device)), "code": code.key,

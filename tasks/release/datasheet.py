@@ -202,7 +202,11 @@ def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], par
             "\"a photo of a {original}\" on I_o and \"a photo of a {substitute}\" on I_c).\n\n"
             "Models (the `model_<role>` columns):\n\n"
             + markdown_table(("Role", "Model (id@revision)"),
-                             [(k.removeprefix("model_"), v) for k, v in models.items()]) + "\n\n"
+                             [(k.removeprefix("model_"), v) for k, v in models.items() if k.startswith("model_")])
+            + "\n\nLibraries that decide the pixels and scores (the `library_<name>` columns; part of every cache "
+              "key, so another version recomputes instead of mixing outputs):\n\n"
+            + markdown_table(("Library", "Version"), [(k.removeprefix("library_"), v) for k, v in models.items()
+                                                      if k.startswith("library_")]) + "\n\n"
             "Rows in and out of each stage, and why rows were dropped:\n\n"
             f"{_rejects(stage_metrics)}"),
         "Preprocessing/Cleaning/Labeling": (

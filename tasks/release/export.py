@@ -30,12 +30,13 @@ _VALUE_TYPES = {pl.String: "string", pl.Int64: "int64", pl.Float64: "float64"}
 
 
 def dataset_rows(selected: pl.DataFrame, counterfactuals: pl.DataFrame, models: dict[str, str]) -> pl.DataFrame:
-    """SCHEMA + one string column per `models` entry (`model_<role>` -> id@revision), one row per selected pair.
+    """SCHEMA + one string column per `models` entry (`model_<role>` -> id@revision, `library_<name>` -> version),
+    one row per selected pair.
 
     Every selected pair must have both image paths and exactly one counterfactual_captions row.
     """
-    if bad := [name for name in models if not name.startswith("model_")]:
-        raise ValueError(f"model columns must be named model_<role>, got {bad}")
+    if bad := [name for name in models if not name.startswith(("model_", "library_"))]:
+        raise ValueError(f"provenance columns must be named model_<role> or library_<name>, got {bad}")
     if selected["image_o"].null_count() or selected["image_c"].null_count():
         raise ValueError("selected pairs without stored PNGs: regenerate them (cfgen selection) before exporting")
     caption_scores = counterfactuals.select("caption_id", "position", "mlm_score", "similarity", "perplexity")

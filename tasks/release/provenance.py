@@ -1,9 +1,12 @@
-"""Provenance: the content identity of every model a dataset was made with (no model is loaded)."""
+"""Provenance: the content identity of every model a dataset was made with and the versions of the libraries its
+code calls (no model or model library is loaded)."""
 
 from __future__ import annotations
 
+from tasks.core.code import identity
 from tasks.core.fingerprints import fingerprint
 from tasks.core.params import Params
+from tasks.core.stages import STAGES
 
 
 def model_ids(params: Params) -> dict[str, str]:
@@ -12,3 +15,15 @@ def model_ids(params: Params) -> dict[str, str]:
              "causal_lm": params.perplexity.model, "diffusion": params.generate.diffusion, "vae": params.generate.vae,
              "clip": params.generate.clip}
     return {f"model_{role}": fingerprint(spec) for role, spec in specs.items() if spec is not None}
+
+
+def library_versions() -> dict[str, str]:
+    """`library_<distribution>` -> installed version of every library the stages' cached units call: the versions
+    their cache keys hold (`code.identity`)."""
+    libraries = identity(*(entry for stage in STAGES.values() for entry in stage.entries)).libraries
+    return {f"library_{name}": version for name, version in libraries.items()}
+
+
+def provenance(params: Params) -> dict[str, str]:
+    """The export's provenance columns: `model_ids` then `library_versions`."""
+    return {**model_ids(params), **library_versions()}

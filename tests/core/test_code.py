@@ -1,0 +1,91 @@
+"""Code identity of a cached unit (`code.identity`): it follows what the unit executes, through imports of imports,
+and the versions of the libraries it calls; comments, docstrings, formatting and param definitions are not code it
+runs. Every test edits real source files (a copy of the project) or puts a real distribution on sys.path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tasks.core import code
+from tasks.core.stages import STAGES
+
+SAMPLE = STAGES["generate"].entries  # a sample's render and measurement
+
+
+def sample_identity() -> code.Identity:
+    return code.identity(*SAMPLE)
+
+
+def replace(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_a_sample_follows_the_functions_it_runs_and_only_those():
+    parts = sample_identity().parts
+    # render -> sampling.load_diffusion -> p2p.install -> P2PAttnProcessor -> share_maps: four modules away
+    assert {"tasks.image.p2p:share_maps", "tasks.image.p2p:P2PAttnProcessor", "tasks.image.sampling:render",
+            "tasks.image.scoring:ClipScorer", "tasks.core.schemas:SCORE_COLUMNS"} <= parts.keys()
+    assert "tasks.image.sampling:plan_sample" not in parts  # the seeds are values of the key, not its code
+    assert code.identity("tasks.core.params:GenerateParams").parts == {"tasks.core.params:GenerateParams":
+                                                                       "param definition"}
+    assert not any(name.startswith(("tasks.text.", "tasks.release.", "tasks.core.params:")) for name in parts)
+    assert {"torch", "diffusers", "transformers", "open_clip_torch"} <= sample_identity().libraries.keys()
+
+
+def test_comments_docstrings_formatting_and_param_definitions_change_nothing(project_copy):
+    base = sample_identity().key
+    p2p, params = project_copy / "tasks/image/p2p.py", project_copy / "tasks/core/params.py"
+    replace(p2p, '"""(query, key) with each shared pair', '"""Query and key, with every shared pair')
+    replace(p2p, "    return swap(query), swap(key)\n", "\n\n    return swap(query), swap(key)  # o rows as they are\n")
+    replace(p2p, "Prompt-to-Prompt attention sharing", "Prompt-to-Prompt (Hertz et al.) attention sharing")
+    replace(params, "Every knob of the engine", "Each knob of the engine")
+    replace(project_copy / "tasks/core/removal_params.py", "class RemovalMasksParams(Frozen):",
+            "class RemovalMasksParams(Frozen):  # a comment\n    extra_knob: int = 3")
+    replace(params, '"average caption pairs per Prefect task', '"mean caption pairs per Prefect task')
+    assert sample_identity().key == base
+
+
+def test_an_edit_the_sampler_executes_changes_it_and_reverting_restores_it(project_copy):
+    base = sample_identity().key
+    p2p = project_copy / "tasks/image/p2p.py"
+    original = p2p.read_text()
+    replace(p2p, "    mask = shared.view(-1, *([1] * (query.ndim - 1)))",
+            "    mask = shared.view(-1, *([1] * (query.ndim - 1))).bool()")
+    assert sample_identity().key != base
+    p2p.write_text(original)
+    assert sample_identity().key == base
+    replace(project_copy / "tasks/core/schemas.py", '"sim_image_image", "clip_dir")',
+            '"sim_image_image", "clip_dir", )')  # formatting only: same tuple
+    assert sample_identity().key == base
+    replace(project_copy / "tasks/core/schemas.py", '"clip_dir", )', '"clip_dir", "extra")')
+    assert sample_identity().key != base
+
+
+def test_an_edit_elsewhere_changes_nothing(project_copy):
+    base = sample_identity().key
+    replace(project_copy / "tasks/text/candidates.py", "def run(", "def unused():\n    return 1\n\n\ndef run(")
+    replace(project_copy / "tasks/image/sampling.py", "rng = random.Random(seed)", "rng = random.Random(seed + 1)")
+    assert sample_identity().key == base
+
+
+def test_another_installed_library_version_changes_it(tmp_path, monkeypatch):
+    base = sample_identity()
+    info = tmp_path / "site" / "diffusers-99.0.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: diffusers\nVersion: 99.0.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))  # found before the installed diffusers, as an upgrade is
+    upgraded = sample_identity()
+    assert upgraded.libraries["diffusers"] == "99.0.0" != base.libraries["diffusers"]
+    assert upgraded.key != base.key
+    assert {k: v for k, v in upgraded.libraries.items() if k != "diffusers"} == \
+        {k: v for k, v in base.libraries.items() if k != "diffusers"}
+
+
+@pytest.mark.parametrize("stage", ["candidates", "perplexity", "similarity"])
+def test_caption_stages_key_their_own_model_library(stage):
+    assert "transformers" in code.identity(*STAGES[stage].entries).libraries or \
+        "sentence-transformers" in code.identity(*STAGES[stage].entries).libraries

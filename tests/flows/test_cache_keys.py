@@ -1,0 +1,85 @@
+"""What re-renders, through the real `cfgen generate` on a copy of the project: real edits to its files, a real params
+change and a real other version of diffusers on the path. Only what a sample executes, or the libraries it calls,
+renders again."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.image.fixtures import PAIRS as PAIR_ROWS
+
+pytest_plugins = ["tests.image.fixtures"]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def project(tmp_path, prefect_server, tiny_specs):
+    """A copy of the project's code and params, the tiny models, 2 caption pairs; `generate(*overrides)` runs the
+    real command there and returns its metrics."""
+    from prefect.settings import PREFECT_API_URL
+
+    copy = tmp_path / "project"
+    for name in ("tasks", "flows"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "params.yaml", copy / "params.yaml")
+    PAIR_ROWS.write_parquet(copy / "pairs.parquet")
+    diffusion, clip = tiny_specs
+    overrides = [f"generate.diffusion.id={diffusion.id}", "generate.vae=null", f"generate.clip.id={clip.id}",
+                 f"generate.clip.pretrained={clip.pretrained}", f"generate.clip.config={clip.config}",
+                 "generate.size=32", "generate.steps=2", "generate.n_samples=2", "engine.torch_threads=1"]
+    env = {**os.environ, "PYTHONPATH": str(copy), "PREFECT_API_URL": PREFECT_API_URL.value(),
+           "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(tmp_path / "results")}
+
+    def generate(*extra: str, path: str = "") -> dict:
+        run_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [path, str(copy)]))}
+        args = [a for o in (*overrides, *extra) for a in ("-p", o)]
+        done = subprocess.run([sys.executable, "-m", "flows.cli", "generate", "pairs.parquet", "out.parquet", *args,
+                               "--metrics", "metrics.json"], cwd=copy, env=run_env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads((copy / "metrics.json").read_text())
+
+    generate.root = copy
+    generate.results = tmp_path / "results"
+    return generate
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_only_what_a_sample_runs_or_calls_renders_again(project, tmp_path):
+    root, rendered = project.root, lambda metrics: metrics["samples_rendered"]
+    assert rendered(project()) == 4  # 2 pairs x 2 samples
+    assert (root / "flows").is_dir() and (root / "out.parquet").is_file()
+
+    edit(root / "tasks/core/params.py", "Every knob of the engine", "Each knob of the engine")  # a docstring
+    edit(root / "tasks/core/removal_params.py", "class RemovalMasksParams(Frozen):",  # a comment, a param def
+         "class RemovalMasksParams(Frozen):  # another stage's section\n    extra_knob: int = 3")
+    edit(root / "tasks/image/p2p.py", "    return swap(query), swap(key)", "\n    return swap(query), swap(key)  # ok")
+    assert rendered(project("similarity.upper=0.95", "removal_masks.alpha1=0.05")) == 0  # + other stages' params
+
+    p2p = root / "tasks/image/p2p.py"
+    before = p2p.read_text()
+    edit(p2p, "    mask = shared.view(-1, *([1] * (query.ndim - 1)))",
+         "    mask = shared.view(-1, *([1] * (query.ndim - 1))).bool()")  # inside the P2P processor
+    assert rendered(project()) == 4
+
+    site = tmp_path / "site" / "diffusers-99.0.0.dist-info"
+    site.mkdir(parents=True)
+    (site / "METADATA").write_text("Metadata-Version: 2.1\nName: diffusers\nVersion: 99.0.0\n")
+    assert rendered(project(path=str(tmp_path / "site"))) == 4  # "another version of diffusers" installed first
+
+    p2p.write_text(before)  # back to the first code and libraries: every sample is still in its record
+    assert rendered(project()) == 0
+    records = [p for p in (project.results / "samples").rglob("*") if p.is_file()]
+    assert len(records) == 3 * 2  # three code/library states x two pairs: one record file each
