@@ -3,8 +3,9 @@
 `generate_flow` maps one Prefect task per content-defined chunk of caption pairs (`generate.pairs_per_task`); the
 cache is each pair's sample record (`records.PairRecords`, beside Prefect's results), so only never-seen samples are
 rendered, whichever task, process or host renders them. `selection_flow` runs `selection.run` with canonical renders
-as Prefect tasks keyed by sample content: a threshold change renders only newly chosen winners, and switching back
-renders nothing. The winners' PNGs are written to the selection stage's own folder; no stage writes into another's.
+kept in the same pair records (their PNGs by pixels beside them): a threshold change renders only newly chosen
+winners, and switching back renders nothing. The winners' PNGs are written to the selection stage's own folder; no
+stage writes into another's.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -23,12 +25,12 @@ from prefect.utilities.annotations import unmapped
 
 from flows.progress import StageProgress
 from flows.sharding import stage_metrics
-from tasks.core.io import read_frame, write_outputs
+from tasks.core.io import read_frame, read_rgb, write_outputs
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import GenerateParams, Params, SelectionParams
 from tasks.core.schemas import PAIR, SAMPLES
 from tasks.core.shards import content_shards
-from tasks.image import generate, render, selection
+from tasks.image import generate, render, selection, store
 from tasks.image.records import PairRecords
 from tasks.image.sampling import Sample
 
@@ -78,26 +80,48 @@ def generate_flow(pairs_path: Path, output: Path, params: Params) -> dict:
                          samples=kept.height, samples_rendered=rendered, unet_evals=int(kept["unet_evals"].sum()))
 
 
-@task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
-def canonical_render(pair: dict, sample: Sample, params: GenerateParams, key: str, torch_threads: int | None) -> dict:
-    """One sample rendered alone with its measurement (`render.canonical`); cached by content."""
+def canonical_images(records: PairRecords) -> Path:
+    """Where canonical renders' PNGs are kept, by pixels (`store`), beside the pair records."""
+    return records.root.parent / "canonical"
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def render_canonicals(jobs: list[dict], params: GenerateParams, records: PairRecords,
+                      torch_threads: int | None) -> None:
+    """Render each job's sample alone (`render.canonical`), keep its PNGs and append its measurement, with their
+    paths, to its pair's record under the job's key."""
     set_torch_threads(torch_threads)
-    return render.canonical(pair, sample, params, render.load_models(params))
+    models = render.load_models(params)
+    for job in jobs:
+        measured = render.canonical(job["pair"], job["sample"], params, models)
+        pngs = [store.write_png(canonical_images(records), image) for image in measured.pop("images")]
+        records.append(job["record"], {job["key"]: {**measured, "pngs": pngs}})
 
 
 @flow(name="selection", task_runner=ThreadPoolTaskRunner(max_workers=1))
 def selection_flow(scores_path: Path, output: Path, selected_images: Path, params: Params) -> dict:
     """One winner per caption pair, canonically rendered, its PNGs under `selected_images` (rewritten every run)."""
     scores = read_frame(scores_path, SAMPLES, "generate")
-    gen, states = params.generate, Counter()
+    gen, records, counts = params.generate, sample_records(), Counter()
+
+    def stored(job: dict) -> dict | None:
+        measured = records.read(job["record"]).get(job["key"])
+        folder = canonical_images(records)
+        return measured if measured and all((folder / png).is_file() for png in measured["pngs"]) else None
 
     def render_canonical(pairs: list[dict], samples: list[Sample]) -> list[dict]:
-        keys = [f"canonical-{render.sample_key(render.record_key(p, gen), s)}" for p, s in zip(pairs, samples)]
-        futures = canonical_render.map(pair=pairs, sample=samples, key=keys, params=unmapped(gen),
-                                       torch_threads=unmapped(params.engine.torch_threads))
-        results = [f.result() for f in futures]
-        states.update(f.state.name == "Cached" for f in futures)
-        return results
+        """Canonical renders from the pair records; the missing ones rendered in chunks of `pairs_per_task`."""
+        jobs = [{"pair": p, "sample": s, "record": (record := render.record_key(p, gen)),
+                 "key": f"canonical-{render.sample_key(record, s)}"} for p, s in zip(pairs, samples)]
+        todo = [job for job in jobs if stored(job) is None]
+        chunks = [todo[i:i + gen.pairs_per_task] for i in range(0, len(todo), gen.pairs_per_task)]
+        for future in render_canonicals.map(jobs=chunks, params=unmapped(gen), records=unmapped(records),
+                                            torch_threads=unmapped(params.engine.torch_threads)):
+            future.result()
+        counts.update(rendered=len(todo), cached=len(jobs) - len(todo))
+        found = [stored(job) for job in jobs]
+        return [{**m, "images": np.stack([read_rgb(canonical_images(records) / png) for png in m["pngs"]])}
+                for m in found]
 
     shutil.rmtree(selected_images, ignore_errors=True)
     contested = selection.ranked(scores, params.selection)["caption_id"].n_unique()
@@ -105,7 +129,7 @@ def selection_flow(scores_path: Path, output: Path, selected_images: Path, param
         kept, rejects, fallthrough = selection.run(scores, params.selection, gen.black_threshold, render_canonical,
                                                    selected_images, progress.advance)
     write_outputs(kept, rejects, output)
-    pairs, renders, cached = scores["caption_id"].n_unique(), states[False], states[True]
+    pairs, renders, cached = scores["caption_id"].n_unique(), counts["rendered"], counts["cached"]
     evals = int(scores["unet_evals"].sum()) + 4 * gen.steps * (renders + cached)
     return stage_metrics("selection", pairs, kept, rejects, pairs=pairs, accepted=kept.height,
                          acceptance_rate=round(kept.height / pairs, 4) if pairs else 0.0, renders=renders,

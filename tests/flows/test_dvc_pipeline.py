@@ -226,9 +226,10 @@ def test_e_batch_sizes_and_n_samples_render_only_new_samples(repo):
 
 def test_f_code_edits_rerun_exactly_what_they_affect(repo):
     path, env = repo
-    with (path / "tasks/image/p2p.py").open("a") as f:  # generate -> render -> sampling -> p2p
-        f.write("\n\ndef _edited() -> None:\n    \"\"\"A change to the code that renders.\"\"\"\n")
-    stages = timed_repro(path, env, "(f1) tasks/image/p2p.py edited", "selection")
+    p2p = path / "tasks/image/p2p.py"  # generate -> render -> sampling -> p2p.install -> processor -> share_maps
+    p2p.write_text(p2p.read_text().replace("    mask = shared.view(-1, *([1] * (query.ndim - 1)))",
+                                           "    mask = shared.view(-1, *([1] * (query.ndim - 1))).bool()"))
+    stages = timed_repro(path, env, "(f1) inside the P2P processor", "selection")
     assert stages == ["generate", "selection"]
     generated = metrics(path, "generate")
     assert generated["pairs_generated"] == generated["pairs"] and generated["samples_rendered"] == generated["samples"]

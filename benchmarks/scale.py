@@ -1,0 +1,178 @@
+"""Scale rehearsal of the image stage's orchestration: what a sample costs beyond its model compute, what the store
+and the Prefect database hold per pair, and what a rerun that renders nothing takes, at N caption pairs.
+
+    python benchmarks/scale.py --pairs 200 --pairs 2000             # the code of this checkout
+    python benchmarks/scale.py --pairs 200 --project /tmp/before    # the same runs on another checkout's code
+
+Pairs: the first N shared COCO val2017 captions with a noun (NLTK's tagger), C_c = the first noun swapped for "cat"
+("dog" when it is a cat). Models: the demo's tiny random SD and CLIP (32 px), `--steps` (1, the fewest the sampler
+allows) and `--n-samples` per pair, CPU fp32, one torch thread. Each configuration runs `--repeats` times, each run
+in a fresh process with a fresh Prefect home (database) and result store, under one temporary Prefect server, as
+`cfgen generate` runs it:
+- first run: `generate_flow` wall; model compute = time inside the model calls (loading, prompt encoding, sampling,
+  CLIP measurement), timed by wrapping them; overhead = wall - compute, per sample; then `selection_flow` wall (the
+  demo's thresholds; a canonical render per winner) and the pairs it accepted;
+- store: files and bytes under the result store (sample records, canonical PNGs and any Prefect results) per pair,
+  after both stages; the Prefect database's size;
+- rerun: a second fresh process over the same store and database: both flows' walls (nothing renders);
+- peak RSS of each process (the server is a process of its own and not counted).
+Medians with min-max over the repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from bench import console, in_fresh_process, start, table
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED_CAPTIONS = SHARED / "data" / "coco_val2017_captions.tsv"
+os.environ.setdefault("NLTK_DATA", str(SHARED / "nltk_data"))
+
+
+def make_pairs(n: int, out: Path) -> Path:
+    """N caption pairs from the shared COCO captions, C_c = the first noun swapped (the PAIR schema)."""
+    import polars as pl
+
+    from tasks.core.schemas import PAIR
+    from tasks.text.tagging import tag_caption
+
+    rows = []
+    for line in SHARED_CAPTIONS.read_text().splitlines()[1:]:
+        caption_id, caption = line.split("\t", 1)
+        token = next((t for t in tag_caption(caption) if t.tag == "NN"), None)
+        if token is None:
+            continue
+        substitute = "dog" if token.text == "cat" else "cat"
+        rows.append({"caption_id": caption_id, "image_id": caption_id, "caption": caption,
+                     "counterfactual": caption[:token.start] + substitute + caption[token.end:],
+                     "edit_type": "noun", "original_word": token.text, "substitute": substitute})
+        if len(rows) == n:
+            break
+    path = out / f"pairs-{n}.parquet"
+    pl.DataFrame(rows, schema=PAIR).write_parquet(path)
+    return path
+
+
+def timed(module, name: str, spent: list[float]) -> None:
+    """Wrap `module.name` so the seconds spent inside it add up in `spent`."""
+    original = getattr(module, name)
+
+    def wrapper(*args, **kwargs):
+        began = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - began
+    setattr(module, name, wrapper)
+
+
+def run_generate(project: str, work: str, pairs: str, models: str, n_samples: int, steps: int) -> dict:
+    """One `generate_flow` in this (fresh) process with the checkout `project`'s code: wall, compute, samples."""
+    os.environ.update(PREFECT_HOME=f"{work}/prefect-home", PREFECT_RESULTS_LOCAL_STORAGE_PATH=f"{work}/results",
+                      PREFECT_LOGGING_LEVEL="WARNING", PREFECT_SERVER_ANALYTICS_ENABLED="false", TQDM_DISABLE="1")
+    Path(work, "prefect-home").mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, project)
+    import resource
+
+    import torch
+
+    from flows.image import generate_flow, selection_flow
+    from flows.server import prefect_api
+    from tasks.core.config import load_params
+    from tasks.image import generate, render
+
+    torch.set_num_threads(1)
+    spent = [0.0]
+    for module, name in ((render, "load_models"), (render, "render"), (render, "measure"),
+                         (render, "caption_texts"), (generate, "encode_prompts")):
+        timed(module, name, spent)
+    params = load_params(Path(project) / "params.yaml", [
+        f"generate.diffusion.id={models}/diffusion", "generate.vae=null", "generate.clip.id=cfgen-tiny-clip",
+        f"generate.clip.pretrained={models}/clip/tiny_clip.safetensors",
+        f"generate.clip.config={models}/clip/cfgen-tiny-clip.json", "generate.size=32", f"generate.steps={steps}",
+        f"generate.n_samples={n_samples}", "generate.batch_samples=4", "engine.torch_threads=1"])
+    with prefect_api():
+        began = time.perf_counter()
+        metrics = generate_flow(Path(pairs), Path(work) / "samples.parquet", params)
+        wall, compute, spent[0] = time.perf_counter() - began, spent[0], 0.0
+        began = time.perf_counter()
+        selected = selection_flow(Path(work) / "samples.parquet", Path(work) / "selected.parquet",
+                                  Path(work) / "images", params)
+        selection_wall = time.perf_counter() - began
+    return {"wall": wall, "compute": compute, "samples": metrics["samples"], "rendered": metrics["samples_rendered"],
+            "selection_wall": selection_wall, "selection_compute": spent[0], "accepted": selected["accepted"],
+            "canonical_renders": selected["renders"],
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def store_size(work: Path) -> tuple[int, int, int]:
+    """(files, bytes) under the result store, and the Prefect database's bytes."""
+    files = [p for p in (work / "results").rglob("*") if p.is_file()]
+    database = sum(p.stat().st_size for p in (work / "prefect-home").glob("prefect.db*"))
+    return len(files), sum(p.stat().st_size for p in files), database
+
+
+def spread(values: list[float], fmt: str = "{:.1f}") -> str:
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}–{fmt.format(max(values))})"
+
+
+def main(pairs: Annotated[list[int], typer.Option(help="caption pairs per configuration")] = [200, 2000],
+         n_samples: Annotated[int, typer.Option(help="samples per pair")] = 16,
+         steps: Annotated[int, typer.Option(help="sampler steps")] = 1,
+         repeats: Annotated[int, typer.Option(help="runs per configuration, each in fresh processes")] = 3,
+         project: Annotated[Path, typer.Option(help="the checkout whose code runs")] = Path(__file__).parents[1],
+         out: Annotated[Path | None, typer.Option(help="keep pairs, models and stores here")] = None) -> None:
+    root = Path(out or tempfile.mkdtemp(prefix="cfgen-scale-")).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    from tasks.demo.tiny_images import build_tiny_clip, build_tiny_diffusion
+
+    models = root / "models"
+    if not models.is_dir():
+        build_tiny_diffusion(models / "diffusion", seed=0)
+        build_tiny_clip(models / "clip", seed=0)
+    results = {}
+    for n in pairs:
+        source = make_pairs(n, root)
+        runs = []
+        for repeat in range(repeats):
+            work = root / f"run-{n}-{repeat}"
+            args = (str(project.resolve()), str(work), str(source), str(models), n_samples, steps)
+            first = in_fresh_process(run_generate, *args)
+            files, size, database = store_size(work)
+            rerun = in_fresh_process(run_generate, *args)
+            assert rerun["rendered"] == rerun["canonical_renders"] == 0, rerun
+            runs.append({"first": first, "files": files, "bytes": size, "database": database, "rerun": rerun})
+            console.print(f"N={n} run {repeat + 1}: {json.dumps(runs[-1])}")
+        results[n] = runs
+    columns = ("pairs", "samples", "wall s", "compute s", "overhead ms/sample", "selection s (accepted)",
+               "store files/pair", "store KiB/pair", "Prefect DB MiB", "peak RSS MiB", "no-op generate s",
+               "no-op selection s", "rerun peak RSS MiB")
+    result = table(f"image-stage orchestration ({project.resolve()}), n_samples {n_samples}, steps {steps}, "
+                   f"median (min–max) of {repeats}", columns)
+    for n, runs in results.items():
+        samples = runs[0]["first"]["samples"]
+        overhead = [1000 * (r["first"]["wall"] - r["first"]["compute"]) / samples for r in runs]
+        result.add_row(str(n), str(samples), spread([r["first"]["wall"] for r in runs]),
+                       spread([r["first"]["compute"] for r in runs]), spread(overhead),
+                       f'{spread([r["first"]["selection_wall"] for r in runs])} ({runs[0]["first"]["accepted"]})',
+                       spread([r["files"] / n for r in runs], "{:.2f}"), spread([r["bytes"] / n / 1024 for r in runs]),
+                       spread([r["database"] / 2**20 for r in runs]),
+                       spread([r["first"]["peak_rss_mib"] for r in runs], "{:.0f}"),
+                       spread([r["rerun"]["wall"] for r in runs]), spread([r["rerun"]["selection_wall"] for r in runs]),
+                       spread([r["rerun"]["peak_rss_mib"] for r in runs], "{:.0f}"))
+    console.print(result)
+    (root / "scale.json").write_text(json.dumps(results, indent=1))
+    console.print(f"raw runs: {root / 'scale.json'}")
+
+
+if __name__ == "__main__":
+    start(main)
