@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -145,6 +146,7 @@ def main(pairs: Annotated[list[int], typer.Option(help="caption pairs per config
         runs = []
         for repeat in range(repeats):
             work = root / f"run-{n}-{repeat}"
+            shutil.rmtree(work, ignore_errors=True)  # a fresh store and database for every first run
             args = (str(project.resolve()), str(work), str(source), str(models), n_samples, steps)
             first = in_fresh_process(run_generate, *args)
             files, size, database = store_size(work)
