@@ -16,7 +16,8 @@ in a fresh process with a fresh Prefect home (database) and result store, under 
   after both stages; the Prefect database's size;
 - rerun: a second fresh process over the same store and database: both flows' walls (nothing renders);
 - peak RSS of each process (the server is a process of its own and not counted).
-Medians with min-max over the repeats.
+Medians with min-max over the repeats, and the growth of each median from the smallest N to the largest.
+`--report OUT/scale.json` prints a saved run's table again.
 """
 
 from __future__ import annotations
@@ -122,8 +123,37 @@ def store_size(work: Path) -> tuple[int, int, int]:
     return len(files), sum(p.stat().st_size for p in files), database
 
 
-def spread(values: list[float], fmt: str = "{:.1f}") -> str:
-    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}–{fmt.format(max(values))})"
+MEASURES = {  # column -> its value in one run (the first and the no-op rerun of one fresh store) at N pairs
+    "wall s": lambda r, n: r["first"]["wall"],
+    "compute s": lambda r, n: r["first"]["compute"],
+    "overhead ms/sample": lambda r, n: 1000 * (r["first"]["wall"] - r["first"]["compute"]) / r["first"]["samples"],
+    "selection s": lambda r, n: r["first"]["selection_wall"],
+    "accepted": lambda r, n: r["first"]["accepted"],
+    "store files/pair": lambda r, n: r["files"] / n,
+    "store KiB/pair": lambda r, n: r["bytes"] / n / 1024,
+    "Prefect DB MiB": lambda r, n: r["database"] / 2**20,
+    "peak RSS MiB": lambda r, n: r["first"]["peak_rss_mib"],
+    "no-op generate s": lambda r, n: r["rerun"]["wall"],
+    "no-op selection s": lambda r, n: r["rerun"]["selection_wall"],
+    "rerun peak RSS MiB": lambda r, n: r["rerun"]["peak_rss_mib"],
+}
+
+
+def report(saved: dict) -> None:
+    """The table of a saved run: per N, each measure's median (min–max); then each median's growth, last N / first."""
+    config, results = saved["config"], {int(n): runs for n, runs in saved["results"].items()}
+    result = table(f"image-stage orchestration ({config['project']}), n_samples {config['n_samples']}, steps "
+                   f"{config['steps']}, median (min–max) of {config['repeats']} runs", ("pairs", *MEASURES))
+    medians = {}
+    for n, runs in results.items():
+        values = {name: [measure(r, n) for r in runs] for name, measure in MEASURES.items()}
+        medians[n] = {name: statistics.median(v) for name, v in values.items()}
+        result.add_row(str(n), *(f"{medians[n][name]:.2f} ({min(v):.2f}–{max(v):.2f})" for name, v in values.items()))
+    if len(results) > 1:
+        first, last = min(results), max(results)
+        result.add_row(f"×{last / first:g} pairs", *(f"×{medians[last][name] / medians[first][name]:.2f}"
+                                                     if medians[first][name] else "–" for name in MEASURES))
+    console.print(result)
 
 
 def main(pairs: Annotated[list[int], typer.Option(help="caption pairs per configuration")] = [200, 2000],
@@ -131,7 +161,11 @@ def main(pairs: Annotated[list[int], typer.Option(help="caption pairs per config
          steps: Annotated[int, typer.Option(help="sampler steps")] = 1,
          repeats: Annotated[int, typer.Option(help="runs per configuration, each in fresh processes")] = 3,
          project: Annotated[Path, typer.Option(help="the checkout whose code runs")] = Path(__file__).parents[1],
-         out: Annotated[Path | None, typer.Option(help="keep pairs, models and stores here")] = None) -> None:
+         out: Annotated[Path | None, typer.Option(help="keep pairs, models and stores here")] = None,
+         saved: Annotated[Path | None, typer.Option("--report", help="print a saved scale.json instead")] = None
+         ) -> None:
+    if saved:
+        return report(json.loads(saved.read_text()))
     root = Path(out or tempfile.mkdtemp(prefix="cfgen-scale-")).resolve()
     root.mkdir(parents=True, exist_ok=True)
     from tasks.demo.tiny_images import build_tiny_clip, build_tiny_diffusion
@@ -155,26 +189,11 @@ def main(pairs: Annotated[list[int], typer.Option(help="caption pairs per config
             runs.append({"first": first, "files": files, "bytes": size, "database": database, "rerun": rerun})
             console.print(f"N={n} run {repeat + 1}: {json.dumps(runs[-1])}")
         results[n] = runs
-    columns = ("pairs", "samples", "wall s", "compute s", "overhead ms/sample", "selection s (accepted)",
-               "store files/pair", "store KiB/pair", "Prefect DB MiB", "peak RSS MiB", "no-op generate s",
-               "no-op selection s", "rerun peak RSS MiB")
-    result = table(f"image-stage orchestration ({project.resolve()}), n_samples {n_samples}, steps {steps}, "
-                   f"median (min–max) of {repeats}", columns)
-    for n, runs in results.items():
-        samples = runs[0]["first"]["samples"]
-        overhead = [1000 * (r["first"]["wall"] - r["first"]["compute"]) / samples for r in runs]
-        result.add_row(str(n), str(samples), spread([r["first"]["wall"] for r in runs]),
-                       spread([r["first"]["compute"] for r in runs]), spread(overhead),
-                       f'{spread([r["first"]["selection_wall"] for r in runs])} ({runs[0]["first"]["accepted"]})',
-                       spread([r["files"] / n for r in runs], "{:.2f}"), spread([r["bytes"] / n / 1024 for r in runs]),
-                       spread([r["database"] / 2**20 for r in runs]),
-                       spread([r["first"]["peak_rss_mib"] for r in runs], "{:.0f}"),
-                       spread([r["rerun"]["wall"] for r in runs]), spread([r["rerun"]["selection_wall"] for r in runs]),
-                       spread([r["rerun"]["peak_rss_mib"] for r in runs], "{:.0f}"))
-    console.print(result)
-    (root / "scale.json").write_text(json.dumps(results, indent=1))
+    saved = {"config": {"project": str(project.resolve()), "n_samples": n_samples, "steps": steps,
+                        "repeats": repeats}, "results": results}
+    (root / "scale.json").write_text(json.dumps(saved, indent=1))
+    report(saved)
     console.print(f"raw runs: {root / 'scale.json'}")
-
 
 if __name__ == "__main__":
     start(main)

@@ -51,10 +51,17 @@ def parse(path: Path) -> ast.Module:
     return _parse(path, (stat.st_mtime_ns, stat.st_size))
 
 
+def _from_module(node: ast.ImportFrom, module: str, path: Path) -> str:
+    """The absolute module a `from ... import` names (relative imports resolved against `module`)."""
+    if not node.level:
+        return node.module
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    return importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+
+
 def import_bindings(module: str, path: Path, nodes: list[ast.stmt]) -> dict[str, tuple[str, str | None]]:
     """Local name -> (module, attribute or None) for the import statements among `nodes` (relative imports resolved
     against `module`; `import a.b` binds `a`)."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     bound = {}
     for node in nodes:
         if isinstance(node, ast.Import):
@@ -62,21 +69,22 @@ def import_bindings(module: str, path: Path, nodes: list[ast.stmt]) -> dict[str,
                 bound[alias.asname or alias.name.split(".")[0]] = (alias.name if alias.asname
                                                                    else alias.name.split(".")[0], None)
         elif isinstance(node, ast.ImportFrom):
-            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level \
-                else node.module
+            base = _from_module(node, module, path)
             bound.update({alias.asname or alias.name: (base, alias.name) for alias in node.names})
     return bound
 
 
 def imported(module: str, path: Path) -> set[str]:
     """Every absolute name the import statements of one file name, at any depth (`from pkg import x` names `pkg` and
-    `pkg.x`)."""
+    `pkg.x`; relative imports resolved against `module`)."""
     found = set()
-    for target, attribute in import_bindings(module, path, list(ast.walk(parse(path)))).values():
-        found.add(target)
-        if attribute:
-            found.add(f"{target}.{attribute}")
-    found.update(alias.name for node in ast.walk(parse(path)) if isinstance(node, ast.Import) for alias in node.names)
+    for node in ast.walk(parse(path)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _from_module(node, module, path)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
     return found
 
 

@@ -3,7 +3,8 @@
 A shard boundary falls before every group (rows sharing a `caption_id`) whose id hashes to 0 mod `shard_size`, so
 boundaries depend on content, not on row numbers: appending captions touches only the tail shard and new ones, and
 dropping rows changes only their own shards. A shard's key hashes its rows + the stage's keyed params + the contents
-of its models + the code its `run` and `load_models` execute and the versions of the libraries it calls (`code.identity`): all that fixes its output.
+of its models + the code its `run` and `load_models` execute and the versions of the libraries that code calls
+(`code.identity`): all that fixes its output.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def content_shards(frame: pl.DataFrame, shard_size: int) -> list[pl.DataFrame]:
 
 
 def shard_key(stage: Stage, shard: pl.DataFrame, section: BaseModel, *extra: str) -> str:
-    """Rows + keyed params + model contents + the code the stage runs and its libraries (+ `extra`): all that fixes a shard's output."""
+    """Rows + keyed params + model contents + the code the stage runs and its libraries (+ `extra`): all that fixes
+    a shard's output."""
     return f"{stage.name}-" + digest(shard.write_ndjson(), json.dumps(keyed_dump(section), sort_keys=True),
                                      identity(*stage.entries).key, *model_fingerprints(section), *extra)

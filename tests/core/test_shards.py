@@ -5,7 +5,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.core import code
 from tasks.core.fingerprints import ModelNotFound, fingerprint
 from tasks.core.params import CandidatesParams, SitesParams
 from tasks.core.shards import content_shards, shard_key

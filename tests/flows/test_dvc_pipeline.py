@@ -141,6 +141,20 @@ def test_a_second_repro_does_nothing(repo):
     assert "up to date" in sh(path, "dvc", "status", env=env)
 
 
+def test_the_export_and_datasheet_record_the_library_versions_of_the_cache_keys(repo):
+    from importlib.metadata import version
+
+    path, _ = repo
+    exported = pl.read_parquet(next((path / "data/export/data").glob("*.parquet")))
+    libraries = {c.removeprefix("library_"): exported[c].unique().to_list() for c in exported.columns
+                 if c.startswith("library_")}
+    assert {"torch", "diffusers", "transformers", "open_clip_torch", "nltk", "sentence-transformers"} <= set(libraries)
+    assert all(values == [version(name)] for name, values in libraries.items())
+    sheet = (path / "reports/datasheet.md").read_text()
+    assert f"| diffusers | {version('diffusers')} |" in sheet
+    assert f"| diffusers | {version('diffusers')} |" in (path / "data/export/README.md").read_text()
+
+
 def test_b_narrower_similarity_window_generates_only_unseen_pairs(repo):
     path, env = repo
     output = path / "data/processed/counterfactual_captions.parquet"
