@@ -5,8 +5,8 @@ Output: one row per sample of every pair (`schemas.SAMPLES`); seeds, guidance sc
 its measurement is looked up in the pair's record (`records`, under `render.record_key`) by `render.sample_key` and
 rendered only when missing, `batch_samples` per UNet call, each batch appended to the record as it finishes. So
 raising n_samples renders only the new samples, lowering it renders nothing, and a killed run loses only the batch
-in flight. Batched kernels
-may round differently from a batch of one: these are screening scores, and selection exports a canonical render.
+in flight. Batched kernels may round differently from a batch of one: these are screening scores, and selection
+exports a canonical render.
 `unet_evals` is the cost of a sample (4 UNet rows per step) whether it was rendered now or before.
 """
 
