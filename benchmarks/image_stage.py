@@ -58,7 +58,7 @@ def sampler(stock: bool, folder: Path, opts: dict) -> Callable[[], None]:
         diffusion = sampling.load_diffusion(params.diffusion, None, params.channels_last, params.compile_unet)
         samples = [sampling.plan_sample(params, "bench", i) for i in range(n)]
         return lambda: sampling.render(diffusion, sampling.encode_prompts(diffusion, C_O, C_C), samples,
-                                       params.steps, params.size, params.p2p_mode)
+                                       params.steps, params.size)
     from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, StableDiffusionPipeline, UNet2DConditionModel
     from transformers import CLIPTextModel, CLIPTokenizer
 

@@ -189,7 +189,6 @@ class GenerateParams(Frozen):
     n_samples: int = unkeyed(100, "samples (seeds) per caption pair; each sample is cached alone", ge=1)
     guidance_scale: Annotated[tuple[float, float], AfterValidator(ordered)] = (7.5, 15.0)
     p2p_fraction: Annotated[tuple[Unit, Unit], AfterValidator(ordered)] = (0.1, 0.9)
-    p2p_mode: Literal["self", "word_swap"] = "self"
     subject_prompt: str = Field("a photo of a {word}", description="the both-subjects check's CLIP prompt for a "
                                                                     "swapped noun (`{word}`: C_o's or C_c's)")
     seed: int = 0

@@ -12,7 +12,6 @@ exports a canonical render.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -25,7 +24,6 @@ from tasks.image import render, selection
 from tasks.image.sampling import encode_prompts, load_tokenizer, plan_sample, token_counts
 
 SCHEMA, REJECTS_SCHEMA = SAMPLES, SAMPLES_REJECTS
-_CONTROLLER_LOCK = threading.Lock()  # the loaded UNet's attention controller is per-process state
 Progress = Callable[[int], None]
 
 
@@ -111,9 +109,8 @@ def run(pairs: pl.DataFrame, screening: Screening,
 
     `selection_params` is only read in adaptive mode (without it every pair gets n_samples).
     """
-    with _CONTROLLER_LOCK:
-        rows = [row for pair in pairs.select(list(PAIR)).iter_rows(named=True)
-                for row in pair_rows(pair, screening, selection_params)]
+    rows = [row for pair in pairs.select(list(PAIR)).iter_rows(named=True)
+            for row in pair_rows(pair, screening, selection_params)]
     scores = pl.DataFrame(rows, schema=SCHEMA)
     rejects = (scores.filter(pl.col("reject_reason").is_not_null())
                .with_columns(stage=pl.lit("generate"), reason=pl.col("reject_reason")).select(list(REJECTS_SCHEMA)))

@@ -5,28 +5,26 @@ samples under classifier-free guidance the 4S rows are `[uncond·C_o, uncond·C_
 so row pair j belongs to sample j // 2. While a pair shares, its c row attends with the o row's map:
 `out_c = softmax(q_o k_oᵀ / √d) v_c = SDPA(q_o, k_o, v_c)`, no map materialised; o rows are never changed.
 
-Modes: `self` (InstructPix2Pix) shares in self-attention layers (attn1) only; `word_swap` (Hertz et al.) shares in
-cross-attention layers (attn2) only, where `v_c` are C_c's token values (maps align only when C_o and C_c have the
-same token count). A sample shares at step i (0-based) of T iff `i < p2p_fraction · T`.
+Maps are shared in self-attention layers (attn1) only, as the paper does after InstructPix2Pix; cross-attention
+layers always run as stock, so C_c's tokens steer the c row whatever their count. A sample shares at step i
+(0-based) of T iff `i < p2p_fraction · T`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from diffusers.models.attention_processor import Attention
 
-P2PMode = Literal["self", "word_swap"]
 GUIDANCE_ROW_PAIRS = 2  # (uncond·C_o, uncond·C_c) and (cond·C_o, cond·C_c)
 
 
 class AttentionController:
     """Shared state of all processors of one UNet: which row pairs share maps in the next UNet call.
 
-    `begin(mode, fractions, steps, device)` per batch, `step(i)` before each UNet call, `reset()` after the batch (then
+    `begin(fractions, steps, device)` per batch, `step(i)` before each UNet call, `reset()` after the batch (then
     nothing is shared: the UNet behaves as stock). Each sample has GUIDANCE_ROW_PAIRS (o, c) row pairs per call.
     """
 
@@ -34,18 +32,16 @@ class AttentionController:
         self.reset()
 
     def reset(self) -> None:
-        self.mode: P2PMode | None = None
         self.fractions: Sequence[float] = ()
         self.steps = 0
         self.device = torch.device("cpu")
         self.shared: torch.Tensor | None = None
 
-    def begin(self, mode: P2PMode, fractions: Sequence[float], steps: int,
-              device: torch.device = torch.device("cpu")) -> None:
+    def begin(self, fractions: Sequence[float], steps: int, device: torch.device = torch.device("cpu")) -> None:
         """`fractions[s]` is sample s's p2p fraction, `steps` the number of denoising steps of the batch, `device`
         the UNet's."""
         self.reset()
-        self.mode, self.fractions, self.steps, self.device = mode, tuple(fractions), steps, device
+        self.fractions, self.steps, self.device = tuple(fractions), steps, device
 
     def active(self, step: int) -> list[bool]:
         """Per sample: does it share maps at `step`?"""
@@ -59,10 +55,8 @@ class AttentionController:
             active) else None
 
     def sharing(self, cross: bool) -> torch.Tensor | None:
-        """Bool per row pair for a layer of this kind, or None when the layer runs as stock."""
-        if self.shared is None or cross != (self.mode == "word_swap"):
-            return None
-        return self.shared
+        """Bool per row pair for a self-attention layer, or None when the layer runs as stock."""
+        return None if cross else self.shared
 
 
 def share_maps(query: torch.Tensor, key: torch.Tensor, shared: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

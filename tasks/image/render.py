@@ -81,7 +81,7 @@ class Batcher:
         while start < len(samples):
             chunk = samples[start:start + self.size]
             try:
-                rendered = render(models.diffusion, prompts, chunk, params.steps, params.size, params.p2p_mode)
+                rendered = render(models.diffusion, prompts, chunk, params.steps, params.size)
             except torch.cuda.OutOfMemoryError:
                 if self.size == 1:
                     raise
@@ -143,6 +143,6 @@ def reject_reason(measured: dict, black_threshold: int) -> str | None:
 def canonical(pair: dict, sample: Sample, params: GenerateParams, models: ImageModels) -> dict:
     """`sample` rendered alone: its measurement plus `images` (2, H, W, 3) uint8, I_o then I_c."""
     prompts = encode_prompts(models.diffusion, pair["caption"], pair["counterfactual"])
-    rendered = render(models.diffusion, prompts, [sample], params.steps, params.size, params.p2p_mode)
+    rendered = render(models.diffusion, prompts, [sample], params.steps, params.size)
     measured = measure(rendered, caption_texts(models, pair, params.subject_prompt), models, params.clip_batch_size)[0]
     return {**measured, "images": rendered.images[0]}

@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -30,7 +31,8 @@ from tasks.image import p2p
 
 @dataclass(frozen=True)
 class Diffusion:
-    """SD v1 components on one device/dtype; `controller` drives the P2P processors installed in `unet`."""
+    """SD v1 components on one device/dtype; `controller` drives the P2P processors installed in `unet`, one batch at
+    a time: `lock` serialises the renders of every thread that shares these components (a Dask worker's threads)."""
 
     tokenizer: CLIPTokenizer
     text_encoder: torch.nn.Module
@@ -43,6 +45,7 @@ class Diffusion:
     latent_channels: int
     latent_factor: int
     scaling_factor: float
+    lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -136,8 +139,7 @@ def encode_prompts(diffusion: Diffusion, caption: str, counterfactual: str) -> P
 
 
 @torch.inference_mode()
-def render(diffusion: Diffusion, prompts: Prompts, samples: Sequence[Sample], steps: int, size: int,
-           mode: p2p.P2PMode) -> Rendered:
+def render(diffusion: Diffusion, prompts: Prompts, samples: Sequence[Sample], steps: int, size: int) -> Rendered:
     """Denoise S samples in UNet batches of 4S rows (`[uncond·C_o, uncond·C_c, cond·C_o, cond·C_c]` per sample)."""
     n, device, dtype = len(samples), diffusion.device, diffusion.dtype
     scheduler = EulerAncestralDiscreteScheduler.from_config(diffusion.scheduler.config)
@@ -151,16 +153,17 @@ def render(diffusion: Diffusion, prompts: Prompts, samples: Sequence[Sample], st
     uncond, cond_o, cond_c = prompts.states
     context = torch.stack([uncond, uncond, cond_o, cond_c]).repeat(n, 1, 1)
     scales = torch.tensor([s.guidance_scale for s in samples], device=device, dtype=dtype).view(n, 1, 1, 1, 1)
-    diffusion.controller.begin(mode, [s.p2p_fraction for s in samples], steps, device)
-    try:
-        for i, t in enumerate(scheduler.timesteps):
-            diffusion.controller.step(i)
-            x = scheduler.scale_model_input(latents, t).unflatten(0, (n, 1, 2)).expand(-1, 2, -1, -1, -1, -1)
-            eps = diffusion.unet(x.flatten(0, 2), t, encoder_hidden_states=context).sample.unflatten(0, (n, 2, 2))
-            eps = (eps[:, 0] + scales * (eps[:, 1] - eps[:, 0])).flatten(0, 1).to(latents.dtype)
-            latents = scheduler.step(eps, t, latents, generator=generators).prev_sample
-    finally:
-        diffusion.controller.reset()
+    with diffusion.lock:
+        diffusion.controller.begin([s.p2p_fraction for s in samples], steps, device)
+        try:
+            for i, t in enumerate(scheduler.timesteps):
+                diffusion.controller.step(i)
+                x = scheduler.scale_model_input(latents, t).unflatten(0, (n, 1, 2)).expand(-1, 2, -1, -1, -1, -1)
+                eps = diffusion.unet(x.flatten(0, 2), t, encoder_hidden_states=context).sample.unflatten(0, (n, 2, 2))
+                eps = (eps[:, 0] + scales * (eps[:, 1] - eps[:, 0])).flatten(0, 1).to(latents.dtype)
+                latents = scheduler.step(eps, t, latents, generator=generators).prev_sample
+        finally:
+            diffusion.controller.reset()
     decoded = diffusion.vae.decode(latents / diffusion.scaling_factor).sample.float()
     finite = torch.isfinite(decoded).flatten(1).all(1).view(n, 2).all(1)
     pixels = (decoded.nan_to_num(0.0) / 2 + 0.5).clamp(0, 1).mul(255).round().to(torch.uint8)

@@ -10,6 +10,7 @@ import yaml
 from tasks.core.config import ParamsError, load_params
 from tasks.core.fields import keyed_dump
 from tasks.core.params import PROFILES, Params
+from tasks.core.specs import ClipSpec, ItmSpec, model_specs
 from tests.conftest import ROOT
 
 
@@ -41,6 +42,9 @@ def test_the_project_params_load_for_both_profiles():
     assert (demo.generate.size, paper.generate.size) == (32, 512)
     assert demo.generate.vae is None and paper.generate.vae.revision
     assert paper.candidates.model.id == "FacebookAI/roberta-base" and paper.generate.clip.revision is None
+    clips = {key: spec.dtype for key, spec in model_specs(paper) if isinstance(spec, (ClipSpec, ItmSpec))}
+    assert {"generate.clip", "removal_selection.clip", "saliency.model", "evaluate.models.clip_b32"} <= clips.keys()
+    assert set(clips.values()) == {"float32"}  # a 16-bit CLIP_dir flips thresholds and rankings
     assert demo.paths.samples == Path("data/interim/samples.parquet")
 
 

@@ -39,7 +39,7 @@ def test_both_images_get_the_same_initial_latent_and_noise(tiny_params, image_mo
     recording(sampling)
     recording(euler_module)
     prompts = encode_prompts(image_models.diffusion, "a dog on a couch", "a cat on a couch")
-    rendered = sampling.render(image_models.diffusion, prompts, SAMPLES, 3, tiny_params.size, "self")
+    rendered = sampling.render(image_models.diffusion, prompts, SAMPLES, 3, tiny_params.size)
     assert len(draws) == 1 + 3  # initial latent + one ancestral draw per step
     for noise in draws:
         assert torch.equal(noise[0::2], noise[1::2])  # o row == c row, per sample
@@ -49,10 +49,10 @@ def test_both_images_get_the_same_initial_latent_and_noise(tiny_params, image_mo
 
 def test_identical_captions_give_identical_images_and_o_ignores_counterfactual(tiny_params, image_models):
     diffusion = image_models.diffusion
-    same = sampling.render(diffusion, encode_prompts(diffusion, "a dog", "a dog"), SAMPLES, 3, tiny_params.size, "self")
+    same = sampling.render(diffusion, encode_prompts(diffusion, "a dog", "a dog"), SAMPLES, 3, tiny_params.size)
     assert np.array_equal(same.images[:, 0], same.images[:, 1])
-    cat = sampling.render(diffusion, encode_prompts(diffusion, "a dog", "a cat"), SAMPLES, 3, tiny_params.size, "self")
-    car = sampling.render(diffusion, encode_prompts(diffusion, "a dog", "a car"), SAMPLES, 3, tiny_params.size, "self")
+    cat = sampling.render(diffusion, encode_prompts(diffusion, "a dog", "a cat"), SAMPLES, 3, tiny_params.size)
+    car = sampling.render(diffusion, encode_prompts(diffusion, "a dog", "a car"), SAMPLES, 3, tiny_params.size)
     assert np.array_equal(cat.images[:, 0], car.images[:, 0])
     assert not np.array_equal(cat.images[:, 1], car.images[:, 1])
 
@@ -130,6 +130,25 @@ def test_a_canonical_render_is_reproducible_and_is_a_batch_of_one(tiny_specs, im
         assert not np.array_equal(first["images"][0], first["images"][1])
         assert all(first[name] == row[name] for name in SCORE_COLUMNS)  # screening alone == canonical
         assert first["max_pixel_o"] == row["max_pixel_o"] == int(first["images"][0].max())
+
+
+def test_concurrent_renders_on_shared_models_equal_sequential_ones(tiny_params, image_models):
+    """Two threads drive one UNet's P2P controller (a Dask worker's threads): batches of 3 and 1 samples with other
+    p2p fractions, many times over; each equals its render alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    diffusion = image_models.diffusion
+    jobs = [(encode_prompts(diffusion, "a dog on a couch", "a cat on a couch"), SAMPLES),
+            (encode_prompts(diffusion, "a red car on a street", "a red bus on a street"), [Sample(7, 0.9, 9.0)])]
+
+    def run(job):
+        return sampling.render(diffusion, *job, 3, tiny_params.size).images
+
+    alone = [run(job) for job in jobs]
+    with ThreadPoolExecutor(2) as pool:
+        together = list(pool.map(run, jobs * 4))
+    for i, images in enumerate(together):
+        assert np.array_equal(images, alone[i % 2])
 
 
 def test_overlong_prompt_is_truncated_and_flagged(tiny_specs, image_models):

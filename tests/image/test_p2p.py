@@ -33,22 +33,19 @@ def explicit_attention(attn: Attention, hidden: torch.Tensor, context: torch.Ten
     return attn.to_out[0](out)
 
 
-@pytest.mark.parametrize("mode", ["self", "word_swap"])
-def test_sdpa_sharing_equals_explicit_map_copy(mode):
+def test_sdpa_sharing_equals_explicit_map_copy():
     torch.manual_seed(0)
-    cross = mode == "word_swap"
-    attn = Attention(query_dim=32, cross_attention_dim=24 if cross else None, heads=4, dim_head=8).eval()
+    attn = Attention(query_dim=32, heads=4, dim_head=8).eval()
     controller = p2p.AttentionController()
     attn.set_processor(p2p.P2PAttnProcessor(controller))
     hidden = torch.randn(12, 16, 32)  # 3 samples x [uncond o, uncond c, cond o, cond c]
-    context = torch.randn(12, 7, 24) if cross else None
-    controller.begin(mode, fractions=[0.5, 0.0, 1.0], steps=10)
+    controller.begin(fractions=[0.5, 0.0, 1.0], steps=10)
     controller.step(2)
     share = [True, True, False, False, True, True]  # per (o, c) row pair: samples 0 and 2 share, 1 does not
     with torch.no_grad():
-        got = attn(hidden, encoder_hidden_states=context)
-        want = explicit_attention(attn, hidden, hidden if context is None else context, share)
-        stock = explicit_attention(attn, hidden, hidden if context is None else context, [False] * 6)
+        got = attn(hidden)
+        want = explicit_attention(attn, hidden, hidden, share)
+        stock = explicit_attention(attn, hidden, hidden, [False] * 6)
     assert ((got - want).norm() / want.norm()).item() < 1e-5
     c_rows_shared = [1, 3, 9, 11]
     assert not torch.allclose(got[c_rows_shared], stock[c_rows_shared], atol=1e-4)  # sharing changed c rows
@@ -56,25 +53,23 @@ def test_sdpa_sharing_equals_explicit_map_copy(mode):
     torch.testing.assert_close(got[unchanged], stock[unchanged], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("mode", ["self", "word_swap"])
-def test_layers_of_the_other_kind_run_stock(mode):
+def test_cross_attention_layers_run_stock():
     torch.manual_seed(1)
-    cross = mode != "word_swap"  # the layer kind the mode must leave alone
-    attn = Attention(query_dim=32, cross_attention_dim=24 if cross else None, heads=4, dim_head=8).eval()
+    attn = Attention(query_dim=32, cross_attention_dim=24, heads=4, dim_head=8).eval()
     controller = p2p.AttentionController()
     attn.set_processor(p2p.P2PAttnProcessor(controller))
-    hidden, context = torch.randn(4, 16, 32), torch.randn(4, 7, 24) if cross else None
-    controller.begin(mode, fractions=[1.0], steps=4)
+    hidden, context = torch.randn(4, 16, 32), torch.randn(4, 7, 24)
+    controller.begin(fractions=[1.0], steps=4)
     controller.step(0)
     with torch.no_grad():
         got = attn(hidden, encoder_hidden_states=context)
-        stock = explicit_attention(attn, hidden, hidden if context is None else context, [False, False])
+        stock = explicit_attention(attn, hidden, context, [False, False])
     torch.testing.assert_close(got, stock, rtol=1e-5, atol=1e-6)
 
 
 def test_controller_shares_while_step_below_fraction_times_steps():
     controller = p2p.AttentionController()
-    controller.begin("self", fractions=[0.1, 0.25, 0.5, 0.9], steps=4)
+    controller.begin(fractions=[0.1, 0.25, 0.5, 0.9], steps=4)
     active = [controller.active(i) for i in range(4)]
     assert [sum(row[s] for row in active) for s in range(4)] == [1, 1, 2, 4]  # i < p*T: 0.4, 1.0, 2.0, 3.6
     controller.step(1)
@@ -82,7 +77,7 @@ def test_controller_shares_while_step_below_fraction_times_steps():
     assert controller.sharing(cross=False) is controller.shared and controller.sharing(cross=True) is None
     controller.step(3)  # only the 0.9 sample shares
     assert controller.shared.tolist() == [False] * 6 + [True] * 2
-    controller.begin("self", fractions=[0.1, 0.25], steps=4)
+    controller.begin(fractions=[0.1, 0.25], steps=4)
     controller.step(2)  # nobody shares: every layer runs as stock
     assert controller.sharing(cross=False) is None
     controller.reset()
@@ -109,7 +104,7 @@ def test_real_unet_shares_per_sample_only_during_first_fraction(diffusion):
     handles += [m.register_forward_hook(check, with_kwargs=True) for m in attn1]
     try:
         prompts = encode_prompts(diffusion, "a dog on a couch", "a cat on a couch")
-        render(diffusion, prompts, samples, steps=4, size=TINY_IMAGE_SIZE, mode="self")
+        render(diffusion, prompts, samples, steps=4, size=TINY_IMAGE_SIZE)
     finally:
         for handle in handles:
             handle.remove()
@@ -117,10 +112,9 @@ def test_real_unet_shares_per_sample_only_during_first_fraction(diffusion):
     assert checked == {"shared": 3 * len(attn1), "stock": len(attn1)}
 
 
-@pytest.mark.parametrize("mode", ["self", "word_swap"])
-def test_sharing_changes_only_the_counterfactual_image(diffusion, mode):
+def test_sharing_changes_only_the_counterfactual_image(diffusion):
     prompts = encode_prompts(diffusion, "a dog on a couch", "a cat on a couch")
-    never = render(diffusion, prompts, [Sample(5, 0.0, 9.0)], 3, TINY_IMAGE_SIZE, mode)
-    always = render(diffusion, prompts, [Sample(5, 1.0, 9.0)], 3, TINY_IMAGE_SIZE, mode)
+    never = render(diffusion, prompts, [Sample(5, 0.0, 9.0)], 3, TINY_IMAGE_SIZE)
+    always = render(diffusion, prompts, [Sample(5, 1.0, 9.0)], 3, TINY_IMAGE_SIZE)
     assert np.array_equal(never.images[0, 0], always.images[0, 0])
     assert not np.array_equal(never.images[0, 1], always.images[0, 1])

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 
-
 from tasks.image.records import PairRecords
 from tests.image.fixtures import PAIRS, make_params, screen
 
