@@ -39,7 +39,7 @@ def model_key(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, real:
                                         fingerprint(spec), json.dumps([content_hash(Path(k)) if k else None
                                                                        for k in real]),
                                         json.dumps(sorted(validated) if validated is not None else None),
-                                        str(spec == params.generate.clip), identity(stage.evaluate).key)
+                                        str(spec == params.generate.clip), identity(f"{stage.__name__}:evaluate").key)
 
 
 @task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
@@ -52,7 +52,7 @@ def odmap_key(name: str, spec: ClipSpec | ItmSpec, queries: pl.DataFrame, galler
               params: Params) -> str:
     settings = json.dumps({k: v for k, v in keyed_dump(params.evaluate).items() if k != "models"}, sort_keys=True)
     return f"odmap-{name}-" + digest(queries.write_ndjson(), gallery.write_ndjson(), settings, spec.model_dump_json(),
-                                     fingerprint(spec), identity(stage.od_map).key)
+                                     fingerprint(spec), identity(f"{stage.__name__}:od_map").key)
 
 
 @task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)

@@ -36,7 +36,7 @@ def edit_key(image_0: str, edit: dict, params: InpaintParams) -> str:
     model = [fingerprint(params.model)] if params.fill == "inpaint" else []
     fields = json.dumps({k: edit[k] for k in EDIT_FIELDS}, sort_keys=True)
     return "inpaint-" + digest(image_0, fields, json.dumps(keyed_dump(params), sort_keys=True), *model,
-                               identity(inpaint.fill, inpaint.load_models).key)
+                               identity(f"{inpaint.__name__}:fill", f"{inpaint.__name__}:load_models").key)
 
 
 @task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)

@@ -3,10 +3,10 @@
 Two granularities:
 - `closure(module)` / `files(module)`: every project module a module can import, directly or through imports of
   imports, at module level or inside functions; the files a DVC stage depends on.
-- `identity(*functions)`: what makes a cached unit's output: the functions it runs, followed by name through every
-  project function, class and constant they reach (imports of imports included), each as its normalised syntax tree
-  (no comments, docstrings, annotations or formatting), plus the installed versions of the libraries that code
-  imports. A param *definition* (a pydantic model) counts by name only: param values are keyed per stage, so a field
+- `identity(*entries)`: what makes a cached unit's output: the functions it runs (`"module:name"`, read from the
+  source, so a decorator or a patched name never moves the key), followed by name through every project function,
+  class and constant they reach (imports of imports included), each as its normalised syntax tree (no comments,
+  docstrings, annotations or formatting), plus the installed versions of the libraries that code imports. A param *definition* (a pydantic model) counts by name only: param values are keyed per stage, so a field
   added for another stage changes no key. A docstring or comment edit changes no key; an edit to anything the unit
   executes does; so does another version of a library it calls.
 """
@@ -19,7 +19,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
@@ -304,19 +304,11 @@ class Identity:
     parts: dict[str, str]
 
 
-def entry_name(entry: Callable | type | str) -> tuple[str, str]:
-    """(module, top-level name) of a function, method or class, or of a `"module:name"` string."""
-    if isinstance(entry, str):
-        module, _, name = entry.partition(":")
-        return module, name
-    return entry.__module__, entry.__qualname__.split(".")[0]
-
-
-def identity(*entries: Callable | type | str) -> Identity:
-    """What the given project functions, classes or `"module:name"`s run: see the module docstring."""
+def identity(*entries: str) -> Identity:
+    """What the project functions or classes `"module:name"` run: see the module docstring."""
     walk = Walk()
-    for module, name in sorted({entry_name(e) for e in entries}):
-        walk.definition(module, name)
+    for entry in sorted(set(entries)):
+        walk.definition(*entry.split(":"))
     libraries = library_versions(walk.libraries)
     h = hashlib.blake2b(digest_size=16)
     for name, part in sorted(walk.parts.items()):
