@@ -78,7 +78,8 @@ def timed(module, name: str, spent: list[float]) -> None:
 
 
 def run_generate(project: str, work: str, pairs: str, models: str, n_samples: int, steps: int) -> dict:
-    """One `generate_flow` in this (fresh) process with the checkout `project`'s code: wall, compute, samples."""
+    """`generate_flow` then `selection_flow` in this (fresh) process with the checkout `project`'s code: walls,
+    model compute, samples, accepted pairs, canonical renders and peak RSS."""
     os.environ.update(PREFECT_HOME=f"{work}/prefect-home", PREFECT_RESULTS_LOCAL_STORAGE_PATH=f"{work}/results",
                       PREFECT_LOGGING_LEVEL="WARNING", PREFECT_SERVER_ANALYTICS_ENABLED="false", TQDM_DISABLE="1")
     Path(work, "prefect-home").mkdir(parents=True, exist_ok=True)

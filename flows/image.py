@@ -103,25 +103,25 @@ def selection_flow(scores_path: Path, output: Path, selected_images: Path, param
     """One winner per caption pair, canonically rendered, its PNGs under `selected_images` (rewritten every run)."""
     scores = read_frame(scores_path, SAMPLES, "generate")
     gen, records, counts = params.generate, sample_records(), Counter()
+    folder = canonical_images(records)
 
     def stored(job: dict) -> dict | None:
         measured = records.read(job["record"]).get(job["key"])
-        folder = canonical_images(records)
         return measured if measured and all((folder / png).is_file() for png in measured["pngs"]) else None
 
     def render_canonical(pairs: list[dict], samples: list[Sample]) -> list[dict]:
         """Canonical renders from the pair records; the missing ones rendered in chunks of `pairs_per_task`."""
         jobs = [{"pair": p, "sample": s, "record": (record := render.record_key(p, gen)),
                  "key": f"canonical-{render.sample_key(record, s)}"} for p, s in zip(pairs, samples)]
-        todo = [job for job in jobs if stored(job) is None]
+        found = [stored(job) for job in jobs]
+        todo = [job for job, measured in zip(jobs, found) if measured is None]
         chunks = [todo[i:i + gen.pairs_per_task] for i in range(0, len(todo), gen.pairs_per_task)]
         for future in render_canonicals.map(jobs=chunks, params=unmapped(gen), records=unmapped(records),
                                             torch_threads=unmapped(params.engine.torch_threads)):
             future.result()
         counts.update(rendered=len(todo), cached=len(jobs) - len(todo))
-        found = [stored(job) for job in jobs]
-        return [{**m, "images": np.stack([read_rgb(canonical_images(records) / png) for png in m["pngs"]])}
-                for m in found]
+        found = [measured or stored(job) for job, measured in zip(jobs, found)]  # read again: those rendered now
+        return [{**m, "images": np.stack([read_rgb(folder / png) for png in m["pngs"]])} for m in found]
 
     shutil.rmtree(selected_images, ignore_errors=True)
     contested = selection.ranked(scores, params.selection)["caption_id"].n_unique()

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from flows.progress import StageProgress
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import EngineParams, Params
-from tasks.core.shards import content_shards, shard_key
+from tasks.core.shards import content_shards, shard_keys
 from tasks.core.stages import Stage
 
 
@@ -62,7 +62,7 @@ def run_sharded(stage: Stage, frame: pl.DataFrame, params: Params) -> ShardedRes
     """Map a stage over content-defined shards (on the current flow's task runner) and concatenate in order."""
     section, engine = stage.section(params), params.engine
     shards = content_shards(frame, engine.shard_size)
-    keys = [shard_key(stage, s, section) for s in shards]
+    keys = shard_keys(stage, shards, section)
     with StageProgress(stage.name, len(shards), unit="shards") as progress:
         futures = run_shard.with_options(name=stage.name).map(
             shard=shards, key=keys, stage=unmapped(stage), section=unmapped(section),

@@ -6,9 +6,10 @@ Two granularities:
 - `identity(*entries)`: what makes a cached unit's output: the functions it runs (`"module:name"`, read from the
   source, so a decorator or a patched name never moves the key), followed by name through every project function,
   class and constant they reach (imports of imports included), each as its normalised syntax tree (no comments,
-  docstrings, annotations or formatting), plus the installed versions of the libraries that code imports. A param *definition* (a pydantic model) counts by name only: param values are keyed per stage, so a field
-  added for another stage changes no key. A docstring or comment edit changes no key; an edit to anything the unit
-  executes does; so does another version of a library it calls.
+  docstrings, annotations or formatting), plus the installed versions of the libraries that code imports. A param
+  *definition* (a pydantic model) counts by name only: param values are keyed per stage, so a field added for
+  another stage changes no key. A docstring or comment edit changes no key; an edit to anything the unit executes
+  does; so does another version of a library it calls.
 """
 
 from __future__ import annotations
@@ -129,10 +130,12 @@ def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield node
 
 
-def _binds_names_only(node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> bool:
-    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-    return all(isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Starred, ast.expr_context))
-               for t in targets for n in ast.walk(t))
+def _bound_names(node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> set[str] | None:
+    """The names an assignment binds, or None when it also assigns to anything else (an attribute, an item)."""
+    nodes = [n for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) for n in ast.walk(t)]
+    if not all(isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Starred, ast.expr_context)) for n in nodes):
+        return None
+    return {n.id for n in nodes if isinstance(n, ast.Name)}
 
 
 def read_module(name: str) -> Module:
@@ -143,9 +146,8 @@ def read_module(name: str) -> Module:
     for node in statements:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             definitions.setdefault(node.name, []).append(node)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and _binds_names_only(node):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}:
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and (bound := _bound_names(node)):
+            for target in bound:
                 definitions.setdefault(target, []).append(node)
         elif not isinstance(node, (ast.Import, ast.ImportFrom)) and not _is_docstring(node):
             effects.append(node)
@@ -216,16 +218,27 @@ class Walk:
         for chain in _references(node):
             self.resolve(module, chain, local)
 
-    def resolve(self, module: Module, chain: list[str], local: dict[str, tuple[str, str | None]]) -> None:
+    @staticmethod
+    def target(module: Module, chain: list[str],
+               local: dict[str, tuple[str, str | None]]) -> tuple[str, list[str]] | None:
+        """(module, the names read in it) that a dotted chain read in `module` names, through an import (`local`
+        ones first) or one of its own definitions; None for anything else (a builtin, a local variable)."""
         head, rest = chain[0], chain[1:]
         if head in local or head in module.imports:
             target, attribute = local.get(head) or module.imports[head]
-            if attribute is None:
-                self.reach_module(target, rest)
-            else:
-                self.reach_module(target, [attribute, *rest])
-        elif head in module.definitions:
-            self.definition(module.name, head)
+            return target, ([attribute] if attribute else []) + rest
+        return (module.name, chain) if head in module.definitions else None
+
+    @staticmethod
+    def descend(target: str, rest: list[str]) -> tuple[str, list[str]]:
+        """`target.rest...` with every leading project submodule of `rest` moved into the module name."""
+        while rest and source_file(f"{target}.{rest[0]}"):
+            target, rest = f"{target}.{rest[0]}", rest[1:]
+        return target, rest
+
+    def resolve(self, module: Module, chain: list[str], local: dict[str, tuple[str, str | None]]) -> None:
+        if found := self.target(module, chain, local):
+            self.reach_module(*found)
 
     def reach_module(self, target: str, rest: list[str]) -> None:
         """`target.rest[0].rest[1]...`: a project module's definition, a whole project module, or a library."""
@@ -233,8 +246,7 @@ class Walk:
             if target.split(".")[0] not in PROJECT_PACKAGES:
                 self.libraries.add(target.split(".")[0])
             return
-        while rest and source_file(f"{target}.{rest[0]}"):
-            target, rest = f"{target}.{rest[0]}", rest[1:]
+        target, rest = self.descend(target, rest)
         if rest:
             self.definition(target, rest[0])
         else:  # a module used as a value: anything in it may run
@@ -265,18 +277,16 @@ class Walk:
         if not (len(nodes) == 1 and isinstance(nodes[0], ast.ClassDef)):
             return False
         for base in nodes[0].bases:
-            chain = next(_references(base), None)
-            if not chain:
+            found = (chain := next(_references(base), None)) and self.target(module, chain, {})
+            if not found or not found[1]:
                 continue
-            if chain[0] in module.imports:
-                target, attribute = module.imports[chain[0]]
-                parts = ([attribute] if attribute else []) + chain[1:]
-                if (target, parts[-1] if parts else None) in PARAM_BASES:
-                    return True
-                if source_file(target) and parts and self.is_param_class(self.module(target), parts[0]):
-                    return True
-            elif chain[0] in module.definitions and self.is_param_class(module, chain[0]):
+            target, parts = found
+            if (target, parts[-1]) in PARAM_BASES:
                 return True
+            if source_file(target):
+                owner, rest = self.descend(target, parts)
+                if rest and self.is_param_class(self.module(owner), rest[0]):
+                    return True
         return False
 
 
@@ -309,10 +319,10 @@ def identity(*entries: str) -> Identity:
     walk = Walk()
     for entry in sorted(set(entries)):
         walk.definition(*entry.split(":"))
-    libraries = library_versions(walk.libraries)
+    libraries, parts = library_versions(walk.libraries), dict(sorted(walk.parts.items()))
     h = hashlib.blake2b(digest_size=16)
-    for name, part in sorted(walk.parts.items()):
+    for name, part in parts.items():
         h.update(f"{name}\0{part}\0".encode())
     for distribution, version in libraries.items():
         h.update(f"{distribution}=={version}\0".encode())
-    return Identity(h.hexdigest(), libraries, dict(sorted(walk.parts.items())))
+    return Identity(h.hexdigest(), libraries, parts)

@@ -45,8 +45,9 @@ def content_shards(frame: pl.DataFrame, shard_size: int) -> list[pl.DataFrame]:
     return frame.with_columns(_shard=shard_no).partition_by("_shard", maintain_order=True, include_key=False)
 
 
-def shard_key(stage: Stage, shard: pl.DataFrame, section: BaseModel, *extra: str) -> str:
-    """Rows + keyed params + model contents + the code the stage runs and its libraries (+ `extra`): all that fixes
-    a shard's output."""
-    return f"{stage.name}-" + digest(shard.write_ndjson(), json.dumps(keyed_dump(section), sort_keys=True),
-                                     identity(*stage.entries).key, *model_fingerprints(section), *extra)
+def shard_keys(stage: Stage, shards: list[pl.DataFrame], section: BaseModel, *extra: str) -> list[str]:
+    """Each shard's rows + keyed params + model contents + the code the stage runs and its libraries (+ `extra`): all
+    that fixes a shard's output. What the shards share is computed once, not per shard."""
+    shared = [json.dumps(keyed_dump(section), sort_keys=True), identity(*stage.entries).key,
+              *model_fingerprints(section), *extra]
+    return [f"{stage.name}-" + digest(shard.write_ndjson(), *shared) for shard in shards]
