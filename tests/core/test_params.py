@@ -152,3 +152,17 @@ def test_the_saliency_model_needs_a_pin_only_when_enabled(tmp_path, raw):
     assert load_params(path, ["profile=paper"]).saliency.model.revision is None
     assert error(path, "profile=paper", "saliency.enabled=true") == (
         "saliency.model: hub model openai/clip-vit-base-patch32 has no pinned revision (the paper profile needs one)")
+
+
+def test_params_yaml_survives_dvcs_round_trip(tmp_path):
+    """`dvc exp run -S` rewrites params.yaml with DVC's own YAML serializer, then reads it back."""
+    from dvc.utils.serialize import load_yaml, modify_yaml
+
+    path = tmp_path / "params.yaml"
+    path.write_text((ROOT / "params.yaml").read_text())
+    with modify_yaml(path) as data:
+        data["similarity"]["upper"] = 0.9
+    expected = yaml.safe_load((ROOT / "params.yaml").read_text())
+    expected["similarity"]["upper"] = 0.9
+    assert load_yaml(path) == expected
+    assert load_params(path, []).similarity.upper == 0.9
