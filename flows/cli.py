@@ -143,6 +143,20 @@ def tiny_models(source: Path, output: Path, param: ParamOption = None,
         console.print(f"tiny models written to {output}")
 
 
+@app.command("synthetic-coco")
+def synthetic_coco(output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+    """Build the demo's COCO-format object-removal input (offline, seeded, deterministic)."""
+    with user_errors():
+        params = load_params(params_file, param or [])
+        if params.profile != "demo":
+            raise UserError(f"profile {params.profile} reads the demo's synthetic COCO: point paths.removal_instances, "
+                            "removal_captions_source and removal_images at COCO val2017")
+        from tasks.demo.synthetic_coco import build
+
+        build(output, params.synthetic_coco)
+        console.print(f"synthetic COCO written to {output}")
+
+
 register(app)
 
 

@@ -1,5 +1,5 @@
-"""The `cfgen` commands built from a table: demo-input builders and the commands whose inputs and outputs all come
-from `paths` (evaluation, validation, release, object removal). Each imports its flow module only when it runs."""
+"""The `cfgen` commands built from a table: those whose inputs and outputs all come from `paths` (evaluation,
+validation, release, object removal). Each imports its flow module only when it runs."""
 
 from __future__ import annotations
 
@@ -32,19 +32,6 @@ def _load(target: str) -> Callable:
     return getattr(__import__(module, fromlist=[name]), name)
 
 
-def demo_command(builder: str, section: str):
-    """`cfgen NAME OUTPUT`: build a demo input (`module:function(output, params.<section>)`), offline and seeded."""
-
-    def command(output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-        with user_errors():
-            params = load_params(params_file, param or [])
-            _load(builder)(output, getattr(params, section))
-            console.print(f"{section} written to {output}")
-
-    command.__doc__ = f"Build the demo's {section.replace('_', ' ')} (offline, seeded, deterministic)."
-    return command
-
-
 def paths_command(flow: str, doc: str, show: Callable[[Any], None], models: Callable[[Params], Any] | None = None):
     """A command whose inputs and outputs all come from `paths`: it runs `module:flow(params)` under one Prefect API
     (after checking the models `models(params)` names) and shows the result with `show`."""
@@ -72,8 +59,6 @@ def _inpaint_models(params: Params) -> Any:
     return params.inpaint if params.inpaint.fill == "inpaint" else None
 
 
-DEMO_COMMANDS = {"synthetic-coco": ("tasks.demo.synthetic_coco:build", "synthetic_coco"),
-                 "tiny-inpaint": ("tasks.demo.tiny_inpaint:build", "tiny_models")}
 PATHS_COMMANDS = {  # name: (module:flow, help, show the result, the params section whose models it checks)
     "evaluate": ("flows.evaluation:evaluate_flow", "Zero-shot retrieval R@k and ITM score differences of every "
                  "`evaluate.models` entry on the selected pairs (and ODmAP@k on the object-removal pairs).",
@@ -106,7 +91,5 @@ PATHS_COMMANDS = {  # name: (module:flow, help, show the result, the params sect
 
 def register(app: typer.Typer) -> None:
     """Add the tables' commands to `app`."""
-    for name, (builder, section) in DEMO_COMMANDS.items():
-        app.command(name)(demo_command(builder, section))
     for name, (flow, doc, show, models) in PATHS_COMMANDS.items():
         app.command(name)(paths_command(flow, doc, show, models))

@@ -26,7 +26,7 @@ from tasks.core.config import PARAMS_FILE, load_params
 from tasks.core.io import write_json
 from tasks.core.params import Params, TinyModelsParams
 from tasks.core.stages import CAPTION_STEPS, STAGES
-from tasks.demo import synthetic_coco, tiny_inpaint, tiny_models
+from tasks.demo import synthetic_coco, tiny_models
 
 
 @task(retries=2, retry_delay_seconds=5)
@@ -37,16 +37,15 @@ def tiny_models_task(source: Path, output: Path, params: TinyModelsParams) -> No
 
 @task(retries=2, retry_delay_seconds=5)
 def removal_inputs_task(params: Params) -> None:
-    """The demo profile's object-removal inputs: the synthetic COCO set and the tiny inpainting pipeline."""
+    """The demo profile's object-removal input: the synthetic COCO set."""
     synthetic_coco.build(params.paths.synthetic_coco, params.synthetic_coco)
-    tiny_inpaint.build(params.paths.tiny_inpaint, params.tiny_models)
 
 
 def run_dag(params: Params) -> dict[str, dict]:
     """Every stage in DAG order; returns their metrics (also written to `paths.metrics/<stage>.json`)."""
     paths, runner = params.paths, task_runner(params.engine)
     if params.profile == "demo":
-        tiny_models_task(paths.captions_source, paths.tiny_models, params.tiny_models)
+        tiny_models_task(paths.captions_source, paths.models / "demo", params.tiny_models)
     metrics = {"ingest": ingest_task.with_options(retries=2)(paths.captions_source, paths.captions)}
     previous = paths.captions
     for name in CAPTION_STEPS:

@@ -28,7 +28,7 @@ class PathsParams(Frozen):
     """Every file and folder the DAG reads or writes (dvc.yaml interpolates them)."""
 
     captions_source: Path
-    tiny_models: Path
+    models: Path
     captions: Path
     sites: Path
     salient_sites: Path
@@ -58,7 +58,6 @@ class PathsParams(Frozen):
     source_image_name: str = Field("{image_id:0>12}.jpg", description="a real image's file name under "
                                                                        "source_images, from its COCO image_id")
     synthetic_coco: Path
-    tiny_inpaint: Path
     removal_instances: Path
     removal_captions_source: Path
     removal_images: Path

@@ -12,16 +12,10 @@ from pathlib import Path
 
 from diffusers import DDIMScheduler, StableDiffusionInpaintPipeline
 
-from tasks.core.params import TinyModelsParams
 from tasks.core.specs import ModelSpec
 from tasks.demo.tiny_images import SD_BETAS, TINY_UNET, clip_bpe_tokenizer, tiny_sd_modules
 
 INPAINT_CHANNELS = 4 + 1 + 4
-
-
-def build(output: Path, params: TinyModelsParams) -> ModelSpec:
-    """Write the tiny inpainting pipeline to `output` (seeded by the tiny models' seed); returns its spec."""
-    return build_tiny_inpaint(output, params.seed)
 
 
 def build_tiny_inpaint(output: Path, seed: int) -> ModelSpec:
