@@ -11,9 +11,9 @@ On CPU the default size is 128 px: one 512-px render of the float16 UNet takes o
 2. OUT/project: this checkout's files (tracked, and untracked but not ignored) as a fresh git + DVC repository whose
    params.yaml is the paper profile with only these changed: where each model is (the local stand-ins, so no hub
    revision), the captions (the first N of the shared COCO val2017 file, else of the demo's), the object-removal
-   input (a synthetic COCO-format set: no COCO images here), n_samples / steps / size, and the gates random weights
-   cannot pass (the similarity window and the selection thresholds opened, the subject check off), so that every
-   stage downstream sees rows. Dtypes and devices stay the profile's: the UNet runs in float16 wherever it runs.
+   input (8 images of a synthetic COCO-format set: no COCO images here), n_samples / steps / size, and the gates
+   random weights cannot pass (the similarity window and the selection thresholds opened, the subject check off), so
+   that every stage downstream sees rows. Dtypes and devices stay the profile's: the UNet runs in float16 wherever it runs.
 3. The stages `dvc repro` would run, in its order (`dvc repro --dry --force`), each as `dvc repro --single-item`
    under one temporary Prefect server: wall time, peak RSS (the stage's largest process), rows in and out (its
    parquet deps and outs; rejects not counted). Then a plain `dvc repro` must find nothing to do, and no stage of
@@ -102,7 +102,7 @@ def make_project(out: Path, models: dict[str, Path], captions: int, samples: int
     inputs = project / "data" / "raw" / "rehearsal"
     inputs.mkdir(parents=True)
     (inputs / "captions.tsv").write_text("".join(source.read_text().splitlines(keepends=True)[:captions]))
-    synthetic_coco.build(inputs / "coco", SyntheticCocoParams())
+    synthetic_coco.build(inputs / "coco", SyntheticCocoParams(images=8))
     params = yaml.safe_load((project / "params.yaml").read_text())
     paths = {"captions_source": "captions.tsv", "removal_instances": "coco/instances.json",
              "removal_captions_source": "coco/captions.json", "removal_images": "coco/images"}
