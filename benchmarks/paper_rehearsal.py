@@ -13,7 +13,8 @@ On CPU the default size is 128 px: one 512-px render of the float16 UNet takes o
    revision), the captions (the first N of the shared COCO val2017 file, else of the demo's), the object-removal
    input (8 images of a synthetic COCO-format set: no COCO images here), n_samples / steps / size, and the gates
    random weights cannot pass (the similarity window and the selection thresholds opened, the subject check off), so
-   that every stage downstream sees rows. Dtypes and devices stay the profile's: the UNet runs in float16 wherever it runs.
+   that every stage downstream sees rows. Dtypes and devices stay the profile's: the UNet runs in float16 wherever
+   it runs.
 3. The stages `dvc repro` would run, in its order (`dvc repro --dry --force`), each as `dvc repro --single-item`
    under one temporary Prefect server: wall time, peak RSS (the stage's largest process), rows in and out (its
    parquet deps and outs; rejects not counted). Then a plain `dvc repro` must find nothing to do, and no stage of
