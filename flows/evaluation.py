@@ -3,7 +3,9 @@
 strategy has made pairs, each model's ODmAP@k on them (its own task: a removal change never re-evaluates R@k).
 
 A model's key hashes the pairs it scores (captions and image store paths, which are pixel hashes), the real images'
-bytes, the validated subset, the keyed evaluate params, the model's content and the evaluation code. Outputs: the Δ
+bytes, the validated subset, the keyed evaluate params, the model's content (a cross-encoder's also that of the
+bi-encoder whose top candidates it re-ranks) and the evaluation code. Images are read from disk a batch at a time,
+inside each model's task; every file's existence is checked before any model runs. Outputs: the Δ
 rows (`paths.evaluation`), `metrics.json` (dvc metrics) and `itm_deltas.png` under `paths.evaluation_reports`.
 """
 
@@ -13,7 +15,6 @@ import json
 import logging
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 from prefect import flow, get_run_logger, task
 
@@ -31,44 +32,51 @@ from tasks.release import figures
 log = logging.getLogger(__name__)
 
 
+def model_identity(spec: ClipSpec | ItmSpec, params: Params) -> tuple[str, ...]:
+    """What makes a model's scores: its spec and content, and a re-ranking cross-encoder's bi-encoder's."""
+    first = params.evaluate.first_stage(spec)
+    return spec.model_dump_json(), fingerprint(spec), *((first.model_dump_json(), fingerprint(first)) if first else ())
+
+
 def model_key(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, real: list[str | None],
               validated: list[str] | None, params: Params) -> str:
     settings = {k: v for k, v in keyed_dump(params.evaluate).items() if k != "models"}
     pairs = selected.select("caption_id", "caption", "counterfactual", "image_o", "image_c").write_ndjson()
-    return f"evaluate-{name}-" + digest(pairs, json.dumps(settings, sort_keys=True), spec.model_dump_json(),
-                                        fingerprint(spec), json.dumps([content_hash(Path(k)) if k else None
-                                                                       for k in real]),
+    return f"evaluate-{name}-" + digest(pairs, json.dumps(settings, sort_keys=True), *model_identity(spec, params),
+                                        json.dumps([content_hash(Path(k)) if k else None for k in real]),
                                         json.dumps(sorted(validated) if validated is not None else None),
                                         str(spec == params.generate.clip), identity(f"{stage.__name__}:evaluate").key)
 
 
 @task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
-def evaluate_model(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, images: dict[str, np.ndarray],
-                   real: list[str | None], validated: list[str] | None, params: Params, key: str) -> tuple:
-    return stage.evaluate(name, spec, selected, images, real, validated, params.evaluate, params.generate.clip)
+def evaluate_model(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, real: list[str | None],
+                   validated: list[str] | None, params: Params, key: str) -> tuple:
+    read = stage.reader(params.paths.selected_images)
+    return stage.evaluate(name, spec, selected, read, real, validated, params.evaluate, params.generate.clip)
 
 
 def odmap_key(name: str, spec: ClipSpec | ItmSpec, queries: pl.DataFrame, gallery: pl.DataFrame,
               params: Params) -> str:
     settings = json.dumps({k: v for k, v in keyed_dump(params.evaluate).items() if k != "models"}, sort_keys=True)
-    return f"odmap-{name}-" + digest(queries.write_ndjson(), gallery.write_ndjson(), settings, spec.model_dump_json(),
-                                     fingerprint(spec), identity(f"{stage.__name__}:od_map").key)
+    return f"odmap-{name}-" + digest(queries.write_ndjson(), gallery.write_ndjson(), settings,
+                                     *model_identity(spec, params), identity(f"{stage.__name__}:od_map").key)
 
 
 @task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
 def odmap_model(spec: ClipSpec | ItmSpec, queries: pl.DataFrame, gallery: pl.DataFrame, params: Params,
                 key: str) -> dict:
-    images = {k: stage.read_image(params.paths.inpainted_images / k) for k in queries["image_1"]}
-    return stage.od_map(spec, queries, gallery, images, params.evaluate)
+    return stage.od_map(spec, queries, gallery, stage.reader(params.paths.inpainted_images), params.evaluate)
 
 
 def removal_metrics(params: Params) -> dict[str, dict] | None:
-    """ODmAP@k of every model on the object-removal pairs' test split (None before that strategy has run)."""
+    """ODmAP@k of every model on the object-removal pairs' test split (None before that strategy has run); every
+    query image is checked before the first model runs."""
     paths = params.paths
     if not paths.removal_pairs.is_file():
         return None
     queries = stage.removal_queries(pl.read_parquet(paths.removal_pairs))
     gallery = pl.read_parquet(paths.removal_gallery).select("caption", "classes")
+    stage.require_files(paths.inpainted_images / k for k in queries["image_1"])
     log.info("evaluate: ODmAP over %d test queries and %d gallery captions", queries.height, gallery.height)
     return {name: odmap_model(spec, queries, gallery, params, odmap_key(name, spec, queries, gallery, params))
             for name, spec in params.evaluate.models.items()}
@@ -80,14 +88,15 @@ def evaluate_flow(params: Params) -> dict:
     paths = params.paths
     selected = pl.read_parquet(paths.selected)
     real_paths = source_image_paths(selected["image_id"], paths.source_images, paths.source_image_name)
-    images, real = stage.load_images(selected, paths.selected_images, real_paths)
+    real = stage.locate(selected, paths.selected_images, real_paths)
     validated = pl.read_parquet(paths.validated)["caption_id"].to_list() if paths.validated.is_file() else None
-    futures = {name: evaluate_model.submit(name, spec, selected, images, real, validated, params,
+    odmap = removal_metrics(params)  # after the selected images' check, before any R@k model
+    futures = {name: evaluate_model.submit(name, spec, selected, real, validated, params,
                                            model_key(name, spec, selected, real, validated, params))
                for name, spec in params.evaluate.models.items()}
     results = {name: future.result() for name, future in futures.items()}
     metrics = {"models": {name: m for name, (m, _) in results.items()}, **stage.summary(selected, real, validated)}
-    if (odmap := removal_metrics(params)) is not None:
+    if odmap is not None:
         for name, values in odmap.items():
             metrics["models"][name]["odmap"] = values
     deltas = pl.concat([d for _, d in results.values()]) if results else pl.DataFrame(schema=EVALUATION)

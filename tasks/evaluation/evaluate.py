@@ -5,11 +5,16 @@ validation result is given) and `real` (each pair's C_o with its real image, whe
 with `relative` = (all − real) / real for every R@k, as in Table 2. ITM score differences use the real image as the
 reference image where there is one, else the generated I_o. A model that is the CLIP selection filtered with is
 flagged `used_to_filter` (its scores are biased in the dataset's favour; the paper left CLIP out for that reason).
+
+Images are keys read a batch at a time (`Images`), never all at once; a bi-encoder embeds each caption and image
+once per model and every set and Δ reuses the embeddings. A cross-encoder ranks a bi-encoder's top `rerank_k`
+candidates per query (`first_stage`), so it scores ~4N·k pairs, not 4N²; its Δ pairs are scored exactly.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,62 +26,106 @@ from tasks.core.params import EvaluateParams
 from tasks.core.schemas import EVALUATION
 from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.evaluation import itm, odmap
-from tasks.evaluation.retrieval import RetrievalSet, retrieval
-from tasks.evaluation.scorers import Scorer, load_scorer
+from tasks.evaluation.retrieval import RetrievalSet, ranking, rerank, retrieval
+from tasks.evaluation.scorers import BiEncoder, Embedded, Images, PairScorer, Reader, Scorer, load_scorer
 
 log = logging.getLogger(__name__)
 
 
-def read_image(path: Path) -> np.ndarray:
-    if not path.is_file():
-        raise UserError(f"image {path} does not exist: rerun `cfgen selection` (or fix paths.source_images)")
-    return read_rgb(path)
+def require_files(paths: Iterable[Path]) -> None:
+    """Every image file exists (checked before any model runs; no pixels read), else one line."""
+    for path in paths:
+        if not path.is_file():
+            raise UserError(f"image {path} does not exist: rerun `cfgen selection` (or fix paths.source_images)")
 
 
-def recall(scorer: Scorer, pairs: list[tuple[str, str]], images: dict[str, np.ndarray], ks) -> dict[str, float]:
-    """R@k of `scorer` over ground-truth (caption, image key) pairs; `images` maps a key to its pixels."""
+def reader(images_dir: Path) -> Reader:
+    """An image key's pixels: a generated image's key is its store path under `images_dir`, a real one's its absolute
+    path (which `images_dir / key` keeps)."""
+    return lambda key: read_rgb(images_dir / key)
+
+
+def locate(selected: pl.DataFrame, images_dir: Path, real_paths: list[Path | None]) -> list[str | None]:
+    """Each pair's real image key (`real_paths`, one per pair, made absolute) or None, once every image of
+    `selected` (store paths under `images_dir`) and every real image is known to exist."""
+    real = [str(p.absolute()) if p else None for p in real_paths]
+    require_files([images_dir / k for k in sorted({*selected["image_o"], *selected["image_c"]})]
+                  + [Path(k) for k in real if k])
+    return real
+
+
+def ranked(model: PairScorer, first: Embedded | None, captions: Sequence[str], images: Images, k: int,
+           rerank_k: int | None, by_caption: Sequence[bool]) -> list[np.ndarray]:
+    """Per direction of `by_caption` (captions query images, or images query captions), every query's top-k
+    candidate indices (queries × min(k, candidates)). A bi-encoder ranks by its own scores; a cross-encoder ranks
+    the top `rerank_k` of `first` by its scores, the rest after them in `first`'s order (None: every candidate)."""
+    def size(d: bool) -> tuple[int, int]:  # (queries, candidates)
+        return (len(captions), len(images)) if d else (len(images), len(captions))
+
+    if isinstance(model, Embedded):
+        return [ranking(model.rows(captions, images.keys, d), *size(d), k) for d in by_caption]
+    firsts = [(ranking(first.rows(captions, images.keys, d), *size(d), max(k, rerank_k)) if first else
+               np.broadcast_to(np.arange(size(d)[1]), size(d)), d) for d in by_caption]
+
+    def scores(caption_at: np.ndarray, image_at: np.ndarray) -> np.ndarray:
+        return model.pairs([captions[c] for c in caption_at], images.take(image_at))
+
+    every = max(len(captions), len(images))
+    return [r[:, :k] for r in rerank(scores, firsts, len(images), rerank_k or every)]
+
+
+def recall(model: PairScorer, first: Embedded | None, pairs: list[tuple[str, str]], read: Reader,
+           params: EvaluateParams) -> dict[str, float]:
+    """R@k of a model over ground-truth (caption, image key) pairs."""
     rs = RetrievalSet.of(pairs)
-    return retrieval(scorer.matrix(rs.captions, [images[k] for k in rs.images]), rs, ks)
+    by_image, by_caption = ranked(model, first, rs.captions, Images(tuple(rs.images), read), max(params.ks),
+                                  params.rerank_k, (False, True))
+    return retrieval(by_image, by_caption, rs, params.ks)
 
 
-def evaluate_model(scorer: Scorer, selected: pl.DataFrame, images: dict[str, np.ndarray], real: list[str | None],
-                   validated: list[str] | None, params: EvaluateParams) -> tuple[dict, pl.DataFrame]:
-    """(metrics, per-pair Δ) of one model; image keys are store paths (generated) or real file paths."""
+def prepared(scorer: Scorer | None, captions: Sequence[str], images: Images) -> PairScorer | None:
+    """A bi-encoder with every caption and image embedded once; a cross-encoder as it is."""
+    return scorer.embed(captions, images) if isinstance(scorer, BiEncoder) else scorer
+
+
+def evaluate_model(scorer: Scorer, first: BiEncoder | None, selected: pl.DataFrame, read: Reader,
+                   real: list[str | None], validated: list[str] | None,
+                   params: EvaluateParams) -> tuple[dict, pl.DataFrame]:
+    """(metrics, per-pair Δ) of one model (`first`: the bi-encoder a cross-encoder re-ranks); image keys are store
+    paths (generated) or real file paths, read by `read` a batch at a time."""
     rows = selected.select("caption_id", "caption", "counterfactual", "image_o", "image_c").rows()
+    captions = [c for _, c_o, c_c, *_ in rows for c in (c_o, c_c)]
+    images = Images(tuple(k for *_, i_o, i_c in rows for k in (i_o, i_c)) + tuple(k for k in real if k), read)
+    model, first = prepared(scorer, captions, images), prepared(first, captions, images)
 
     def both(chosen: list[tuple]) -> list[tuple[str, str]]:
         return [p for _, c_o, c_c, i_o, i_c in chosen for p in ((c_o, i_o), (c_c, i_c))]
 
-    metrics = {"all": recall(scorer, both(rows), images, params.ks) if rows else None}
+    metrics = {"all": recall(model, first, both(rows), read, params) if rows else None}
     if validated is not None:
         chosen = [row for row in rows if row[0] in set(validated)]
-        metrics["validated"] = recall(scorer, both(chosen), images, params.ks) if chosen else None
+        metrics["validated"] = recall(model, first, both(chosen), read, params) if chosen else None
     real_pairs = [(c_o, key) for (_, c_o, *_), key in zip(rows, real) if key is not None]
     if real_pairs:
-        metrics["real"] = recall(scorer, real_pairs, images, params.ks)
+        metrics["real"] = recall(model, first, real_pairs, read, params)
         metrics["relative"] = {k: (v - real_v) / real_v if real_v else None
                                for (k, v), real_v in zip(metrics["all"].items(), metrics["real"].values())}
-    reference = [key or i_o for (*_, i_o, _), key in zip(rows, real)]
-    deltas = itm.deltas([r[1] for r in rows], [r[2] for r in rows], [images[k] for k in reference], reference,
-                        [images[r[3]] for r in rows], [images[r[4]] for r in rows], scorer, params.seed)
+    reference = Images(tuple(key or i_o for (*_, i_o, _), key in zip(rows, real)), read)
+    deltas = itm.deltas([r[1] for r in rows], [r[2] for r in rows], reference,
+                        Images(tuple(r[3] for r in rows), read), Images(tuple(r[4] for r in rows), read), model,
+                        params.seed)
     metrics["itm"] = itm.summary(deltas)
     return metrics, deltas.with_columns(caption_id=selected["caption_id"]).select("caption_id", *itm.DELTAS)
 
 
-def load_images(selected: pl.DataFrame, images_dir: Path,
-                real_paths: list[Path | None]) -> tuple[dict[str, np.ndarray], list[str | None]]:
-    """(pixels by image key, each pair's real image key or None): generated images are keyed by their store path
-    (relative to `images_dir`), real ones (`real_paths`, one per pair) by their file path."""
-    real = [str(p) if p else None for p in real_paths]
-    keys = {*selected["image_o"], *selected["image_c"]}
-    return {k: read_image(images_dir / k) for k in sorted(keys)} | {k: read_image(Path(k)) for k in real if k}, real
-
-
-def evaluate(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, images: dict[str, np.ndarray],
-             real: list[str | None], validated: list[str] | None, params: EvaluateParams,
+def evaluate(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, read: Reader, real: list[str | None],
+             validated: list[str] | None, params: EvaluateParams,
              filter_clip: ClipSpec | None) -> tuple[dict, pl.DataFrame]:
     """(metrics, Δ rows) of model `name`."""
-    metrics, deltas = evaluate_model(load_scorer(spec, params.batch_size), selected, images, real, validated, params)
+    first = params.first_stage(spec)
+    metrics, deltas = evaluate_model(load_scorer(spec, params.batch_size),
+                                     load_scorer(first, params.batch_size) if first else None, selected, read, real,
+                                     validated, params)
     metrics["used_to_filter"] = spec == filter_clip
     if spec == filter_clip:
         log.warning("evaluate: %s is the CLIP selection filtered with; its scores favour the dataset", name)
@@ -89,14 +138,17 @@ def removal_queries(pairs: pl.DataFrame) -> pl.DataFrame:
         .select("image_1", "removed", "remaining")
 
 
-def od_map(spec: ClipSpec | ItmSpec, queries: pl.DataFrame, gallery: pl.DataFrame, images: dict[str, np.ndarray],
+def od_map(spec: ClipSpec | ItmSpec, queries: pl.DataFrame, gallery: pl.DataFrame, read: Reader,
            params: EvaluateParams) -> dict[str, float]:
     """ODmAP@k of a model: `queries` (image_1, removed, remaining) retrieve from `gallery` (caption, classes)."""
-    scorer = load_scorer(spec, params.batch_size)
-    scores = scorer.matrix(gallery["caption"].to_list(), [images[k] for k in queries["image_1"]]).T
+    first = params.first_stage(spec)
+    captions, images = gallery["caption"].to_list(), Images(tuple(queries["image_1"]), read)
+    model = prepared(load_scorer(spec, params.batch_size), captions, images)
+    first = prepared(load_scorer(first, params.batch_size) if first else None, captions, images)
+    (columns,) = ranked(model, first, captions, images, max(params.ks), params.rerank_k, (False,))
     relevant = odmap.relevance([set(r) for r in queries["removed"]], [set(r) for r in queries["remaining"]],
-                               [set(c) for c in gallery["classes"]], params.odmap_variant)
-    return odmap.od_map(scores, relevant, params.ks)
+                               [set(c) for c in gallery["classes"]], columns, params.odmap_variant)
+    return odmap.od_map(relevant, params.ks)
 
 
 def summary(selected: pl.DataFrame, real: list[str | None], validated: list[str] | None) -> dict:
@@ -108,8 +160,8 @@ def run(selected: pl.DataFrame, params: EvaluateParams, images_dir: Path, real_p
         validated: list[str] | None = None, filter_clip: ClipSpec | None = None) -> tuple[dict, pl.DataFrame]:
     """(metrics per model name + counts, Δ rows of every model) for a `selected` frame whose image paths are
     relative to `images_dir`; `real_paths` gives each pair's real image (`io.source_image_paths`)."""
-    images, real = load_images(selected, images_dir, real_paths or [None] * selected.height)
-    results = {name: evaluate(name, spec, selected, images, real, validated, params, filter_clip)
+    real = locate(selected, images_dir, real_paths or [None] * selected.height)
+    results = {name: evaluate(name, spec, selected, reader(images_dir), real, validated, params, filter_clip)
                for name, spec in params.models.items()}
     deltas = pl.concat([d for _, d in results.values()]) if results else pl.DataFrame(schema=EVALUATION)
     return {"models": {name: m for name, (m, _) in results.items()}, **summary(selected, real, validated)}, deltas

@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from tasks.core.schemas import ITM_DELTAS as DELTAS
-from tasks.evaluation.scorers import Images, Scorer
+from tasks.evaluation.scorers import Images, PairScorer
 
 
 def random_others(image_keys: Sequence[str], seed: int) -> list[int | None]:
@@ -31,19 +31,19 @@ def random_others(image_keys: Sequence[str], seed: int) -> list[int | None]:
     return others
 
 
-def deltas(caption: Sequence[str], counterfactual: Sequence[str], reference: Images, reference_keys: Sequence[str],
-           image_o: Images, image_c: Images, scorer: Scorer, seed: int) -> pl.DataFrame:
+def deltas(caption: Sequence[str], counterfactual: Sequence[str], reference: Images, image_o: Images,
+           image_c: Images, scorer: PairScorer, seed: int) -> pl.DataFrame:
     """The four Δ per pair (rows in input order); the `_r` deltas are null for a pair without another image."""
     if not caption:
         return pl.DataFrame(schema=dict.fromkeys(DELTAS, pl.Float64))
-    other = random_others(reference_keys, seed)
+    other = random_others(reference.keys, seed)
     r = [k if k is not None else j for j, k in enumerate(other)]  # placeholders, nulled below
-    s_rr = scorer.pairs([caption[k] for k in r], [reference[k] for k in r])
-    s_ro = scorer.pairs([caption[k] for k in r], list(reference))
-    s_or = scorer.pairs(list(caption), [reference[k] for k in r])
-    s_cc = scorer.pairs(list(counterfactual), list(image_c))
-    s_co = scorer.pairs(list(counterfactual), list(image_o))
-    s_oc = scorer.pairs(list(caption), list(image_c))
+    s_rr = scorer.pairs([caption[k] for k in r], reference.take(r))
+    s_ro = scorer.pairs([caption[k] for k in r], reference)
+    s_or = scorer.pairs(list(caption), reference.take(r))
+    s_cc = scorer.pairs(list(counterfactual), image_c)
+    s_co = scorer.pairs(list(counterfactual), image_o)
+    s_oc = scorer.pairs(list(caption), image_c)
     has_other = pl.Series([k is not None for k in other], dtype=pl.Boolean)
     frame = pl.DataFrame({"delta_img_r": s_rr - s_ro, "delta_txt_r": s_rr - s_or, "delta_img_c": s_cc - s_co,
                           "delta_txt_c": s_cc - s_oc}, schema=dict.fromkeys(DELTAS, pl.Float64))

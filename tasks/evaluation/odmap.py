@@ -4,7 +4,8 @@ mention the removed object but do mention what is still there.
 Queries are edited images, the gallery is every caption of the source set. A caption is relevant to a query iff none
 of the classes it mentions was removed and it mentions some class still present (`all`: every class still present).
 AP@k(q) = (1/k) Σ_{i≤k} rel_i · P@i with P@i the share of relevant captions in the top i; ODmAP@k is its mean over
-queries, ×100. Ties keep gallery order (a stable sort on descending score), as in `retrieval`.
+queries, ×100. Ties keep gallery order (a stable sort on descending score), as in `retrieval`; only each query's
+top max(k) captions are ranked (`retrieval.ranking`), and relevance is computed for those alone.
 """
 
 from __future__ import annotations
@@ -16,17 +17,16 @@ import numpy as np
 
 
 def relevance(removed: Sequence[set[str]], remaining: Sequence[set[str]], gallery: Sequence[set[str]],
-              variant: Literal["any", "all"] = "any") -> np.ndarray:
-    """(queries × gallery) booleans: caption g is relevant to query q."""
+              ranked: np.ndarray, variant: Literal["any", "all"] = "any") -> np.ndarray:
+    """(queries × K) booleans: gallery caption `ranked[q, i]` is relevant to query q."""
     present = (lambda r, g: bool(r & g)) if variant == "any" else (lambda r, g: r <= g)
-    return np.array([[not (gone & classes) and present(left, classes) for classes in gallery]
-                     for gone, left in zip(removed, remaining)], dtype=bool).reshape(len(removed), len(gallery))
+    return np.array([[not (gone & gallery[g]) and present(left, gallery[g]) for g in row]
+                     for gone, left, row in zip(removed, remaining, ranked)], dtype=bool).reshape(ranked.shape)
 
 
-def od_map(scores: np.ndarray, relevant: np.ndarray, ks: Sequence[int]) -> dict[str, float]:
-    """`odmap@k` per k from (queries × gallery) scores and relevance."""
-    order = np.argsort(-scores, axis=1, kind="stable")
-    hits = np.take_along_axis(relevant, order, axis=1).astype(float)
+def od_map(relevant: np.ndarray, ks: Sequence[int]) -> dict[str, float]:
+    """`odmap@k` per k from (queries × K) relevance in rank order, K >= min(max(ks), gallery)."""
+    hits = relevant.astype(float)
     precision = np.cumsum(hits, axis=1) / np.arange(1, hits.shape[1] + 1)
     return {f"odmap@{k}": float(100 * ((hits * precision)[:, :k].sum(axis=1) / k).mean()) if len(hits) else 0.0
             for k in ks}

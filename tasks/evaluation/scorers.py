@@ -1,13 +1,14 @@
-"""Image-text matching scores s(C, I) of the evaluated models, as (texts × images) matrices or aligned pairs.
+"""Image-text matching scores s(C, I) of the evaluated models, over captions and lazily read images (`Images`).
 
-Bi-encoders (open_clip, Hugging Face CLIP-style models) embed each caption and image once: s = cosine × the model's
-logit scale. Cross-encoders (ViLT, FLAVA, BridgeTower ITM heads) run once per (caption, image) pair: s = the
-matching logit. Every scorer is loaded once per process (`load_once`) and runs in inference mode.
+Bi-encoders (open_clip, Hugging Face CLIP-style models) embed each unique caption and image once (`BiEncoder.embed`,
+N × d in memory): s = cosine × the model's logit scale, for aligned pairs or blocks of query rows. Cross-encoders
+(ViLT, FLAVA, BridgeTower ITM heads) run once per (caption, image) pair, reading each batch's images when it runs:
+s = the matching logit. Every scorer is loaded once per process (`load_once`) and runs in inference mode.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +21,54 @@ from tasks.core.loading import hub_kwargs, load_once, resolve_device
 from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.image.scoring import load_clip
 
-Images = Sequence[np.ndarray]  # HxWx3 uint8
+Reader = Callable[[str], np.ndarray]  # image key -> HxWx3 uint8 pixels
+
+
+@dataclass(frozen=True)
+class Images:
+    """Images by key (equal keys: equal pixels), read by `read` only when indexed; a slice reads each distinct key
+    of its batch once and keeps nothing, so a scorer holds at most one batch of pixels."""
+
+    keys: tuple[str, ...]
+    read: Reader
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, at: slice) -> list[np.ndarray]:
+        pixels = {key: self.read(key) for key in dict.fromkeys(self.keys[at])}
+        return [pixels[key] for key in self.keys[at]]
+
+    def take(self, indices: Iterable[int]) -> Images:
+        return Images(tuple(self.keys[i] for i in indices), self.read)
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """A bi-encoder's unit embeddings (N × d) of fixed captions and image keys; scores are scaled cosines."""
+
+    texts: dict[str, int]
+    text_vectors: torch.Tensor
+    images: dict[str, int]
+    image_vectors: torch.Tensor
+    scale: float
+
+    def pairs(self, texts: Sequence[str], images: Images) -> np.ndarray:
+        embedded = self._texts(texts) * self._images(images.keys)
+        return (self.scale * embedded.sum(-1)).numpy()
+
+    def rows(self, texts: Sequence[str], image_keys: Sequence[str],
+             by_caption: bool) -> Callable[[np.ndarray], np.ndarray]:
+        """Score rows by query index: (captions × images) when `by_caption`, else (images × captions)."""
+        scaled, images = self.scale * self._texts(texts), self._images(image_keys)
+        queries, candidates = (scaled, images) if by_caption else (images, scaled)
+        return lambda at: (queries[torch.from_numpy(at)] @ candidates.T).numpy()
+
+    def _texts(self, texts: Sequence[str]) -> torch.Tensor:
+        return self.text_vectors[[self.texts[t] for t in texts]]
+
+    def _images(self, keys: Sequence[str]) -> torch.Tensor:
+        return self.image_vectors[[self.images[k] for k in keys]]
 
 
 @dataclass(frozen=True)
@@ -33,14 +81,15 @@ class BiEncoder:
     batch_size: int
 
     def _embed(self, embed: Callable, items: Sequence) -> torch.Tensor:
-        return torch.cat([embed(list(items[i:i + self.batch_size])) for i in range(0, len(items), self.batch_size)])
+        batches = [embed(list(items[i:i + self.batch_size])) for i in range(0, len(items), self.batch_size)]
+        return torch.cat(batches) if batches else torch.zeros(0, 0)
 
-    def matrix(self, texts: Sequence[str], images: Images) -> np.ndarray:
-        return (self.scale * self._embed(self.embed_texts, texts) @ self._embed(self.embed_images, images).T).numpy()
-
-    def pairs(self, texts: Sequence[str], images: Images) -> np.ndarray:
-        embedded = self._embed(self.embed_texts, texts) * self._embed(self.embed_images, images)
-        return (self.scale * embedded.sum(-1)).numpy()
+    def embed(self, texts: Sequence[str], images: Images) -> Embedded:
+        """Each unique caption and image key of `texts` and `images` embedded once, in first-appearance order."""
+        unique_texts, unique_keys = list(dict.fromkeys(texts)), tuple(dict.fromkeys(images.keys))
+        return Embedded({t: n for n, t in enumerate(unique_texts)}, self._embed(self.embed_texts, unique_texts),
+                        {k: n for n, k in enumerate(unique_keys)},
+                        self._embed(self.embed_images, Images(unique_keys, images.read)), self.scale)
 
 
 @dataclass(frozen=True)
@@ -51,16 +100,13 @@ class CrossEncoder:
     batch_size: int
 
     def pairs(self, texts: Sequence[str], images: Images) -> np.ndarray:
-        out = [self.score(list(texts[i:i + self.batch_size]), list(images[i:i + self.batch_size]))
+        out = [self.score(list(texts[i:i + self.batch_size]), images[i:i + self.batch_size])
                for i in range(0, len(texts), self.batch_size)]
         return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
 
-    def matrix(self, texts: Sequence[str], images: Images) -> np.ndarray:
-        rows, columns = np.divmod(np.arange(len(texts) * len(images)), len(images))
-        return self.pairs([texts[r] for r in rows], [images[c] for c in columns]).reshape(len(texts), len(images))
 
-
-Scorer = BiEncoder | CrossEncoder
+Scorer = BiEncoder | CrossEncoder  # as loaded
+PairScorer = Embedded | CrossEncoder  # ready to score a dataset's pairs
 
 
 def load_scorer(spec: ClipSpec | ItmSpec, batch_size: int) -> Scorer:

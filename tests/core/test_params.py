@@ -166,3 +166,17 @@ def test_params_yaml_survives_dvcs_round_trip(tmp_path):
     expected["similarity"]["upper"] = 0.9
     assert load_yaml(path) == expected
     assert load_params(path, []).similarity.upper == 0.9
+
+
+def test_a_reranking_cross_encoder_needs_a_bi_encoder(tmp_path, raw):
+    path = write(tmp_path, raw)
+    assert (load_params(path).evaluate.rerank_k, load_params(path, ["profile=paper"]).evaluate.rerank_k) == (None, 20)
+    assert {"rerank_k", "rerank_with"} <= set(keyed_dump(load_params(path).evaluate))  # they change results
+    assert error(path, "evaluate.rerank_with=vilt") == (
+        "evaluate: rerank_with: 'vilt' is not a bi-encoder of evaluate.models (clip, hf_clip)")
+    raw["evaluate"]["models"]["demo"] = {"vilt": raw["evaluate"]["models"]["demo"]["vilt"]}
+    path = write(tmp_path, raw)
+    assert load_params(path).evaluate.first_stage(load_params(path).evaluate.models["vilt"]) is None  # every pair
+    assert error(path, "evaluate.rerank_k=20").startswith(
+        "evaluate: rerank_k: the cross-encoders of evaluate.models re-rank a bi-encoder's top rerank_k and there is "
+        "none")

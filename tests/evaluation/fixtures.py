@@ -1,5 +1,6 @@
 """Tiny random evaluation models of each family (open_clip, HF CLIP bi-encoder, HF ViLT and BridgeTower
-cross-encoders), built once per session; three selected pairs with their images."""
+cross-encoders), built once per session; three selected pairs with their images; the dense R@k that block top-k
+replaced, as a reference."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from PIL import Image
 from tasks.core.schemas import SELECTED
 from tasks.demo.tiny_eval import build_tiny_bridgetower, build_tiny_hf_clip, build_tiny_vilt
 from tasks.demo.tiny_images import build_tiny_clip
+from tasks.evaluation.retrieval import RetrievalSet
 from tasks.image import store
 
 CAPTIONS = ["a dog sitting on a couch", "a cat sitting on a couch", "a red car on the street",
@@ -42,3 +44,18 @@ def selected_pairs(root: Path) -> tuple[pl.DataFrame, Path, Path]:
     for image_id in (139, 140):  # pair 2 has no real image
         Image.fromarray(rng.integers(0, 256, (40, 48, 3), dtype=np.uint8)).save(real / f"{image_id:012d}.jpg")
     return pl.DataFrame(rows, schema=SELECTED), root / "img", real
+
+
+def dense_recall(scores: np.ndarray, truth: np.ndarray, ks) -> dict[int, float]:
+    """R@k as it was before block top-k: a stable sort of every whole row of a dense (queries × candidates) matrix."""
+    order = np.argsort(-scores, axis=1, kind="stable")
+    hits = np.take_along_axis(truth, order, axis=1)
+    return {k: float(100 * hits[:, :k].any(axis=1).mean()) if len(hits) else 0.0 for k in ks}
+
+
+def truth_matrix(rs: RetrievalSet) -> np.ndarray:
+    """(captions × images) booleans: True where the pair is ground truth."""
+    matrix = np.zeros((len(rs.captions), len(rs.images)), dtype=bool)
+    for c, i in rs.truth:
+        matrix[c, i] = True
+    return matrix

@@ -1,20 +1,22 @@
 """The evaluate stage on three selected pairs: retrieval sets (all, validated, real + relative change), the filter
-model flagged, Δ rows per pair and model, a missing PNG as one line."""
+model flagged, Δ rows per pair and model, cross-encoder re-ranking, images read a batch at a time, a missing image
+as one line before any model loads."""
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 import polars as pl
 import pytest
-from PIL import Image
 
 from tasks.core.errors import UserError
-from tasks.core.io import source_image_paths
+from tasks.core.io import read_rgb, source_image_paths
 from tasks.core.params import EvaluateParams
 from tasks.evaluation import evaluate
-from tasks.evaluation.retrieval import RetrievalSet, retrieval
-from tasks.evaluation.scorers import load_scorer
-from tests.evaluation.fixtures import selected_pairs
+from tasks.evaluation.retrieval import RetrievalSet
+from tasks.evaluation.scorers import BiEncoder, CrossEncoder, Images, load_scorer
+from tests.evaluation.fixtures import dense_recall, selected_pairs, truth_matrix
 
 pytest_plugins = ["tests.evaluation.fixtures"]
 
@@ -24,6 +26,23 @@ def world(tmp_path, eval_specs):
     selected, images, real = selected_pairs(tmp_path)
     real_paths = source_image_paths(selected["image_id"], real, "{image_id:0>12}.jpg")
     return selected, EvaluateParams(models=eval_specs, ks=(1, 5), batch_size=4), images, real_paths
+
+
+def dense(spec, rs: RetrievalSet, images, ks) -> dict[str, float]:
+    """R@k as before streaming: every image in memory, every (caption, image) pair scored, whole rows sorted."""
+    scorer, pixels = load_scorer(spec, 4), {k: read_rgb(images / k) for k in rs.images}
+    texts = [c for c in rs.captions for _ in rs.images]
+    keys = Images(tuple(rs.images) * len(rs.captions), pixels.__getitem__)
+    model = scorer.embed(texts, keys) if isinstance(scorer, BiEncoder) else scorer
+    scores = model.pairs(texts, keys).reshape(len(rs.captions), len(rs.images))
+    truth = truth_matrix(rs)
+    return {**{f"text_r@{k}": v for k, v in dense_recall(scores.T, truth.T, ks).items()},
+            **{f"image_r@{k}": v for k, v in dense_recall(scores, truth, ks).items()}}
+
+
+def pairs_of(selected: pl.DataFrame) -> list[tuple[str, str]]:
+    return [p for r in selected.iter_rows(named=True) for p in ((r["caption"], r["image_o"]),
+                                                                (r["counterfactual"], r["image_c"]))]
 
 
 def test_every_model_gets_every_retrieval_set_and_its_deltas(world, eval_specs):
@@ -41,18 +60,69 @@ def test_every_model_gets_every_retrieval_set_and_its_deltas(world, eval_specs):
             base = m["real"][key]
             assert m["relative"][key] == (pytest.approx((value - base) / base) if base else None)
     # the validated set is pairs 0 and 2 only: recompute it with the model directly
-    scorer = load_scorer(eval_specs["hf_clip"], 4)
     chosen = selected.filter(pl.col("caption_id").is_in(["0_0", "2_0"]))
-    pairs = [p for r in chosen.iter_rows(named=True) for p in ((r["caption"], r["image_o"]), (r["counterfactual"],
-                                                                                          r["image_c"]))]
-    rs = RetrievalSet.of(pairs)
-    pixels = [store_image(images / key) for key in rs.images]
-    assert metrics["models"]["hf_clip"]["validated"] == retrieval(scorer.matrix(rs.captions, pixels), rs, (1, 5))
+    rs = RetrievalSet.of(pairs_of(chosen))
+    assert metrics["models"]["hf_clip"]["validated"] == dense(eval_specs["hf_clip"], rs, images, (1, 5))
 
 
-def store_image(path) -> np.ndarray:
-    with Image.open(path) as image:
-        return np.asarray(image.convert("RGB"))
+@pytest.mark.parametrize("rerank_k", [None, 6, 50])  # every pair, the whole set (6 candidates), more than it
+def test_a_cross_encoder_reranking_every_candidate_is_its_dense_recall(world, eval_specs, rerank_k):
+    selected, _, images, _ = world
+    # BridgeTower: the tiny ViLT samples image patches at random, so two runs of it never agree
+    models = {"hf_clip": eval_specs["hf_clip"], "bridgetower": eval_specs["bridgetower"]}
+    params = EvaluateParams(models=models, ks=(1, 2, 5), batch_size=4, rerank_k=rerank_k)
+    metrics, _ = evaluate.run(selected, params, images)
+    expected = dense(eval_specs["bridgetower"], RetrievalSet.of(pairs_of(selected)), images, (1, 2, 5))
+    assert metrics["models"]["bridgetower"]["all"] == expected
+
+
+@pytest.mark.parametrize("rerank_k, first_call", [(None, 36), (1, range(6, 13))])
+def test_a_cross_encoder_scores_only_the_bi_encoders_top_k(world, eval_specs, monkeypatch, rerank_k, first_call):
+    selected, _, images, _ = world
+    calls = []
+    monkeypatch.setattr(CrossEncoder, "pairs",
+                        lambda self, texts, images: calls.append(len(texts)) or np.zeros(len(texts), np.float32))
+    models = {"hf_clip": eval_specs["hf_clip"], "vilt": eval_specs["vilt"]}
+    evaluate.run(selected, EvaluateParams(models=models, ks=(1,), batch_size=4, rerank_k=rerank_k), images)
+    # `all`: 6 captions × 6 images, 36 pairs; with each query's top 1 (both directions), 6 to 12; then 6 × 3 ITM
+    # pairs, the same either way
+    assert calls[0] in (first_call if isinstance(first_call, range) else [first_call]) and calls[1:] == [3] * 6
+
+
+def test_images_are_read_a_batch_at_a_time_and_embedded_once(world, eval_specs, monkeypatch):
+    selected, _, images, real = world
+    reads, live, most = [], set(), []
+
+    def read(path):
+        pixels = read_rgb(path)
+        reads.append(path)
+        live.add(id(pixels))
+        weakref.finalize(pixels, live.discard, id(pixels))
+        most.append(len(live))
+        return pixels
+
+    monkeypatch.setattr(evaluate, "read_rgb", read)
+    for name in ("hf_clip", "clip"):
+        reads.clear()
+        evaluate.run(selected, EvaluateParams(models={name: eval_specs[name]}, batch_size=4), images, real)
+        unique = {*(images / k for k in (*selected["image_o"], *selected["image_c"])), *real[:2]}
+        assert sorted(reads) == sorted(p.absolute() for p in unique)  # 8 images, each read once
+    reads.clear()
+    models = {"hf_clip": eval_specs["hf_clip"], "vilt": eval_specs["vilt"]}
+    evaluate.run(selected, EvaluateParams(models=models, batch_size=4, rerank_k=2), images, real)
+    assert max(most) <= 4  # every model, cross-encoder included, holds at most one batch of pixels
+
+
+def test_a_missing_image_is_one_line_before_any_model_loads(world, monkeypatch):
+    selected, params, images, real = world
+    monkeypatch.setattr(evaluate, "load_scorer", lambda *args: pytest.fail("a model loaded"))
+    (images / selected["image_c"][1]).unlink()
+    with pytest.raises(UserError, match="does not exist") as err:
+        evaluate.run(selected, params, images)
+    assert "\n" not in str(err.value)
+    real[0].unlink()
+    with pytest.raises(UserError, match=real[0].name):
+        evaluate.run(selected.slice(0, 1), params, images, real[:1])
 
 
 def test_without_real_images_or_validation_those_sets_are_absent(world):
@@ -60,11 +130,3 @@ def test_without_real_images_or_validation_those_sets_are_absent(world):
     metrics, _ = evaluate.run(selected, params, images)
     assert set(metrics["models"]["vilt"]) == {"all", "itm", "used_to_filter"}
     assert metrics["validated_pairs"] is None and metrics["real_images"] == 0
-
-
-def test_a_missing_png_is_one_line(world):
-    selected, params, images, _ = world
-    (images / selected["image_c"][1]).unlink()
-    with pytest.raises(UserError, match="does not exist") as err:
-        evaluate.run(selected, params, images)
-    assert "\n" not in str(err.value)

@@ -1,15 +1,33 @@
+"""ODmAP@k: relevance, a hand-computed case, and block top-k against the dense stable sort it replaced."""
+
 import numpy as np
 import pytest
 
 from tasks.evaluation.odmap import od_map, relevance
+from tasks.evaluation.retrieval import ranking
+
+
+def dense_od_map(scores: np.ndarray, relevant: np.ndarray, ks) -> dict[str, float]:
+    """The reference: every query's whole gallery sorted (the implementation before block top-k)."""
+    order = np.argsort(-scores, axis=1, kind="stable")
+    hits = np.take_along_axis(relevant, order, axis=1).astype(float)
+    precision = np.cumsum(hits, axis=1) / np.arange(1, hits.shape[1] + 1)
+    return {f"odmap@{k}": float(100 * ((hits * precision)[:, :k].sum(axis=1) / k).mean()) if len(hits) else 0.0
+            for k in ks}
+
+
+def blocked_od_map(scores: np.ndarray, relevant: np.ndarray, ks, rows_per_block: int) -> dict[str, float]:
+    ranked = ranking(lambda at: scores[at], *scores.shape, max(ks), block=rows_per_block * scores.shape[1])
+    return od_map(np.take_along_axis(relevant, ranked, axis=1), ks)
 
 
 def test_relevance_excludes_removed_and_needs_a_present_class():
     gallery = [{"dog"}, {"dog", "cat"}, {"cat"}, set(), {"dog", "car"}]
-    rel = relevance([{"cat"}], [{"dog", "car"}], gallery)
-    assert rel.tolist() == [[True, False, False, False, True]]
-    rel_all = relevance([{"cat"}], [{"dog", "car"}], gallery, "all")
-    assert rel_all.tolist() == [[False, False, False, False, True]]
+    every = np.arange(5)[None, :]
+    assert relevance([{"cat"}], [{"dog", "car"}], gallery, every).tolist() == [[True, False, False, False, True]]
+    assert relevance([{"cat"}], [{"dog", "car"}], gallery, every, "all").tolist() == [[False] * 4 + [True]]
+    # only the ranked captions are judged, in rank order
+    assert relevance([{"cat"}], [{"dog", "car"}], gallery, np.array([[4, 2]])).tolist() == [[True, False]]
 
 
 def test_odmap_hand_computed():
@@ -17,12 +35,22 @@ def test_odmap_hand_computed():
     # query 1 ranks 0, 1, 2, 3 (a tie between 1 and 2 keeps gallery order), relevant = {0, 2}: hits 1,0,1,0
     scores = np.array([[0.5, 0.1, 0.9, 0.0], [0.9, 0.5, 0.5, 0.1]])
     relevant = np.array([[True, False, False, True], [True, False, True, False]])
-    got = od_map(scores, relevant, ks=(1, 2, 3))
+    got = blocked_od_map(scores, relevant, ks=(1, 2, 3), rows_per_block=1)
     # AP@1: q0 0, q1 1·1/1 -> mean 0.5
     # AP@2: q0 (0 + 1·1/2)/2 = 0.25, q1 (1 + 0)/2 = 0.5 -> 0.375
     # AP@3: q0 (1/2)/3 = 1/6, q1 (1 + 2/3)/3 = 5/9 -> (1/6 + 5/9)/2 = 13/36
     assert got == pytest.approx({"odmap@1": 50.0, "odmap@2": 37.5, "odmap@3": 100 * 13 / 36})
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("rows_per_block", [1, 5, 50])  # 31 queries
+def test_block_top_k_odmap_is_the_dense_one_bit_for_bit(seed, rows_per_block):
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, 3, (31, 17)).astype(np.float32)
+    relevant = rng.random((31, 17)) < 0.3
+    ks = (1, 4, 10, 17, 25)
+    assert blocked_od_map(scores, relevant, ks, rows_per_block) == dense_od_map(scores, relevant, ks)
+
+
 def test_odmap_without_queries_is_zero():
-    assert od_map(np.zeros((0, 3)), np.zeros((0, 3), dtype=bool), (1,)) == {"odmap@1": 0.0}
+    assert od_map(np.zeros((0, 3), dtype=bool), (1,)) == {"odmap@1": 0.0}

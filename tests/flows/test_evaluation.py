@@ -1,5 +1,6 @@
-"""The evaluate flow caches per model: a rerun evaluates nothing, an added model only itself, a changed k all;
-it writes the Δ parquet, metrics.json and the figure."""
+"""The evaluate flow caches per model: a rerun evaluates nothing, an added model only itself, a changed k all, a
+changed re-rank setting or re-ranking bi-encoder the cross-encoder; it writes the Δ parquet, metrics.json and the
+figure."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 import polars as pl
 
-from flows.evaluation import evaluate_flow
+from flows.evaluation import evaluate_flow, model_key, odmap_key
 from tasks.core.io import write_frame
 from tasks.core.params import EvaluateParams
 from tasks.core.schemas import EVALUATION
@@ -49,3 +50,29 @@ def test_models_are_evaluated_once_each_and_only_when_their_inputs_change(tmp_pa
     assert evaluated == ["clip"]
     run(two, ks=(1, 2))
     assert sorted(evaluated) == ["hf_clip", "vilt"]
+    run(two, ks=(1, 2), rerank_k=5)
+    assert sorted(evaluated) == ["hf_clip", "vilt"]  # an evaluate setting: every key
+    run({"clip": eval_specs["clip"], **two}, ks=(1, 2), rerank_k=5)
+    assert sorted(evaluated) == ["clip", "vilt"]  # clip is new; vilt now re-ranks clip's top 5, not hf_clip's
+
+
+def test_a_cross_encoders_keys_follow_the_bi_encoder_it_reranks(tmp_path, eval_specs):
+    selected, _, _ = selected_pairs(tmp_path)
+    queries = pl.DataFrame({"image_1": ["a.png"], "removed": [["dog"]], "remaining": [["cat"]]})
+    gallery = pl.DataFrame({"caption": ["a cat"], "classes": [["cat"]]})
+    base = project_params()
+
+    def keys(models: dict, **settings) -> dict[str, tuple[str, str]]:
+        params = base.model_copy(update={"evaluate": EvaluateParams(models=models, **settings)})
+        return {name: (model_key(name, spec, selected, [None] * 3, None, params),
+                       odmap_key(name, spec, queries, gallery, params)) for name, spec in models.items()}
+
+    hf_clip, vilt, clip = eval_specs["hf_clip"], eval_specs["vilt"], eval_specs["clip"]
+    first = keys({"hf_clip": hf_clip, "clip": clip, "vilt": vilt})
+    assert keys({"clip": clip, "hf_clip": hf_clip, "vilt": vilt}) != first  # the first bi-encoder listed re-ranks
+    assert keys({"hf_clip": hf_clip, "clip": clip, "vilt": vilt}, rerank_with="hf_clip") != first  # a setting
+    other_hf_clip = hf_clip.model_copy(update={"dtype": "float32"})
+    moved = keys({"hf_clip": other_hf_clip, "clip": clip, "vilt": vilt})
+    assert moved["clip"] == first["clip"] and moved["vilt"] != first["vilt"]
+    exact = keys({"hf_clip": hf_clip, "vilt": vilt}, rerank_k=None)
+    assert exact["vilt"] == keys({"hf_clip": other_hf_clip, "vilt": vilt}, rerank_k=None)["vilt"]  # no re-ranking

@@ -1,0 +1,236 @@
+"""The evaluate stage at the dataset's size: wall time and peak RSS of R@k, ODmAP@k and a cross-encoder's re-rank at
+N pairs (2N captions × 2N images), and of `evaluate.run` end to end on generated PNGs with the demo's tiny models.
+
+    python benchmarks/evaluation_scale.py                                  # N = 35,000, 2,000 real pairs
+    python benchmarks/evaluation_scale.py --pairs 3500 --pairs 35000       # how each measure grows with N
+    python benchmarks/evaluation_scale.py --report OUT.json                # print a saved run's tables again
+
+Every measure runs in a fresh process through the real `tasks.evaluation` code, CPU:
+- bi-encoder R@k: random unit embeddings (`--dim`) as an `Embedded`, both directions ranked in blocks (`recall`);
+- ODmAP@k: N / 5 edited images query a gallery of 2N captions of random classes (`ranked`, `odmap`);
+- cross-encoder R@k: a stand-in cross-encoder whose score is a fixed function of caption and pixels (read by a
+  reader that makes a 1×1 image from the key, no disk) re-ranks the random bi-encoder's top `--rerank-k`; "re-rank"
+  is the time inside `retrieval.rerank` (the pairs scored, ~4N·k, and their ordering), the rest is the first stage;
+- end to end: `evaluate.run` on `--real-pairs` pairs of generated 32 px PNGs with the tiny open_clip, HF CLIP and
+  ViLT (ViLT re-ranks HF CLIP's top `--rerank-k`).
+RSS: at the start (imports done), after the models (the embeddings, or the loaded tiny models) and the peak
+(`ru_maxrss`); "beyond models" = peak − after models. The dense approach it replaces is given as computed numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from bench import console, in_fresh_process, start, table
+
+GiB = 2**30
+
+
+def rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def random_embedded(captions: list[str], keys: list[str], dim: int, seed: int):
+    """An `Embedded` of random unit vectors: a bi-encoder's output without the model."""
+    import torch
+    import torch.nn.functional as F
+
+    from tasks.evaluation.scorers import Embedded
+
+    generator = torch.Generator().manual_seed(seed)
+    vectors = [F.normalize(torch.randn(len(items), dim, generator=generator), dim=-1) for items in (captions, keys)]
+    return Embedded({c: n for n, c in enumerate(captions)}, vectors[0], {k: n for n, k in enumerate(keys)},
+                    vectors[1], 100.0)
+
+
+def synthetic_pairs(n: int) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """(ground-truth pairs, captions, image keys) of n counterfactual pairs: C_o, C_c, I_o, I_c each."""
+    pairs = [(f"caption {j}", f"{j:08x}.png") for j in range(2 * n)]
+    return pairs, [c for c, _ in pairs], [k for _, k in pairs]
+
+
+def measure_bi_encoder(n: int, dim: int, ks: tuple[int, ...]) -> dict:
+    from tasks.core.params import EvaluateParams
+    from tasks.evaluation import evaluate
+
+    base = rss_mib()
+    pairs, captions, keys = synthetic_pairs(n)
+    model = random_embedded(captions, keys, dim, seed=0)
+    models = rss_mib()
+    started = time.perf_counter()
+    evaluate.recall(model, None, pairs, None, EvaluateParams(models={}, ks=ks))
+    return {"wall": time.perf_counter() - started, "base": base, "models": models, "peak": rss_mib(),
+            "scored": 0}
+
+
+def measure_odmap(n: int, dim: int, ks: tuple[int, ...]) -> dict:
+    import numpy as np
+
+    from tasks.evaluation import evaluate, odmap
+    from tasks.evaluation.scorers import Images
+
+    base = rss_mib()
+    rng = np.random.default_rng(0)
+    classes = [f"class{c}" for c in range(20)]
+    gallery = [set(rng.choice(classes, 3)) for _ in range(2 * n)]
+    queries = [f"{j:08x}.png" for j in range(n // 5)]
+    removed = [set(rng.choice(classes, 1)) for _ in queries]
+    remaining = [set(rng.choice(classes, 2)) for _ in queries]
+    captions = [f"caption {j}" for j in range(2 * n)]
+    model = random_embedded(captions, queries, dim, seed=1)
+    models = rss_mib()
+    started = time.perf_counter()
+    (ranked,) = evaluate.ranked(model, None, captions, Images(tuple(queries), None), max(ks), None, (False,))
+    odmap.od_map(odmap.relevance(removed, remaining, gallery, ranked), ks)
+    return {"wall": time.perf_counter() - started, "base": base, "models": models, "peak": rss_mib(),
+            "scored": 0}
+
+
+def measure_rerank(n: int, dim: int, ks: tuple[int, ...], rerank_k: int) -> dict:
+    import numpy as np
+    import torch
+
+    from tasks.core.params import EvaluateParams
+    from tasks.evaluation import evaluate
+    from tasks.evaluation.scorers import CrossEncoder
+
+    base = rss_mib()
+    pairs, captions, keys = synthetic_pairs(n)
+    first = random_embedded(captions, keys, dim, seed=0)
+    models = rss_mib()
+    spent, scored, original = [0.0], [0], evaluate.rerank
+
+    def timed_rerank(*args):
+        started = time.perf_counter()
+        try:
+            return original(*args)
+        finally:
+            spent[0] += time.perf_counter() - started
+
+    def score(texts: list[str], images: list[np.ndarray]) -> torch.Tensor:
+        scored[0] += len(texts)
+        return torch.tensor([len(t) + float(x[0, 0, 0]) for t, x in zip(texts, images)])
+
+    def read(key: str) -> np.ndarray:
+        return np.full((1, 1, 3), int(key[:8], 16) % 251, dtype=np.uint8)
+
+    evaluate.rerank = timed_rerank
+    started = time.perf_counter()
+    evaluate.recall(CrossEncoder(score, 64), first, pairs, read, EvaluateParams(models={}, ks=ks, rerank_k=rerank_k))
+    return {"wall": time.perf_counter() - started, "rerank": spent[0], "base": base, "models": models,
+            "peak": rss_mib(), "scored": scored[0]}
+
+
+def measure_end_to_end(n: int, rerank_k: int, root: str) -> dict:
+    import numpy as np
+    import polars as pl
+
+    from tasks.core.params import EvaluateParams
+    from tasks.core.schemas import SELECTED
+    from tasks.demo.tiny_eval import build_tiny_hf_clip, build_tiny_vilt
+    from tasks.demo.tiny_images import build_tiny_clip
+    from tasks.evaluation import evaluate
+    from tasks.evaluation.scorers import CrossEncoder, load_scorer
+    from tasks.image import store
+
+    words = ["dog", "cat", "car", "bus", "horse", "bike", "couch", "street"]
+    out, rng = Path(root), np.random.default_rng(0)
+    rows = []
+    for j in range(n):
+        caption = f"a {words[j % 8]} and a {words[(j // 8) % 8]} on the {words[(j // 64) % 8]}"
+        rows.append({**dict.fromkeys(SELECTED), "caption_id": f"{j}_0", "image_id": str(j), "caption": caption,
+                     "counterfactual": caption.replace("a ", "the ", 1) + f" {j}",
+                     "image_o": store.write_png(out / "img", rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)),
+                     "image_c": store.write_png(out / "img", rng.integers(0, 256, (32, 32, 3), dtype=np.uint8))})
+    selected = pl.DataFrame(rows, schema=SELECTED)
+    captions = sorted({*selected["caption"], *selected["counterfactual"]})
+    specs = {"clip": build_tiny_clip(out / "clip", seed=0), "hf_clip": build_tiny_hf_clip(out / "hf_clip", seed=0),
+             "vilt": build_tiny_vilt(out / "vilt", captions[:200], seed=0)}
+    params = EvaluateParams(models=specs, rerank_k=rerank_k, batch_size=64)
+    base = rss_mib()
+    for spec in specs.values():
+        load_scorer(spec, params.batch_size)  # loaded once per process: what follows is the evaluation alone
+    models = rss_mib()
+    scored, original = [0], CrossEncoder.pairs
+
+    def counted(self, texts, images):
+        scored[0] += len(texts)
+        return original(self, texts, images)
+
+    CrossEncoder.pairs = counted
+    started = time.perf_counter()
+    evaluate.run(selected, params, out / "img")
+    return {"wall": time.perf_counter() - started, "base": base, "models": models, "peak": rss_mib(),
+            "scored": scored[0]}
+
+
+def dense_needs(n: int, size: int) -> dict[str, float]:
+    """What the dense evaluation needed at n pairs of size² images: GiB held at once, cross-encoder passes."""
+    captions = images = 2 * n
+    return {"pixels": images * size * size * 3 / GiB, "scores": captions * images * 4 / GiB,
+            "argsort": captions * images * 8 / GiB, "truth": captions * images / GiB,
+            "cross_pairs": captions * images}
+
+
+def report(saved: dict) -> None:
+    config = saved["config"]
+    result = table(f"evaluate at scale (CPU, dim {config['dim']}, ks {config['ks']}, rerank_k {config['rerank_k']})",
+                   ("measure", "pairs", "captions × images", "wall s", "re-rank s", "pairs scored", "RSS start MiB",
+                    "after models MiB", "peak MiB", "beyond models MiB"))
+    for row in saved["rows"]:
+        result.add_row(row["measure"], f"{row['pairs']:,}", row["shape"], f"{row['wall']:.1f}",
+                       f"{row['rerank']:.1f}" if "rerank" in row else "–", f"{row['scored']:,}" if row["scored"] else
+                       "–", f"{row['base']:.0f}", f"{row['models']:.0f}", f"{row['peak']:.0f}",
+                       f"{row['peak'] - row['models']:.0f}")
+    console.print(result)
+    dense = table(f"the dense evaluation it replaces ({config['image_size']} px images), computed",
+                  ("pairs", "pixels in memory GiB", "score matrix GiB", "argsort GiB", "truth matrix GiB",
+                   "cross-encoder passes", f"re-rank passes (k={config['rerank_k']}, ≤)"))
+    for n in config["pairs"]:
+        need = dense_needs(n, config["image_size"])
+        dense.add_row(f"{n:,}", f"{need['pixels']:.1f}", f"{need['scores']:.1f}", f"{need['argsort']:.1f}",
+                      f"{need['truth']:.1f}", f"{need['cross_pairs']:,}", f"{2 * 2 * n * config['rerank_k']:,}")
+    console.print(dense)
+
+
+def main(pairs: Annotated[list[int], typer.Option(help="pairs N of the synthetic measures")] = [35000],
+         real_pairs: Annotated[int, typer.Option(help="pairs of the end-to-end run on PNGs")] = 2000,
+         rerank_k: Annotated[int, typer.Option(help="candidates a cross-encoder re-ranks per query")] = 20,
+         dim: Annotated[int, typer.Option(help="embedding width of the random bi-encoder")] = 512,
+         image_size: Annotated[int, typer.Option(help="image side for the dense approach's numbers")] = 512,
+         saved: Annotated[Path | None, typer.Option("--report", help="print a saved run instead")] = None,
+         out: Annotated[Path | None, typer.Option(help="write the run's JSON here")] = None) -> None:
+    if saved:
+        return report(json.loads(saved.read_text()))
+    ks = (1, 5, 10)
+    rows = []
+    for n in pairs:
+        shape = f"{2 * n:,} × {2 * n:,}"
+        for measure, fn, args in (("bi-encoder R@k", measure_bi_encoder, (n, dim, ks)),
+                                  ("ODmAP@k", measure_odmap, (n, dim, ks)),
+                                  ("cross-encoder R@k", measure_rerank, (n, dim, ks, rerank_k))):
+            row = in_fresh_process(fn, *args)
+            rows.append({"measure": measure, "pairs": n, "shape": shape if measure != "ODmAP@k" else
+                         f"{n // 5:,} × {2 * n:,}", **row})
+            console.print(json.dumps(rows[-1]))
+    if real_pairs:
+        with tempfile.TemporaryDirectory(prefix="cfgen-evaluation-scale-") as root:
+            row = in_fresh_process(measure_end_to_end, real_pairs, rerank_k, root)
+        rows.append({"measure": "evaluate.run (PNGs, 3 tiny models)", "pairs": real_pairs,
+                     "shape": f"{2 * real_pairs:,} × {2 * real_pairs:,}", **row})
+        console.print(json.dumps(rows[-1]))
+    saved = {"config": {"pairs": pairs, "real_pairs": real_pairs, "rerank_k": rerank_k, "dim": dim, "ks": ks,
+                        "image_size": image_size}, "rows": rows}
+    if out:
+        out.write_text(json.dumps(saved, indent=1))
+    report(saved)
+
+
+if __name__ == "__main__":
+    start(main)
