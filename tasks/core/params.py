@@ -7,7 +7,7 @@ A field that never changes what a cached unit computes (batch sizes, threads) or
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
@@ -156,7 +156,8 @@ class SimilarityParams(Frozen):
 
 class PerplexityParams(Frozen):
     """Each caption's C_c is the lowest-perplexity candidate of one edit type, drawn per caption (by a hash of its
-    id) with weights `type_shares` among the types it has candidates of; every type that runs needs a weight > 0."""
+    id) with weights `type_shares` among the types it has candidates of (`Params` gives each type that runs one:
+    1 unless set)."""
 
     model: ModelSpec
     type_shares: dict[EditType, Annotated[float, Field(gt=0.0)]] = {"noun": 1.0}
@@ -347,12 +348,19 @@ class Params(Frozen):
     inpaint: InpaintParams
     removal_selection: RemovalSelectionParams
 
-    @model_validator(mode="after")
-    def _shares(self) -> Params:
-        if set(self.perplexity.type_shares) != set(self.sites.types):
-            raise ValueError(f"perplexity.type_shares must weigh exactly the sites.types that run "
-                             f"({', '.join(self.sites.types)}), got {', '.join(self.perplexity.type_shares)}")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _shares_follow_types(cls, data: Any) -> Any:
+        """`perplexity.type_shares` weighs exactly the `sites.types` that run: a type without a weight weighs 1, the
+        weight of a type that does not run is dropped. So `sites.types` alone chooses the types."""
+        if not isinstance(data, dict) or not isinstance(data.get("perplexity", {}), dict):
+            return data
+        types = (data.get("sites") or {}).get("types", SitesParams.model_fields["types"].default)
+        shares = data.get("perplexity", {}).get("type_shares")
+        if not isinstance(types, list | tuple) or not isinstance(shares, dict | None):
+            return data
+        shares = {t: (shares or {}).get(t, 1.0) for t in types}
+        return {**data, "perplexity": {**data.get("perplexity", {}), "type_shares": shares}}
 
     @model_validator(mode="after")
     def _pinned(self) -> Params:

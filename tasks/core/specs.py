@@ -2,14 +2,42 @@
 
 from __future__ import annotations
 
+import types
+import typing
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
+
+
+def admits_bool(annotation: Any) -> bool:
+    """Whether a field of this type may hold `True`/`False` (bool, Any, or a union or annotation with one)."""
+    if annotation is bool or annotation is Any:
+        return True
+    origin = typing.get_origin(annotation)
+    return (origin in (typing.Union, types.UnionType, typing.Annotated)
+            and any(admits_bool(arg) for arg in typing.get_args(annotation)))
 
 
 class Frozen(BaseModel):
+    """Immutable, no unknown keys, and no YAML `true`/`yes` read as the number 1."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_for_non_bool(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name, value in data.items():
+                field = cls.model_fields.get(name)
+                if isinstance(value, bool) and field is not None and not admits_bool(field.annotation):
+                    raise ValueError(f"{name} is {str(value).lower()} (a YAML boolean), expected "
+                                     f"{_shown(field.annotation)}")
+        return data
+
+
+def _shown(annotation: Any) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
 class ModelSpec(Frozen):

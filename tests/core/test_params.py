@@ -139,12 +139,26 @@ def test_keyed_dump_leaves_out_what_never_changes_a_cached_unit(tmp_path, raw):
 
 def test_perplexity_weighs_exactly_the_edit_types_that_run(tmp_path, raw):
     path = write(tmp_path, raw)
-    assert error(path, "sites.types=[noun, delete]", "perplexity.type_shares={noun: 1}") == (
-        "perplexity.type_shares must weigh exactly the sites.types that run (noun, delete), got noun")
+    assert load_params(path, ["sites.types=[noun]"]).perplexity.type_shares == {"noun": 1.0}  # sites.types alone
+    assert load_params(path, ["sites.types=[noun, delete]", "perplexity.type_shares={noun: 3, lexical: 2}"]
+                       ).perplexity.type_shares == {"noun": 3.0, "delete": 1.0}  # unset: 1; not running: dropped
+    assert load_params(path, ["perplexity.type_shares.lexical=2"]).perplexity.type_shares == {
+        "noun": 1.0, "lexical": 2.0, "quantifier": 1.0, "insert": 1.0, "delete": 1.0}
     assert error(path, "perplexity.type_shares={noun: 1, delete: 0}").startswith("perplexity.type_shares.delete:")
-    both = load_params(path, ["sites.types=[noun, delete]", "perplexity.type_shares={noun: 3, delete: 1}"])
-    assert both.perplexity.type_shares == {"noun": 3.0, "delete": 1.0}
-    assert load_params(path, ["profile=paper"]).sites.types == ("noun",)  # the paper's method
+    paper = load_params(path, ["profile=paper"])
+    assert paper.sites.types == ("noun",) and paper.perplexity.type_shares == {"noun": 1.0}  # the paper's method
+    explicit = ["perplexity.type_shares={noun: 1, lexical: 1, quantifier: 1, insert: 1, delete: 1}"]
+    assert keyed_dump(load_params(path, explicit).perplexity) == keyed_dump(load_params(path).perplexity)
+
+
+@pytest.mark.parametrize("override", ["similarity.upper=true", "generate.steps=yes", "paths.source_images=false"])
+def test_a_yaml_boolean_is_no_number_or_path(tmp_path, raw, override):
+    key, value = override.split("=")
+    *section, name = key.split(".")
+    message = error(write(tmp_path, raw), override)
+    assert message.startswith(f"{'.'.join(section)}: {name} is {'true' if value in ('true', 'yes') else 'false'} "
+                              "(a YAML boolean), expected")
+    assert load_params(write(tmp_path, raw), ["export.private=false"]).export.private is False
 
 
 def test_the_saliency_model_needs_a_pin_only_when_enabled(tmp_path, raw):
