@@ -1,3 +1,9 @@
 """Orchestration only: Prefect flows over the stage logic in `tasks`, the `cfgen` CLI the DVC stages call, the
 temporary Prefect server, progress reporting, the scheduled deployment and dataset-version diffs.
 """
+
+from pathlib import Path
+
+from flows.workspace import share_result_store
+
+share_result_store(Path.cwd())

@@ -85,17 +85,28 @@ def canonical_images(records: PairRecords) -> Path:
     return records.root.parent / "canonical"
 
 
+def stored_canonical(records: PairRecords, job: dict) -> dict | None:
+    """A canonical render job's measurement from its pair's record, while its PNGs are kept (else None)."""
+    measured = records.read(job["record"]).get(job["key"])
+    folder = canonical_images(records)
+    return measured if measured and all((folder / png).is_file() for png in measured["pngs"]) else None
+
+
 @task(cache_policy=NO_CACHE, persist_result=False)
 def render_canonicals(jobs: list[dict], params: GenerateParams, records: PairRecords,
                       torch_threads: int | None) -> None:
     """Render each job's sample alone (`render.canonical`), keep its PNGs and append its measurement, with their
-    paths, to its pair's record under the job's key."""
+    paths, to its pair's record under the job's key; a job another run rendered meanwhile is skipped."""
     set_torch_threads(torch_threads)
-    models = render.load_models(params)
+    models = None
     for job in jobs:
-        measured = render.canonical(job["pair"], job["sample"], params, models)
-        pngs = [store.write_png(canonical_images(records), image) for image in measured.pop("images")]
-        records.append(job["record"], {job["key"]: {**measured, "pngs": pngs}})
+        with records.locked(job["record"]):
+            if stored_canonical(records, job):
+                continue
+            models = models or render.load_models(params)
+            measured = render.canonical(job["pair"], job["sample"], params, models)
+            pngs = [store.write_png(canonical_images(records), image) for image in measured.pop("images")]
+            records.append(job["record"], {job["key"]: {**measured, "pngs": pngs}})
 
 
 @flow(name="selection", task_runner=ThreadPoolTaskRunner(max_workers=1))
@@ -105,22 +116,19 @@ def selection_flow(scores_path: Path, output: Path, selected_images: Path, param
     gen, records, counts = params.generate, sample_records(), Counter()
     folder = canonical_images(records)
 
-    def stored(job: dict) -> dict | None:
-        measured = records.read(job["record"]).get(job["key"])
-        return measured if measured and all((folder / png).is_file() for png in measured["pngs"]) else None
-
     def render_canonical(pairs: list[dict], samples: list[Sample]) -> list[dict]:
         """Canonical renders from the pair records; the missing ones rendered in chunks of `pairs_per_task`."""
         jobs = [{"pair": p, "sample": s, "record": (record := render.record_key(p, gen)),
                  "key": f"canonical-{render.sample_key(record, s)}"} for p, s in zip(pairs, samples)]
-        found = [stored(job) for job in jobs]
+        found = [stored_canonical(records, job) for job in jobs]
         todo = [job for job, measured in zip(jobs, found) if measured is None]
         chunks = [todo[i:i + gen.pairs_per_task] for i in range(0, len(todo), gen.pairs_per_task)]
         for future in render_canonicals.map(jobs=chunks, params=unmapped(gen), records=unmapped(records),
                                             torch_threads=unmapped(params.engine.torch_threads)):
             future.result()
         counts.update(rendered=len(todo), cached=len(jobs) - len(todo))
-        found = [measured or stored(job) for job, measured in zip(jobs, found)]  # read again: those rendered now
+        # read again: those rendered now
+        found = [measured or stored_canonical(records, job) for job, measured in zip(jobs, found)]
         return [{**m, "images": np.stack([read_rgb(folder / png) for png in m["pngs"]])} for m in found]
 
     shutil.rmtree(selected_images, ignore_errors=True)

@@ -135,9 +135,13 @@ def _hugging_face(spec: ItmSpec, batch_size: int) -> Scorer:
 
     @torch.inference_mode()
     def run(texts: list[str] | None, images: list[np.ndarray] | None, call: Callable) -> torch.Tensor:
+        """One forward pass, seeded: a model that draws (ViLT shuffles its image patches, which moves scores by
+        float rounding) scores the same batch the same way in every run."""
         inputs = processor(text=texts, images=[Image.fromarray(x) for x in images] if images else None,
                            return_tensors="pt", padding=True, truncation=True)
-        return call(**inputs.to(device))
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(0)
+            return call(**inputs.to(device))
 
     if spec.index is None:
         def text(texts: list[str]) -> torch.Tensor:

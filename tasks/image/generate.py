@@ -13,6 +13,7 @@ exports a canonical render.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -21,7 +22,7 @@ import polars as pl
 from tasks.core.params import GenerateParams, SelectionParams
 from tasks.core.schemas import PAIR, SAMPLES, SAMPLES_REJECTS
 from tasks.image import render, selection
-from tasks.image.sampling import encode_prompts, load_tokenizer, plan_sample, token_counts
+from tasks.image.sampling import Sample, encode_prompts, load_tokenizer, plan_sample, token_counts
 
 SCHEMA, REJECTS_SCHEMA = SAMPLES, SAMPLES_REJECTS
 Progress = Callable[[int], None]
@@ -33,6 +34,8 @@ class SampleCache(Protocol):
     def read(self, record: str) -> dict[str, dict]: ...
 
     def append(self, record: str, measured: dict[str, dict]) -> None: ...
+
+    def locked(self, record: str) -> AbstractContextManager[None]: ...
 
 
 @dataclass
@@ -55,6 +58,13 @@ class Screening:
         samples = [plan_sample(self.params, pair["caption_id"], i) for i in indices]
         record = render.record_key(pair, self.params)
         keys = [render.sample_key(record, s) for s in samples]
+        with self.cache.locked(record):
+            found = self._render(pair, record, samples, keys)
+        return [{"sample": index, "seed": s.seed, "p2p_fraction": s.p2p_fraction, "guidance_scale": s.guidance_scale,
+                 **found[i]} for i, (index, s) in enumerate(zip(indices, samples))]
+
+    def _render(self, pair: dict, record: str, samples: list[Sample], keys: list[str]) -> dict[int, dict]:
+        """Each sample's measurement by position: from the pair's record, or rendered now and appended to it."""
         known = self.cache.read(record)
         found = {i: known.get(k) for i, k in enumerate(keys)}
         self.progress(sum(m is not None for m in found.values()))
@@ -73,8 +83,7 @@ class Screening:
                 done += len(chunk)
                 self.rendered += len(chunk)
                 self.progress(len(chunk))
-        return [{"sample": index, "seed": s.seed, "p2p_fraction": s.p2p_fraction, "guidance_scale": s.guidance_scale,
-                 **found[i]} for i, (index, s) in enumerate(zip(indices, samples))]
+        return found
 
 
 def prompt_flags(params: GenerateParams, pair: dict) -> dict:

@@ -5,13 +5,17 @@ The image stage's cache at the paper's size (~17k pairs x 100 samples): a pair c
 own values) holds a line `{"key": <render.sample_key>, "measured": {...}}` per sample, appended as each batch
 finishes. Every append is one `write` of whole lines, each preceded by a newline, so a write cut short (kill -9, a
 full disk) leaves at most one torn line that no later append extends; a line that does not parse is a miss, and its
-sample is rendered again. Two appenders of one pair (a retried task) only duplicate lines of equal content.
+sample is rendered again. A pair is rendered under `locked` (an advisory lock on its record file), so runs sharing
+the records (queued experiments, Dask workers) never render one sample twice: the second reads what the first wrote.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +42,19 @@ class PairRecords:
             except (ValueError, KeyError, TypeError):  # a torn or foreign line: its sample is a miss
                 continue
         return found
+
+    @contextmanager
+    def locked(self, record: str) -> Iterator[None]:
+        """Hold the pair's record exclusively (other processes and threads wait), e.g. to read it, render what it
+        lacks and append that."""
+        path = self.path(record)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     def append(self, record: str, measured: dict[str, dict]) -> None:
         """Add finished samples to the pair's record in one write."""

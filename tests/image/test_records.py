@@ -77,3 +77,18 @@ def test_kill_9_mid_pair_loses_only_the_batch_in_flight(tmp_path, tiny_specs):
     assert run("killed", "resumed.parquet") == (0, str(40 - kept))
     assert run("whole", "whole.parquet") == (0, "40")
     assert (tmp_path / "resumed.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
+
+
+def test_two_processes_screening_one_pair_render_each_sample_once(tmp_path, tiny_specs):
+    """Two real processes on one record store (queued experiments, Dask workers) started together: the pair's lock
+    makes the second read what the first rendered, so the renders add up to n_samples and both write equal rows."""
+    params = make_params(tiny_specs, n_samples=6, batch_samples=1)
+    (tmp_path / "params.json").write_text(params.model_dump_json())
+    PAIRS.head(1).write_parquet(tmp_path / "pairs.parquet")
+    processes = [subprocess.Popen([sys.executable, "-c", SCREEN, tmp_path / "params.json", tmp_path / "records",
+                                   tmp_path / "pairs.parquet", tmp_path / f"{n}.parquet"], stdout=subprocess.PIPE,
+                                  text=True) for n in range(2)]
+    rendered = sorted(int(p.communicate(timeout=300)[0].strip()) for p in processes)
+    assert all(p.returncode == 0 for p in processes)
+    assert sum(rendered) == 6 and rendered[0] in (0, 6)  # one process renders the pair, the other waits and reads
+    assert (tmp_path / "0.parquet").read_bytes() == (tmp_path / "1.parquet").read_bytes()
