@@ -194,3 +194,40 @@ def test_a_reranking_cross_encoder_needs_a_bi_encoder(tmp_path, raw):
     assert error(path, "evaluate.rerank_k=20").startswith(
         "evaluate: rerank_k: the cross-encoders of evaluate.models re-rank a bi-encoder's top rerank_k and there is "
         "none")
+
+
+def leaves(node: object, at: tuple[str, ...] = ()) -> list[tuple[str, object]]:
+    """(dotted key, value) of every scalar or list in a params mapping, profile branches included."""
+    if isinstance(node, dict) and node:
+        return [leaf for key, value in node.items() for leaf in leaves(value, (*at, str(key)))]
+    return [(".".join(at), node)]
+
+
+def hydra(value: object) -> str:
+    """`value` in the Hydra override grammar `dvc exp run -S` parses."""
+    if isinstance(value, str):
+        return "'" + value.replace("'", "\\'") + "'"  # a backslash is literal unless it precedes a quote
+    if isinstance(value, list):
+        return "[" + ",".join(map(hydra, value)) + "]"
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    return repr(value)
+
+
+def test_dvc_set_param_takes_every_key_of_params_yaml(tmp_path, raw):
+    """`dvc exp run -S KEY=VALUE` (DVC's own Hydra override code) on every key, profile branches and lists
+    included, leaves a params.yaml that loads to the same params; and a changed branch or list takes effect."""
+    from dvc.utils.hydra import apply_overrides
+
+    path = write(tmp_path, raw)
+    before = {profile: load_params(path, [f"profile={profile}"]) for profile in PROFILES}
+    keys = leaves(raw)
+    assert len(keys) > 150 and {"generate.steps.demo", "sites.types.paper", "evaluate.ks"} <= dict(keys).keys()
+    apply_overrides(path, [f"{key}={hydra(value)}" for key, value in keys])
+    assert {profile: load_params(path, [f"profile={profile}"]) for profile in PROFILES} == before
+    apply_overrides(path, ["generate.steps.demo=2", "sites.types.demo=[noun,lexical]",
+                           "+perplexity.type_shares.lexical=3"])
+    changed = load_params(path)
+    assert (changed.generate.steps, changed.sites.types) == (2, ("noun", "lexical"))
+    assert changed.perplexity.type_shares == {"noun": 1.0, "lexical": 3.0}
+    assert load_params(path, ["profile=paper"]).generate.steps == before["paper"].generate.steps
