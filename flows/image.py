@@ -94,11 +94,12 @@ def stored_canonical(records: PairRecords, job: dict) -> dict | None:
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def render_canonicals(jobs: list[dict], params: GenerateParams, records: PairRecords,
-                      torch_threads: int | None) -> None:
+                      torch_threads: int | None) -> int:
     """Render each job's sample alone (`render.canonical`), keep its PNGs and append its measurement, with their
-    paths, to its pair's record under the job's key; a job another run rendered meanwhile is skipped."""
+    paths, to its pair's record under the job's key; a job another run rendered meanwhile is skipped. Returns the
+    renders done."""
     set_torch_threads(torch_threads)
-    models = None
+    models, rendered = None, 0
     for job in jobs:
         with records.locked(job["record"]):
             if stored_canonical(records, job):
@@ -107,6 +108,8 @@ def render_canonicals(jobs: list[dict], params: GenerateParams, records: PairRec
             measured = render.canonical(job["pair"], job["sample"], params, models)
             pngs = [store.write_png(canonical_images(records), image) for image in measured.pop("images")]
             records.append(job["record"], {job["key"]: {**measured, "pngs": pngs}})
+            rendered += 1
+    return rendered
 
 
 @flow(name="selection", task_runner=ThreadPoolTaskRunner(max_workers=1))
@@ -123,10 +126,10 @@ def selection_flow(scores_path: Path, output: Path, selected_images: Path, param
         found = [stored_canonical(records, job) for job in jobs]
         todo = [job for job, measured in zip(jobs, found) if measured is None]
         chunks = [todo[i:i + gen.pairs_per_task] for i in range(0, len(todo), gen.pairs_per_task)]
-        for future in render_canonicals.map(jobs=chunks, params=unmapped(gen), records=unmapped(records),
-                                            torch_threads=unmapped(params.engine.torch_threads)):
-            future.result()
-        counts.update(rendered=len(todo), cached=len(jobs) - len(todo))
+        rendered = sum(future.result() for future in render_canonicals.map(
+            jobs=chunks, params=unmapped(gen), records=unmapped(records),
+            torch_threads=unmapped(params.engine.torch_threads)))
+        counts.update(rendered=rendered, cached=len(jobs) - rendered)
         # read again: those rendered now
         found = [measured or stored_canonical(records, job) for job, measured in zip(jobs, found)]
         return [{**m, "images": np.stack([read_rgb(folder / png) for png in m["pngs"]])} for m in found]
