@@ -270,8 +270,8 @@ def subject_rejected(path: Path) -> int:
     return reasons.get("original_subject_in_image_c", 0) + reasons.get("substitute_in_image_o", 0)
 
 
-NOUN_SWAP = {"demo/dvc.yaml:tiny_models", "ingest", "sites", "saliency", "candidates", "relations", "similarity", "perplexity",
-             "generate", "selection", "validation_tasks", "validation", "report", "export", "mixtures"}
+NOUN_SWAP = {"demo/dvc.yaml:tiny_models", "ingest", "sites", "saliency", "candidates", "relations", "similarity",
+             "perplexity", "generate", "selection", "validation_tasks", "validation", "report", "export", "mixtures"}
 REMOVAL = ["removal_masks", "removal_captions", "inpaint", "removal_selection", "removal_export"]
 
 
@@ -344,3 +344,37 @@ def test_exp_run_and_dataset_diff(repo):
     assert pairs["unchanged"] == both.height - changed.height
     assert "wide" in (path / "reports/diff/HEAD..wide.md").read_text()
     assert (path / "reports/diff/HEAD..wide.html").read_text().lstrip().startswith("<")
+
+
+def test_queued_experiments_run_in_parallel_on_the_workspace_caches(repo):
+    """`dvc exp run --queue` twice (a profile branch and a list value set with -S), then `dvc queue start -j 2`: both
+    run at once in DVC's temporary copies, on the workspace's DVC cache and Prefect result store (a relative store
+    path, which each copy resolves to the workspace's), so together they render each new sample once; `dvc exp show`
+    lists both with their metrics and `cfgen diff` compares them."""
+    from dvc.api import read
+
+    path, env = repo
+    env = {**env, "PREFECT_RESULTS_LOCAL_STORAGE_PATH": ".cache"}  # the store of every run so far, as a relative path
+    experiments = {"steps2": ["-S", "generate.steps.demo=2"],
+                   "steps2-gate": ["-S", "generate.steps.demo=2", "-S", "selection.min_image_image.demo=0.4",
+                                   "-S", "evaluate.ks=[1,5]"]}
+    for name, overrides in experiments.items():
+        sh(path, "dvc", "exp", "run", "--queue", "-n", name, *overrides, env=env)
+    started = time.monotonic()
+    sh(path, "dvc", "queue", "start", "-j", "2", env=env)
+    while re.search(r"\b(Queued|Running)\b", status := sh(path, "dvc", "queue", "status", env=env)):
+        assert time.monotonic() - started < 1200, status
+        time.sleep(2)
+    print(f"(queue) 2 experiments, -j 2: {time.monotonic() - started:.0f}s\n{status}")
+    assert all(re.search(rf"\b{re.escape(name)}\s+.*\bSuccess\b", status) for name in experiments), status
+    generate = {name: json.loads(read("reports/metrics/generate.json", repo=str(path), rev=name))
+                for name in experiments}
+    pairs = generate["steps2"]["pairs"]
+    assert pairs == generate["steps2-gate"]["pairs"] > 0
+    assert sum(g["samples_rendered"] for g in generate.values()) == 4 * pairs  # each never-seen sample once
+    evaluation = json.loads(read("reports/evaluation/metrics.json", repo=str(path), rev="steps2-gate"))
+    assert set(evaluation["models"]["clip"]["all"]) == {"text_r@1", "text_r@5", "image_r@1", "image_r@5"}
+    shown = sh(path, "dvc", "exp", "show", "--csv", env=env)
+    assert all(name in shown for name in experiments) and "samples_rendered" in shown
+    sh(path, "cfgen", "diff", "steps2", "steps2-gate", env=env)
+    assert (path / "reports/diff/steps2..steps2-gate.md").is_file()
