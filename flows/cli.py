@@ -21,7 +21,7 @@ from flows.commands import ParamOption, ParamsFile, check_models, register
 from flows.console import VERBOSE, console, report_table, stop_on_sigterm, user_errors
 from tasks.core.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
-from tasks.core.io import check_distinct, check_input
+from tasks.core.io import check_distinct, check_input, check_outputs
 from tasks.core.params import Params
 from tasks.core.stages import CAPTION_STEPS, STAGES, skip_reason
 
@@ -74,6 +74,7 @@ def captions(source: Path, output: Path, param: ParamOption = None, params_file:
         params = load_params(params_file, param or [])
         _check_source(source)
         check_distinct(source, output)
+        check_outputs(output, metrics)
         for name in CAPTION_STEPS:
             if not skip_reason(name, params):
                 check_models(STAGES[name].section(params))
@@ -88,6 +89,7 @@ def ingest(source: Path, output: Path, metrics: MetricsOption = None) -> None:
     with user_errors():
         _check_source(source)
         check_distinct(source, output)
+        check_outputs(output, metrics)
         from flows.text import ingest_task
 
         report_table([ingest_task.fn(source, output)], metrics)
@@ -103,6 +105,7 @@ def _stage_command(name: str):
             params = load_params(params_file, param or [])
             check_input(source, stage.input, stage.after)
             check_distinct(source, output)
+            check_outputs(output, metrics)
             if not skip_reason(name, params):
                 check_models(stage.section(params))
             flow_fn, head = _stage_flow(name)
@@ -124,6 +127,7 @@ def selection(scores: Path, output: Path, selected_images: ImagesOption = Path("
         params = load_params(params_file, param or [])
         check_input(scores, STAGES["selection"].input, "generate")
         check_distinct(scores, output)
+        check_outputs(output, metrics)
         check_models(params.generate)
         from flows.image import selection_flow
 

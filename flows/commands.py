@@ -32,15 +32,16 @@ def _load(target: str) -> Callable:
     return getattr(__import__(module, fromlist=[name]), name)
 
 
-def paths_command(flow: str, doc: str, show: Callable[[Any], None], models: Callable[[Params], Any] | None = None):
+def paths_command(flow: str, doc: str, show: Callable[[Any], None], check: Callable[[Params], None] | None = None):
     """A command whose inputs and outputs all come from `paths`: it runs `module:flow(params)` under one Prefect API
-    (after checking the models `models(params)` names) and shows the result with `show`."""
+    (after `check(params)`, which raises a UserError for a missing model or a bad input before any server starts)
+    and shows the result with `show`."""
 
     def command(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
         with user_errors():
             params = load_params(params_file, param or [])
-            if models is not None and (section := models(params)) is not None:
-                check_models(section)
+            if check is not None:
+                check(params)
             from flows.server import prefect_api
 
             with prefect_api():
@@ -55,19 +56,21 @@ def _show_json(result: Any) -> None:
     console.print_json(data=result)
 
 
-def _inpaint_models(params: Params) -> Any:
-    return params.inpaint if params.inpaint.fill == "inpaint" else None
+def _check_inpaint(params: Params) -> None:
+    if params.inpaint.fill == "inpaint":
+        check_models(params.inpaint)
 
 
-PATHS_COMMANDS = {  # name: (module:flow, help, show the result, the params section whose models it checks)
+PATHS_COMMANDS = {  # name: (module:flow, help, show the result, check(params) run before any server starts)
     "evaluate": ("flows.evaluation:evaluate_flow", "Zero-shot retrieval R@k and ITM score differences of every "
                  "`evaluate.models` entry on the selected pairs (and ODmAP@k on the object-removal pairs).",
-                 lambda m: _show_json({k: v["all"] for k, v in m["models"].items()}), lambda p: p.evaluate),
+                 lambda m: _show_json({k: v["all"] for k, v in m["models"].items()}),
+                 lambda p: check_models(p.evaluate)),
     "validation-tasks": ("flows.validation:validation_tasks_flow", "Label Studio tasks (one per generated image) and "
                          "labeling config.", lambda n: console.print(f"{n} tasks written"), None),
     "validation": ("flows.validation:validation_flow", "Read Label Studio's export: Table 1, Fleiss' kappa, the "
                    "validated subset.", lambda r: _show_json({k: v for k, v in r.items() if k != "disagreements"}),
-                   None),
+                   lambda p: _load("flows.validation:check_export")(p)),
     "report": ("flows.release:report_flow", "reports/metrics.json, figures and plot data for the current run.",
                lambda metrics: _show_json(metrics["funnel"]), None),
     "export": ("flows.release:export_flow", "Write the selected pairs as a Hugging Face `datasets` folder (images "
@@ -79,9 +82,9 @@ PATHS_COMMANDS = {  # name: (module:flow, help, show the result, the params sect
     "removal-captions": ("flows.removal.captions:removal_captions_flow", "Object removal: the edited captions and "
                          "the ODmAP gallery.", _show_json, None),
     "inpaint": ("flows.removal.inpaint:inpaint_flow", "Object removal: fill each removed region (cached per edit).",
-                _show_json, _inpaint_models),
+                _show_json, _check_inpaint),
     "removal-selection": ("flows.removal.selection:removal_selection_flow", "Object removal: the CLIP check and the "
-                          "splits.", _show_json, lambda p: p.removal_selection),
+                          "splits.", _show_json, lambda p: check_models(p.removal_selection)),
     "removal-export": ("flows.removal.export:removal_export_flow", "Object removal: the pairs as a `datasets` "
                        "folder with its card.", _show_json, None),
     "datasheet": ("flows.release:datasheet_flow", "Generate the datasheet and the dataset card that embeds it.",
@@ -91,5 +94,5 @@ PATHS_COMMANDS = {  # name: (module:flow, help, show the result, the params sect
 
 def register(app: typer.Typer) -> None:
     """Add the tables' commands to `app`."""
-    for name, (flow, doc, show, models) in PATHS_COMMANDS.items():
-        app.command(name)(paths_command(flow, doc, show, models))
+    for name, (flow, doc, show, check) in PATHS_COMMANDS.items():
+        app.command(name)(paths_command(flow, doc, show, check))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,9 +30,20 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def _no_user_error_tracebacks(record: logging.LogRecord) -> bool:
+    """A logging filter: drop a record carrying a `UserError` (Prefect logs a failing flow's or task's exception
+    with its traceback), which `user_errors` reports as its one line; keep every record with --verbose."""
+    error = record.exc_info[1] if record.exc_info else None
+    return VERBOSE["on"] or not isinstance(error, UserError)
+
+
 @contextmanager
 def user_errors():
-    """A `UserError` anywhere below becomes one line and exit code 2 (the traceback with --verbose)."""
+    """A `UserError` anywhere below, in a flow too, becomes one line and exit code 2 (the traceback with --verbose):
+    while the block runs, the terminal's log handlers drop records that carry one."""
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(_no_user_error_tracebacks)
     try:
         yield
     except UserError as err:
@@ -39,6 +51,9 @@ def user_errors():
             raise
         console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
+    finally:
+        for handler in handlers:
+            handler.removeFilter(_no_user_error_tracebacks)
 
 
 def report_table(metrics: list[dict], path: Path | None) -> None:

@@ -4,6 +4,10 @@
 `stop()`) with the uvicorn process as our direct child, started with Linux `prctl(PR_SET_PDEATHSIG, SIGTERM)`: the
 kernel sends it SIGTERM when the thread that started it dies, however it dies (SIGKILL and OOM included), so it
 cannot be re-parented and left running. Start it from the main thread: the death signal follows the starting thread.
+
+Servers that share a database (one PREFECT_HOME: `dvc queue start -j 2`, two shells) start one at a time: each holds
+a file lock beside the database until it answers, so its set-up (Alembic migrations, block registration) never races
+another's on a fresh database ("table ... already exists").
 """
 
 from __future__ import annotations
@@ -18,11 +22,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import filelock
 import httpx
 import prefect
+import sqlalchemy
 from prefect.server.api.server import SubprocessASGIServer, subprocess_server_logger
 from prefect.settings import get_current_settings
 
@@ -54,12 +62,35 @@ def death_signal(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
     return preexec
 
 
+def setup_lock_path() -> Path:
+    """The lock a server holds while it sets up its database: beside the SQLite file, else in PREFECT_HOME."""
+    settings = get_current_settings()
+    url = sqlalchemy.engine.make_url(settings.server.database.connection_url.get_secret_value())
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        return Path(f"{url.database}.cfgen-setup.lock")
+    return Path(settings.home) / "cfgen-server-setup.lock"
+
+
+@contextmanager
+def database_setup_lock(timeout: float) -> Iterator[None]:
+    """Hold `setup_lock_path()` (waiting at most `timeout` s for another command's server to come up)."""
+    path = setup_lock_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with filelock.FileLock(path, timeout=max(timeout, 0)):
+            yield
+    except filelock.Timeout:
+        raise PrefectUnavailable(f"another command's Prefect server held {path} for {timeout:g} s while starting: "
+                                 "retry, or share one server with `cfgen with-server`") from None
+
+
 class TemporaryServer(SubprocessASGIServer):
     """Prefect's temporary server (same uvicorn command, port range and stop()), as a child that dies with us.
 
     Differences from `SubprocessASGIServer.start`: the child gets PR_SET_PDEATHSIG, its own session (a terminal
     Ctrl-C reaches cfgen, which then stops the server after its flows are finalised), stderr is tee'd so a failed
-    start can say why, a dead child fails the start at once instead of after the whole timeout.
+    start can say why, a dead child fails the start at once instead of after the whole timeout, and it starts under
+    `database_setup_lock`.
     """
 
     _instances: dict[int | None, SubprocessASGIServer] = {}  # not Prefect's: never handed to its own callers
@@ -104,6 +135,10 @@ class TemporaryServer(SubprocessASGIServer):
         if self.running:
             return
         deadline = time.monotonic() + (timeout or 60)
+        with database_setup_lock(deadline - time.monotonic()):
+            self._start(deadline, timeout)
+
+    def _start(self, deadline: float, timeout: float | None) -> None:
         for attempt in range(3):
             self.port = self.find_available_port() if attempt or self.port is None else self.port
             self.stderr_tail.clear()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 from prefect import flow, get_run_logger
 
-from tasks.core.io import write_frame, write_json
+from tasks.core.io import read_frame, write_frame, write_json
 from tasks.core.params import Params
 from tasks.validation import agreement, labelstudio
 
@@ -27,6 +27,15 @@ def validation_tasks_flow(params: Params) -> int:
     return len(tasks)
 
 
+def check_export(params: Params) -> None:
+    """Before any server starts: the selection is readable and the Label Studio export, when there is one, is an export
+    of its images (else one line: the file, the task and what is wrong with it)."""
+    paths = params.paths
+    images = labelstudio.image_keys(read_frame(paths.selected, {"caption_id": pl.String}, "selection"))
+    if paths.labelstudio_export.is_file():
+        agreement.check_images(labelstudio.read_export(paths.labelstudio_export), images)
+
+
 @flow(name="validation")
 def validation_flow(params: Params) -> dict:
     """The validation results (`paths.metrics/validation.json`) and the validated caption_ids (`paths.validated`)."""
@@ -42,4 +51,7 @@ def validation_flow(params: Params) -> dict:
     write_frame(pl.DataFrame({"caption_id": validated}, schema=VALIDATED), paths.validated)
     write_json(result, paths.metrics / "validation.json")
     get_run_logger().info("validation: %s rated, %d pairs validated", result["coverage"], len(validated))
+    if result["duplicate_annotations"]:
+        get_run_logger().warning("validation: %d repeated annotations of an image by one annotator set aside (the "
+                                 "latest by updated_at counts)", result["duplicate_annotations"])
     return result

@@ -1,14 +1,18 @@
 """Reading and writing stage files: schema-checked parquet in, atomic parquet/JSON out, rejects beside outputs.
 
-A stage output is replaced atomically, so a killed run never leaves a half-written file behind.
+A stage output is replaced atomically, so a killed run never leaves a half-written file behind; an output and its
+rejects are replaced together or not at all. Outputs are checked writable (`check_outputs`) before any work starts,
+and an OSError while writing (disk full, ...) is a one-line `OutputError` naming the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -60,25 +64,65 @@ def read_frame(path: Path, schema: dict[str, pl.DataType], produced_by: str) -> 
     return pl.read_parquet(path, columns=list(schema)).select([pl.col(c).cast(t) for c, t in schema.items()])
 
 
+class OutputError(UserError):
+    """An output cannot be written: its folder is missing and cannot be made, is not writable, or writing failed."""
+
+
+def _reason(err: OSError) -> str:
+    """The OS's words for `err` ("No space left on device"), without the file name."""
+    return err.strerror or (os.strerror(err.errno) if err.errno else str(err))
+
+
+def check_outputs(output: Path, metrics: Path | None = None) -> None:
+    """Raise a one-line `OutputError` unless `output`, its rejects and `metrics` (when given) can be written: each
+    one's nearest existing folder is a directory in which a file can be created (tried for real, so a read-only or
+    immutable folder, `/sys` or `/proc` fail even for root). Creates no folder and leaves no file behind."""
+    for path in (Path(output), rejects_path(Path(output)), *([Path(metrics)] if metrics else [])):
+        if path.is_dir():
+            raise OutputError(f"cannot write {path}: it is a directory")
+        folder = next(p for p in path.parents if os.path.lexists(p))
+        if not folder.is_dir():
+            raise OutputError(f"cannot write {path}: {folder} is not a directory")
+        try:
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", suffix=".probe"):
+                pass
+        except OSError as err:
+            raise OutputError(f"cannot write {path}: {folder} is not writable ({_reason(err)})") from None
+
+
+def _replace_together(writers: dict[Path, Callable[[Path], Any]]) -> None:
+    """Write each path with `writers[path](temporary)` to a temporary beside it and rename them into place only once
+    every one is complete: a failed write changes no path and leaves no temporary. An OSError is an `OutputError`."""
+    temporaries: dict[Path, Path] = {}
+    try:
+        for path, write in writers.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporaries[path] = path.with_name(f".{path.name}.tmp")
+            write(temporaries[path])
+        for path, temporary in temporaries.items():
+            os.replace(temporary, path)
+    except OSError as err:
+        raise OutputError(f"cannot write {path}: {_reason(err)}") from err
+    finally:
+        for temporary in temporaries.values():
+            with contextlib.suppress(OSError):  # an unwritable folder: nothing was created in it either
+                temporary.unlink(missing_ok=True)
+
+
 def write_frame(frame: pl.DataFrame, path: Path) -> None:
     """Write atomically: a killed run never leaves a half-written output behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    frame.write_parquet(tmp)
-    os.replace(tmp, path)
+    _replace_together({Path(path): frame.write_parquet})
 
 
 def write_outputs(kept: pl.DataFrame, rejects: pl.DataFrame, output: Path) -> None:
-    """A step's output and, beside it, its rejects (`rejects_path`)."""
-    write_frame(kept, output)
-    write_frame(rejects, rejects_path(output))
+    """A step's output and, beside it, its rejects (`rejects_path`), replaced together or not at all."""
+    _replace_together({Path(output): kept.write_parquet, rejects_path(Path(output)): rejects.write_parquet})
 
 
 def write_json(data: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    """Write `data` as indented, key-sorted JSON, atomically."""
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    _replace_together({Path(path): lambda temporary: temporary.write_text(text)})
 
 
 def source_image_paths(image_ids: Iterable[str], folder: Path | None, pattern: str) -> list[Path | None]:

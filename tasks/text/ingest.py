@@ -3,8 +3,11 @@
 Invariants: every input record (a non-blank TSV line, a COCO annotation) ends up in exactly one of (captions,
 rejects), so one bad record never costs the good ones; kept captions are byte-for-byte as given; a kept id is valid
 UTF-8, stripped of surrounding whitespace, non-empty, unique. A leading UTF-8 BOM is dropped, never part of an id.
-Only a file that cannot be read as records at all (not JSON, or JSON without an `annotations` list) is a one-line
-`MalformedInput` naming the file (and the line, for JSON syntax errors); an empty file is zero rows.
+A TSV whose first line is exactly the header `caption_id<TAB>caption` has it skipped (anywhere else, or spelled
+otherwise, such a line is a caption). Only a file that cannot be read as records at all (empty: nothing but
+whitespace and a BOM, or a TSV with only its header; not JSON; JSON without an `annotations` list) is a one-line
+`MalformedInput` naming the file (and the line, for JSON syntax errors). A COCO file whose `annotations` list is empty
+is zero rows.
 
 A reject row says where it came from: `file` (the source path as given) and `line` (TSV: the 1-based line number;
 COCO: the 1-based index of the annotation in `annotations`), and why, as `reason`:
@@ -33,6 +36,7 @@ from tasks.core import schemas
 from tasks.core.errors import UserError
 
 SCHEMA, REJECTS_SCHEMA = schemas.CAPTIONS, schemas.CAPTIONS_REJECTS
+TSV_HEADER = b"caption_id\tcaption"  # skipped when it is a TSV's first line
 
 # (line, caption_id, caption, reason found while parsing); ids and captions still raw (bytes, or str from JSON).
 Record = tuple[int, bytes | str | None, bytes | str | None, str | None]
@@ -49,7 +53,11 @@ def _image_id(caption_id: str) -> str:
 
 
 def _read_tsv(path: Path) -> Iterator[Record]:
-    for line_no, raw in enumerate(path.read_bytes().removeprefix(b"\xef\xbb\xbf").splitlines(), start=1):
+    lines = path.read_bytes().removeprefix(b"\xef\xbb\xbf").splitlines()
+    header = lines[:1] == [TSV_HEADER]
+    if not any(raw.strip() for raw in lines[header:]):
+        raise MalformedInput(f"{path}: no captions ({'only a header line' if header else 'empty file'})")
+    for line_no, raw in enumerate(lines[header:], start=1 + header):
         if raw.strip():
             caption_id, sep, caption = raw.partition(b"\t")
             yield (line_no, caption_id, caption, None) if sep else (line_no, raw, None, "no_tab")
@@ -72,7 +80,7 @@ def _coco_image_id(ann: object) -> tuple[str | None, str | None]:
 def _read_coco_json(path: Path) -> Iterator[Record]:
     text = path.read_bytes().decode("utf-8", "surrogateescape").removeprefix("\ufeff")
     if not text.strip():
-        return
+        raise MalformedInput(f"{path}: no captions (empty file)")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:

@@ -105,9 +105,12 @@ def validated(labels: pl.DataFrame) -> list[str]:
 
 
 def summary(ratings: pl.DataFrame, images: pl.DataFrame, raters: int = 3) -> dict:
-    """Every result as plain JSON types: coverage, Table 1, κ, the overlap split and the validated count."""
+    """Every result as plain JSON types: coverage, Table 1, κ, the overlap split, the validated count and
+    `duplicate_annotations`, the repeated annotations of an image by one annotator that were set aside (see
+    `labelstudio.ratings` for which one counts)."""
     labels = image_labels(ratings)
     overlap = overlap_counts(ratings, raters)
     return {"coverage": coverage(ratings, images), "table1": table1(labels).to_dicts(),
             "fleiss_kappa": overlap_kappa(ratings, raters), "overlap_images": overlap.height,
-            "disagreements": disagreements(ratings, raters).to_dicts(), "validated_pairs": len(validated(labels))}
+            "disagreements": disagreements(ratings, raters).to_dicts(), "validated_pairs": len(validated(labels)),
+            "duplicate_annotations": int((ratings["annotations"] - 1).sum())}

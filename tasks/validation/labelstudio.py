@@ -13,6 +13,7 @@ import base64
 import hashlib
 import json
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,9 @@ LABEL_CONFIG = f"""<View>
 CHOICES = ("own", "other", "both", "neither")  # a rating's `choice`, relative to the rated image
 SIDES = {"o": ("image_o", "caption", "counterfactual"),  # side -> (image column, own caption, other caption)
          "c": ("image_c", "counterfactual", "caption")}
-RATINGS: Schema = {"caption_id": pl.String, "side": pl.String, "annotator": pl.String, "choice": pl.String}
+RATINGS: Schema = {"caption_id": pl.String, "side": pl.String, "annotator": pl.String, "choice": pl.String,
+                   "annotations": pl.Int64}  # annotations: how many the annotator submitted of the image (>1: repeats)
+SUBMITTED: Schema = {**{k: v for k, v in RATINGS.items() if k != "annotations"}, "updated_at": pl.Datetime("us", "UTC")}
 IMAGES: Schema = {"caption_id": pl.String, "side": pl.String}
 
 
@@ -112,6 +115,15 @@ def _annotator(completed_by: Any) -> str:
     return str(completed_by)
 
 
+def _updated_at(annotation: dict) -> datetime | None:
+    """When the annotation was last changed (Label Studio's `updated_at`, else `created_at`), as UTC; None if absent."""
+    value = annotation.get("updated_at") or annotation.get("created_at")
+    if value is None:
+        return None
+    when = datetime.fromisoformat(value)  # a non-string or a malformed time is a ValueError / TypeError: not an export
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
 def _choice(label: str, own: str) -> str:
     """A Label Studio choice ("caption A", ...) as what it says of the image: own, other, both or neither."""
     if label in ("caption A", "caption B"):
@@ -121,7 +133,7 @@ def _choice(label: str, own: str) -> str:
     raise ValueError(f"choice {label!r} is not in the labeling config")
 
 
-def _task_ratings(task: Any) -> list[dict[str, str]]:
+def _task_ratings(task: Any) -> list[dict[str, Any]]:
     data = task["data"]
     own, side = data["own"], data["side"]
     if own not in ("A", "B") or side not in SIDES:
@@ -137,14 +149,17 @@ def _task_ratings(task: Any) -> list[dict[str, str]]:
         if len(labels) != 1:
             raise ValueError(f"annotation {annotation.get('id')} has choices {labels!r}, expected one")
         rows.append({"caption_id": str(data["caption_id"]), "side": side,
-                     "annotator": _annotator(annotation["completed_by"]), "choice": _choice(labels[0], own)})
+                     "annotator": _annotator(annotation["completed_by"]), "choice": _choice(labels[0], own),
+                     "updated_at": _updated_at(annotation)})
     return rows
 
 
 def ratings(export: Any, source: str = "export") -> pl.DataFrame:
-    """`RATINGS` rows, one per submitted annotation with a choice; skipped, empty and absent annotations give none.
-    `annotator` is Label Studio's `completed_by`: the user id (the email where an export writes user objects). An
-    annotator's repeated annotations of one image count once (the last in the export)."""
+    """`RATINGS` rows, one per (image, annotator) with a submitted annotation with a choice; skipped, empty and absent
+    annotations give none. `annotator` is Label Studio's `completed_by`: the user id (the email where an export writes
+    user objects). An annotator's repeated annotations of one image count once: the latest by `updated_at` (else
+    `created_at`; one without either is the oldest), ties to the later in the export; `annotations` counts them all,
+    so the validation results can say how many were set aside."""
     if not isinstance(export, list):
         raise ExportError(f"{source}: expected a JSON list of tasks (Label Studio JSON export), "
                           f"got {type(export).__name__}")
@@ -155,8 +170,11 @@ def ratings(export: Any, source: str = "export") -> pl.DataFrame:
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             what = f"lacks {err}" if isinstance(err, KeyError) else str(err)
             raise ExportError(f"{source}: task {n} {what}: not a task built by cfgen's validation export") from None
-    frame = pl.DataFrame(rows, schema=RATINGS).unique(["caption_id", "side", "annotator"], keep="last")
-    return frame.sort(["caption_id", "side", "annotator"])
+    key = ["caption_id", "side", "annotator"]
+    submitted = pl.DataFrame(rows, schema=SUBMITTED).with_row_index("order")
+    latest = submitted.sort("updated_at", "order", nulls_last=False).group_by(key, maintain_order=True) \
+        .agg(pl.col("choice").last(), annotations=pl.len().cast(pl.Int64))
+    return latest.select(list(RATINGS)).sort(key)
 
 
 def read_export(path: Path) -> pl.DataFrame:

@@ -1,12 +1,16 @@
-"""Stage file I/O: an output may never be its own input, however the two paths are spelled."""
+"""Stage file I/O: an output may never be its own input, however the two paths are spelled; outputs are checked
+writable before any work; an output and its rejects are replaced together or not at all."""
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
+import polars as pl
 import pytest
 
-from tasks.core.io import SameFileError, check_distinct
+from tasks.core.io import OutputError, SameFileError, check_distinct, check_outputs, rejects_path, write_outputs
 
 
 def test_check_distinct_refuses_the_input_as_output(tmp_path, monkeypatch):
@@ -29,3 +33,47 @@ def test_check_distinct_accepts_distinct_paths(tmp_path, monkeypatch):
     (tmp_path / "b.tsv").write_text("a_0\tx\n")  # same content, different file
     check_distinct(Path("a.tsv"), Path("b.tsv"))
     check_distinct(Path("a.tsv"), Path("out/captions.parquet"))  # output does not exist yet
+
+
+def test_check_outputs_creates_nothing_and_accepts_folders_still_to_make(tmp_path):
+    check_outputs(tmp_path / "new" / "deeper" / "out.parquet", tmp_path / "metrics" / "m.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("case", ["parent-is-a-file", "output-is-a-folder", "rejects-is-a-folder", "unwritable"])
+def test_check_outputs_refuses_in_one_line(tmp_path, case):
+    (tmp_path / "afile").write_text("x")
+    output = {"parent-is-a-file": tmp_path / "afile" / "sub" / "out.parquet", "output-is-a-folder": tmp_path,
+              "rejects-is-a-folder": tmp_path / "out.parquet", "unwritable": Path("/sys/out.parquet")}[case]
+    if case == "rejects-is-a-folder":
+        rejects_path(output).mkdir()
+    with pytest.raises(OutputError) as err:
+        check_outputs(output)
+    assert str(err.value).startswith("cannot write ") and "\n" not in str(err.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["afile", *(["out.rejects.parquet"] *
+                                                                            (case == "rejects-is-a-folder"))])
+
+
+def test_write_outputs_writes_both_or_neither(tmp_path, monkeypatch):
+    """ENOSPC on the rejects (the second file) through the real writer: the old output and rejects stay, no temporary
+    is left, and the error names the file and the reason."""
+    output = tmp_path / "out.parquet"
+    write_outputs(pl.DataFrame({"a": [1]}), pl.DataFrame({"r": ["x"]}), output)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    real_write, calls = pl.DataFrame.write_parquet, []
+
+    def write_parquet(frame, file, *args, **kwargs):
+        calls.append(file)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(frame, file, *args, **kwargs)
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", write_parquet)
+    with pytest.raises(OutputError) as err:
+        write_outputs(pl.DataFrame({"a": [2]}), pl.DataFrame({"r": ["y"]}), output)
+    assert str(err.value) == f"cannot write {rejects_path(output)}: No space left on device"
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    monkeypatch.undo()
+    write_outputs(pl.DataFrame({"a": [2]}), pl.DataFrame({"r": ["y"]}), output)
+    assert pl.read_parquet(output)["a"].to_list() == [2]
+    assert pl.read_parquet(rejects_path(output))["r"].to_list() == ["y"]

@@ -194,3 +194,35 @@ def test_run_with_server_shares_one_server_and_stops_it(monkeypatch, capfd):
     assert len(servers) == 1
     assert not _alive(servers[0]) and not _port_open(_port(url))
     assert "PREFECT_API_URL" not in os.environ
+
+
+ONE_FLOW = textwrap.dedent("""
+    from prefect import flow
+    from flows.server import prefect_api
+
+    @flow
+    def trivial():
+        return 1
+
+    with prefect_api(timeout=90):
+        assert trivial() == 1
+    print("ok", flush=True)
+""")
+
+
+@pytest.mark.slow
+def test_commands_started_together_on_a_fresh_prefect_home_all_succeed(tmp_path):
+    """Concurrent first runs (`dvc queue start -j 2`) share one new database: without the set-up lock, a server whose
+    migrations overlap another's dies ("table ... already exists", "duplicate column name")."""
+    script = tmp_path / "one_flow.py"
+    script.write_text(ONE_FLOW)
+    env = _env(tmp_path / "fresh-home", PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    procs = []
+    for n in range(3):  # 1 s apart: where the second's migrations start depends on the machine
+        procs.append(subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+        time.sleep(1.0 if n < 2 else 0)
+    results = [proc.communicate(timeout=180) for proc in procs]
+    for proc, (out, err) in zip(procs, results):
+        assert (proc.returncode, out.strip()) == (0, "ok"), err[-3000:]
+        assert "Traceback" not in err, err[-3000:]

@@ -184,7 +184,8 @@ def test_coco_json_lone_surrogate_escape_is_rejected_not_a_crash(tmp_path):
 
 
 def test_malformed_json_names_file_and_line(tmp_path):
-    path = write(tmp_path, "broken.json", '{\n "images": [],\n "annotations": [\n  {"image_id": 1 "caption": "x"}\n]}\n')
+    path = write(tmp_path, "broken.json",
+                 '{\n "images": [],\n "annotations": [\n  {"image_id": 1 "caption": "x"}\n]}\n')
     with pytest.raises(MalformedInput) as err:
         read_captions(path)
     assert f"{path}:4:" in str(err.value)
@@ -323,7 +324,44 @@ def test_file_that_is_not_json_is_one_line_malformed_input(tmp_path, body):
 
 @pytest.mark.parametrize("name", ["c.tsv", "c.json"])
 @pytest.mark.parametrize("body", [b"", b"\xef\xbb\xbf", b"\n \n"])
-def test_empty_file_is_zero_rows(tmp_path, name, body):
-    kept, rejects = read_captions(write(tmp_path, name, body))
+def test_empty_file_is_one_line_malformed_input(tmp_path, name, body):
+    """Nothing to ingest is a mistake (a truncated copy, the wrong file), not a zero-row dataset."""
+    path = write(tmp_path, name, body)
+    with pytest.raises(MalformedInput) as err:
+        read_captions(path)
+    assert str(err.value) == f"{path}: no captions (empty file)"
+
+
+@pytest.mark.parametrize("body", [b"caption_id\tcaption\n", b"\xef\xbb\xbfcaption_id\tcaption\r\n\n"])
+def test_tsv_with_only_its_header_is_one_line_malformed_input(tmp_path, body):
+    path = write(tmp_path, "c.tsv", body)
+    with pytest.raises(MalformedInput, match="no captions \\(only a header line\\)"):
+        read_captions(path)
+
+
+def test_coco_json_without_annotations_is_zero_rows(tmp_path):
+    kept, rejects = read_captions(write(tmp_path, "c.json", coco([], images=[])))
     assert_schemas(kept, rejects)
     assert kept.is_empty() and rejects.is_empty()
+
+
+# --- the TSV header ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("header", ["caption_id\tcaption", "\ufeffcaption_id\tcaption"])
+def test_tsv_header_on_the_first_line_is_skipped(tmp_path, header):
+    path = write(tmp_path, "c.tsv", f"{header}\r\na_0\tA dog.\n\tno id\n")
+    kept, rejects = read_captions(path)
+    assert kept.rows() == [("a_0", "a", "A dog.")]
+    assert rejects.select("line", "reason").rows() == [(3, "empty_id")]  # line numbers still count the header
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param("a_0\tA dog.\ncaption_id\tcaption\n", id="not-the-first-line"),
+    pytest.param("\ncaption_id\tcaption\na_0\tA dog.\n", id="after-a-blank-line"),
+    pytest.param("Caption_ID\tcaption\na_0\tA dog.\n", id="other-case"),
+    pytest.param("caption_id\tcaption \na_0\tA dog.\n", id="trailing-space"),
+])
+def test_a_header_like_line_anywhere_else_is_a_caption(tmp_path, body):
+    kept, _ = read_captions(write(tmp_path, "c.tsv", body))
+    assert kept.height == 2

@@ -89,3 +89,15 @@ def test_summary_is_plain_json():
     assert (result["coverage"]["rated"], result["overlap_images"], result["validated_pairs"]) == (7, 2, 1)
     assert result["fleiss_kappa"] == pytest.approx(-2 / 13)
     assert len(result["table1"]) == 12
+    assert result["duplicate_annotations"] == 0
+
+
+def test_repeated_annotations_are_counted_and_the_latest_decides_validation():
+    """Annotator 1 first rated 00001's I_c as its own caption, then changed it (a second annotation, edited later but
+    exported first): the pair is not validated and the results say one annotation was set aside."""
+    changed = annotation("caption B", 1, updated_at="2024-05-02T10:00:00Z")
+    first = annotation("caption A", 1, updated_at="2024-05-01T10:00:00Z")
+    export = [rated("00001", "o", "A"), export_task("00001", "c", "A", changed, first)]
+    result = ag.summary(ls.ratings(export), IMAGES)
+    assert (result["validated_pairs"], result["duplicate_annotations"]) == (0, 1)
+    assert result["coverage"]["rated"] == 2

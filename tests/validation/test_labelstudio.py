@@ -129,9 +129,32 @@ def test_ratings_map_choices_back_to_the_image_and_drop_skipped_and_empty_annota
         {"id": 3, "data": {"caption_id": "b", "side": "o", "own": "B"}},  # not annotated yet
         export_task("b", "c", "B"),
     ]
-    assert ls.ratings(export).rows() == [("a", "c", "1", "neither"), ("a", "c", "2", "own"),
-                                         ("a", "o", "1", "own"), ("a", "o", "3", "both"), ("a", "o", "x@y", "other")]
+    assert ls.ratings(export).rows() == [("a", "c", "1", "neither", 2), ("a", "c", "2", "own", 1),
+                                         ("a", "o", "1", "own", 1), ("a", "o", "3", "both", 1),
+                                         ("a", "o", "x@y", "other", 1)]
     assert ls.ratings([]).schema == ls.RATINGS
+
+
+@pytest.mark.parametrize("first, second, counts", [
+    pytest.param("2024-05-02T09:00:00.000000Z", "2024-05-01T09:00:00.000000Z", "caption A", id="first-updated-later"),
+    pytest.param("2024-05-01T09:00:00.000000Z", "2024-05-02T09:00:00+00:00", "caption B", id="second-updated-later"),
+    pytest.param("2024-05-01T11:00:00+02:00", "2024-05-01T10:00:00Z", "caption B", id="time-zones-compared"),
+    pytest.param(None, None, "caption B", id="no-times-the-later-in-the-export"),
+    pytest.param("2024-05-01T09:00:00Z", None, "caption A", id="no-time-is-the-oldest"),
+])
+def test_repeated_annotations_count_once_the_latest_by_updated_at(first, second, counts):
+    """One annotator, one task, two annotations: the latest edited one counts, whatever the export order; the
+    rating says there were two, so the validation results count the repeat."""
+    export = [export_task("a", "o", "A", annotation("caption A", 1, id=10, updated_at=first),
+                          annotation("caption B", 1, id=11, updated_at=second))]
+    own = {"caption A": "own", "caption B": "other"}[counts]
+    assert ls.ratings(export).rows() == [("a", "o", "1", own, 2)]
+
+
+def test_an_annotation_time_that_is_not_one_is_a_one_line_error():
+    export = [export_task("a", "o", "A", annotation("caption A", 1, updated_at="yesterday"))]
+    with pytest.raises(ExportError, match="task 0 .*yesterday"):
+        ls.ratings(export)
 
 
 @pytest.mark.parametrize("content, message", [
