@@ -42,10 +42,8 @@ class RetrievalSet:
     def hits(self, ranked: np.ndarray, by_caption: bool) -> np.ndarray:
         """(queries × K) booleans: query row q and its candidate `ranked[q, i]` are a ground-truth pair; queries
         are captions (`by_caption`, candidates images) or images (candidates captions)."""
-        queries = np.arange(len(ranked))[:, None]
-        captions, images = (queries, ranked) if by_caption else (ranked, queries)
         truth = np.array(sorted(c * len(self.images) + i for c, i in self.truth), dtype=np.int64)
-        return np.isin(captions * len(self.images) + images, truth)
+        return np.isin(_codes(ranked, by_caption, len(self.images)), truth)
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
