@@ -24,20 +24,10 @@ import open_clip
 import torch
 from diffusers import AutoencoderKL, PNDMScheduler, UNet2DConditionModel
 from safetensors.torch import save_file
-from tokenizers import AddedToken
-from transformers import (
-    CLIPTextConfig,
-    CLIPTextModel,
-    GPT2Config,
-    GPT2LMHeadModel,
-    GPT2TokenizerFast,
-    RobertaConfig,
-    RobertaForMaskedLM,
-    RobertaTokenizerFast,
-)
+from transformers import CLIPTextConfig, CLIPTextModel
 
 from tasks.demo.tiny_images import SD_BETAS, clip_bpe_tokenizer, sd15_unet
-from tasks.demo.tiny_text import train_vocab
+from tasks.demo.tiny_text import causal_lm, masked_lm, train_vocab
 
 ROBERTA_VOCAB, GPT2_VOCAB = 50265, 50257
 OPEN_CLIP = {"clip_l14": "ViT-L-14", "clip_b32": "ViT-B-32"}
@@ -75,33 +65,13 @@ def build_open_clip(name: str) -> Callable[[Path], None]:
     return build
 
 
-def build_roberta_base(captions: list[str]) -> Callable[[Path], None]:
+def build_text(model: Callable[..., None], captions: list[str], vocab_size: int, max_length: int,
+               **shape) -> Callable[[Path], None]:
+    """A `tiny_text` builder at a published shape: its BPE trained on `captions`, the vocabulary padded to
+    `vocab_size`, stored in float16."""
     def build(out: Path) -> None:
-        vocab, merges = train_vocab(captions, out / "bpe", ROBERTA_VOCAB)
-        tokenizer = RobertaTokenizerFast(vocab=vocab, merges=merges, model_max_length=512,
-                                         mask_token=AddedToken("<mask>", lstrip=True, rstrip=False))
-        model = RobertaForMaskedLM(RobertaConfig(
-            vocab_size=max(len(tokenizer), ROBERTA_VOCAB), max_position_embeddings=514, type_vocab_size=1,
-            pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id))
-        with torch.no_grad():
-            model.lm_head.bias[len(tokenizer):] = -1e4
-        model.half().save_pretrained(out)
-        tokenizer.save_pretrained(out)
-        shutil.rmtree(out / "bpe")
-
-    return build
-
-
-def build_gpt2_large(captions: list[str]) -> Callable[[Path], None]:
-    def build(out: Path) -> None:
-        vocab, merges = train_vocab(captions, out / "bpe", GPT2_VOCAB)
-        tokenizer = GPT2TokenizerFast(vocab=vocab, merges=merges, bos_token="<s>", eos_token="</s>",
-                                      unk_token="<unk>", pad_token="<pad>", model_max_length=1024)
-        GPT2LMHeadModel(GPT2Config(vocab_size=max(len(tokenizer), GPT2_VOCAB), n_embd=1280, n_layer=36, n_head=20,
-                                   bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
-                        ).half().save_pretrained(out)
-        tokenizer.save_pretrained(out)
+        vocab, merges = train_vocab(captions, out / "bpe", vocab_size)
+        model(vocab, merges, out, max_length, vocab_size, torch.float16, **shape)
         shutil.rmtree(out / "bpe")
 
     return build
@@ -112,7 +82,9 @@ def build(out: Path, captions: list[str], seed: int = 0) -> dict[str, Path]:
     text = hashlib.sha256("\n".join(captions).encode()).hexdigest()
     builders = {"stable-diffusion-v1-5": (build_sd15, ""), "sd-vae-ft-mse": (build_sd_vae_ft_mse, ""),
                 **{name: (build_open_clip(arch), "") for name, arch in OPEN_CLIP.items()},
-                "roberta-base": (build_roberta_base(captions), text), "gpt2-large": (build_gpt2_large(captions), text)}
+                "roberta-base": (build_text(masked_lm, captions, ROBERTA_VOCAB, 512), text),
+                "gpt2-large": (build_text(causal_lm, captions, GPT2_VOCAB, 1024, n_embd=1280, n_layer=36, n_head=20),
+                               text)}
     folders = {}
     for name, (builder, inputs) in builders.items():
         folder, marker = out / name, out / name / ".complete"

@@ -35,29 +35,41 @@ def train_vocab(captions: list[str], out: Path, vocab_size: int) -> tuple[str, s
     return vocab, merges
 
 
+def masked_lm(vocab: str, merges: str, out: Path, max_length: int, vocab_size: int = 0,
+              dtype: torch.dtype = torch.float32, **shape) -> None:
+    """A random RoBERTa-style masked LM and its tokenizer in `out`. Like roberta-base, the mask token swallows the
+    space before it, so fills are word-start (Ġ) tokens. A `vocab_size` above the tokenizer's pads the vocabulary
+    (a published size) with ids the LM head never proposes (-1e4 bias)."""
+    tokenizer = RobertaTokenizerFast(vocab=vocab, merges=merges, model_max_length=max_length,
+                                     mask_token=AddedToken("<mask>", lstrip=True, rstrip=False))
+    model = RobertaForMaskedLM(RobertaConfig(
+        vocab_size=max(len(tokenizer), vocab_size), max_position_embeddings=max_length + 2, type_vocab_size=1,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        **shape))
+    with torch.no_grad():
+        model.lm_head.bias[len(tokenizer):] = -1e4
+    model.to(dtype).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+
+
+def causal_lm(vocab: str, merges: str, out: Path, max_length: int, vocab_size: int = 0,
+              dtype: torch.dtype = torch.float32, **shape) -> None:
+    """A random GPT-2-style causal LM and its tokenizer in `out` (`vocab_size` as in `masked_lm`)."""
+    tokenizer = GPT2TokenizerFast(vocab=vocab, merges=merges, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                  pad_token="<pad>", model_max_length=max_length)
+    GPT2LMHeadModel(GPT2Config(
+        vocab_size=max(len(tokenizer), vocab_size), n_positions=max_length, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, **shape)).to(dtype).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+
+
 def build(captions: list[str], out: Path, params: TinyModelsParams) -> dict[str, Path]:
     """Write `out/mlm` and `out/clm`; returns their paths."""
     vocab, merges = train_vocab(captions, out / "vocab", params.vocab_size)
     paths = {"mlm": out / "mlm", "clm": out / "clm"}
-
-    # Like roberta-base: the mask token swallows the space before it, so fills are word-start (Ġ) tokens.
-    mlm_tokenizer = RobertaTokenizerFast(vocab=vocab, merges=merges, model_max_length=params.max_length,
-                                         mask_token=AddedToken("<mask>", lstrip=True, rstrip=False))
     torch.manual_seed(params.seed)
-    mlm = RobertaForMaskedLM(RobertaConfig(
-        vocab_size=len(mlm_tokenizer), hidden_size=WIDTH, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-        intermediate_size=2 * WIDTH, max_position_embeddings=params.max_length + 2, type_vocab_size=1,
-        pad_token_id=mlm_tokenizer.pad_token_id, bos_token_id=mlm_tokenizer.bos_token_id,
-        eos_token_id=mlm_tokenizer.eos_token_id))
-    mlm.save_pretrained(paths["mlm"])
-    mlm_tokenizer.save_pretrained(paths["mlm"])
-
-    clm_tokenizer = GPT2TokenizerFast(vocab=vocab, merges=merges, bos_token="<s>", eos_token="</s>",
-                                      unk_token="<unk>", pad_token="<pad>", model_max_length=params.max_length)
+    masked_lm(vocab, merges, paths["mlm"], params.max_length, hidden_size=WIDTH, num_hidden_layers=LAYERS,
+              num_attention_heads=HEADS, intermediate_size=2 * WIDTH)
     torch.manual_seed(params.seed + 1)
-    clm = GPT2LMHeadModel(GPT2Config(
-        vocab_size=len(clm_tokenizer), n_positions=params.max_length, n_embd=WIDTH, n_layer=LAYERS, n_head=HEADS,
-        bos_token_id=clm_tokenizer.bos_token_id, eos_token_id=clm_tokenizer.eos_token_id))
-    clm.save_pretrained(paths["clm"])
-    clm_tokenizer.save_pretrained(paths["clm"])
+    causal_lm(vocab, merges, paths["clm"], params.max_length, n_embd=WIDTH, n_layer=LAYERS, n_head=HEADS)
     return paths
