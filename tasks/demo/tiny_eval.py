@@ -52,7 +52,7 @@ def build_tiny_vilt(out_dir: Path, captions: list[str], seed: int) -> ItmSpec:
     words = sorted({w for caption in captions for w in caption.lower().replace(".", " ").split()})
     vocab = out_dir / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
-    tokenizer = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True, model_max_length=TEXT_POSITIONS)
+    tokenizer = BertTokenizerFast(vocab=str(vocab), do_lower_case=True, model_max_length=TEXT_POSITIONS)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = ViltForImageAndTextRetrieval(ViltConfig(

@@ -18,3 +18,16 @@ def test_same_captions_and_seed_build_identical_folders(tmp_path):
         builds[name] = {folder: content_hash(tmp_path / name / folder) for folder in FOLDERS}
     assert builds["a"] == builds["b"]
     assert sorted(f for f in FOLDERS if builds["c"][f] != builds["a"][f]) == ["clip", "clm", "diffusion", "hf_clip", "mlm", "vilt"]
+
+
+def test_every_text_model_knows_the_caption_words(tmp_path):
+    """No tokenizer of the tiny models falls back to unknown tokens for a demo caption (a silently ignored vocabulary
+    argument once left the tiny ViLT with only its special tokens, blind to every word)."""
+    from transformers import AutoTokenizer
+
+    tiny_models.build(DEMO_CAPTIONS, tmp_path, TinyModelsParams())
+    caption = "a man riding a bicycle down a city street"
+    for folder in ("mlm", "clm", "hf_clip", "vilt"):
+        tokenizer = AutoTokenizer.from_pretrained(tmp_path / folder)
+        tokens = tokenizer.tokenize(caption)
+        assert tokenizer.unk_token not in tokens and len(set(tokens)) > 5, (folder, tokens)
