@@ -14,7 +14,9 @@ Every measure runs in a fresh process through the real `tasks.evaluation` code, 
 - end to end: `evaluate.run` on `--real-pairs` pairs of generated 32 px PNGs with the tiny open_clip, HF CLIP and
   ViLT (ViLT re-ranks HF CLIP's top `--rerank-k`).
 RSS: at the start (imports done), after the models (the embeddings, or the loaded tiny models) and the peak
-(`ru_maxrss`); "beyond models" = peak − after models. The dense approach it replaces is given as computed numbers.
+(`ru_maxrss`); "beyond models" = peak − after models. Every row runs `--repeats` times, the rows alternating (each
+round runs every row once); the table prints median (min–max) and a legend of its columns. The dense approach it
+replaces is given as computed numbers.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ import json
 import resource
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from bench import console, in_fresh_process, start, table
+from bench import Repeats, alternating, console, in_fresh_process, spread, start, table, time_inside
 
 GiB = 2**30
 
@@ -104,14 +108,7 @@ def measure_rerank(n: int, dim: int, ks: tuple[int, ...], rerank_k: int) -> dict
     pairs, captions, keys = synthetic_pairs(n)
     first = random_embedded(captions, keys, dim, seed=0)
     models = rss_mib()
-    spent, scored, original = [0.0], [0], evaluate.rerank
-
-    def timed_rerank(*args):
-        started = time.perf_counter()
-        try:
-            return original(*args)
-        finally:
-            spent[0] += time.perf_counter() - started
+    spent, scored = [0.0], [0]
 
     def score(texts: list[str], images: list[np.ndarray]) -> torch.Tensor:
         scored[0] += len(texts)
@@ -120,14 +117,20 @@ def measure_rerank(n: int, dim: int, ks: tuple[int, ...], rerank_k: int) -> dict
     def read(key: str) -> np.ndarray:
         return np.full((1, 1, 3), int(key[:8], 16) % 251, dtype=np.uint8)
 
-    evaluate.rerank = timed_rerank
+    time_inside(evaluate, "rerank", spent)
     started = time.perf_counter()
     evaluate.recall(CrossEncoder(score, 64), first, pairs, read, EvaluateParams(models={}, ks=ks, rerank_k=rerank_k))
     return {"wall": time.perf_counter() - started, "rerank": spent[0], "base": base, "models": models,
             "peak": rss_mib(), "scored": scored[0]}
 
 
-def measure_end_to_end(n: int, rerank_k: int, root: str) -> dict:
+def measure_end_to_end(n: int, rerank_k: int) -> dict:
+    """`evaluate.run` on n pairs of PNGs written, with the tiny models built, in a temporary folder of its own."""
+    with tempfile.TemporaryDirectory(prefix="cfgen-evaluation-scale-") as root:
+        return end_to_end(n, rerank_k, Path(root))
+
+
+def end_to_end(n: int, rerank_k: int, out: Path) -> dict:
     import numpy as np
     import polars as pl
 
@@ -140,7 +143,7 @@ def measure_end_to_end(n: int, rerank_k: int, root: str) -> dict:
     from tasks.image import store
 
     words = ["dog", "cat", "car", "bus", "horse", "bike", "couch", "street"]
-    out, rng = Path(root), np.random.default_rng(0)
+    rng = np.random.default_rng(0)
     rows = []
     for j in range(n):
         caption = f"a {words[j % 8]} and a {words[(j // 8) % 8]} on the {words[(j // 64) % 8]}"
@@ -178,20 +181,39 @@ def dense_needs(n: int, size: int) -> dict[str, float]:
             "cross_pairs": captions * images}
 
 
+LEGEND = (
+    "Each run: a fresh process; the runs alternate between the rows (each round runs every row once).",
+    "wall s: seconds of the measured call in that process, a total over all queries: `evaluate.recall` (R@k rows), "
+    "`evaluate.ranked` + `odmap.od_map` (ODmAP@k), `evaluate.run` (end to end); data and models are made before the "
+    "clock starts.",
+    "re-rank s: seconds inside `rerank` (as `evaluate` calls it) during that same call; the rest of wall s is the "
+    "first stage. pairs scored: (caption, image) pairs the cross-encoder scored in that call.",
+    "RSS start / after models / peak MiB: the process's peak RSS so far (ru_maxrss) once imports are done, once the "
+    "embeddings are made or the tiny models loaded, and at the end; beyond models: peak − after models of each run.",
+)
+
+
 def report(saved: dict) -> None:
+    """Per measure and N: each quantity's median (min–max) over the runs (a row of a run saved before repeats: its
+    one run); then the dense approach's computed needs."""
     config = saved["config"]
-    result = table(f"evaluate at scale (CPU, dim {config['dim']}, ks {config['ks']}, rerank_k {config['rerank_k']})",
+    result = table(f"evaluate at scale (CPU, dim {config['dim']}, ks {config['ks']}, rerank_k {config['rerank_k']}); "
+                   f"median (min–max) of {config.get('repeats', 1)} runs",
                    ("measure", "pairs", "captions × images", "wall s", "re-rank s", "pairs scored", "RSS start MiB",
-                    "after models MiB", "peak MiB", "beyond models MiB"))
+                    "after models MiB", "peak MiB", "beyond models MiB"), LEGEND)
     for row in saved["rows"]:
-        result.add_row(row["measure"], f"{row['pairs']:,}", row["shape"], f"{row['wall']:.1f}",
-                       f"{row['rerank']:.1f}" if "rerank" in row else "–", f"{row['scored']:,}" if row["scored"] else
-                       "–", f"{row['base']:.0f}", f"{row['models']:.0f}", f"{row['peak']:.0f}",
-                       f"{row['peak'] - row['models']:.0f}")
+        runs = row.get("runs", [row])
+        result.add_row(row["measure"], f"{row['pairs']:,}", row["shape"], spread([r["wall"] for r in runs]),
+                       spread([r["rerank"] for r in runs]) if "rerank" in runs[0] else "–",
+                       spread([r["scored"] for r in runs], ",.0f") if runs[0]["scored"] else "–",
+                       *(spread([r[k] for r in runs], ".0f") for k in ("base", "models", "peak")),
+                       spread([r["peak"] - r["models"] for r in runs], ".0f"))
     console.print(result)
     dense = table(f"the dense evaluation it replaces ({config['image_size']} px images), computed",
                   ("pairs", "pixels in memory GiB", "score matrix GiB", "argsort GiB", "truth matrix GiB",
-                   "cross-encoder passes", f"re-rank passes (k={config['rerank_k']}, ≤)"))
+                   "cross-encoder passes", f"re-rank passes (k={config['rerank_k']}, ≤)"),
+                  ("Computed from N, not measured: what the dense evaluation held at once (GiB) and the cross-encoder "
+                   "passes it and a top-k re-rank need (2N captions × 2N images).",))
     for n in config["pairs"]:
         need = dense_needs(n, config["image_size"])
         dense.add_row(f"{n:,}", f"{need['pixels']:.1f}", f"{need['scores']:.1f}", f"{need['argsort']:.1f}",
@@ -199,34 +221,39 @@ def report(saved: dict) -> None:
     console.print(dense)
 
 
+def logged(fn: Callable[..., dict], *args: Any) -> dict:
+    """`fn(*args)` in a fresh process; its result printed as a line of JSON."""
+    result = in_fresh_process(fn, *args)
+    console.print(json.dumps(result))
+    return result
+
+
 def main(pairs: Annotated[list[int], typer.Option(help="pairs N of the synthetic measures")] = [35000],
          real_pairs: Annotated[int, typer.Option(help="pairs of the end-to-end run on PNGs")] = 2000,
          rerank_k: Annotated[int, typer.Option(help="candidates a cross-encoder re-ranks per query")] = 20,
          dim: Annotated[int, typer.Option(help="embedding width of the random bi-encoder")] = 512,
          image_size: Annotated[int, typer.Option(help="image side for the dense approach's numbers")] = 512,
+         repeats: Repeats = 3,
          saved: Annotated[Path | None, typer.Option("--report", help="print a saved run instead")] = None,
          out: Annotated[Path | None, typer.Option(help="write the run's JSON here")] = None) -> None:
     if saved:
         return report(json.loads(saved.read_text()))
     ks = (1, 5, 10)
-    rows = []
+    rows = {}  # (measure, pairs) -> (captions × images, the fresh-process call that measures it)
     for n in pairs:
-        shape = f"{2 * n:,} × {2 * n:,}"
-        for measure, fn, args in (("bi-encoder R@k", measure_bi_encoder, (n, dim, ks)),
-                                  ("ODmAP@k", measure_odmap, (n, dim, ks)),
-                                  ("cross-encoder R@k", measure_rerank, (n, dim, ks, rerank_k))):
-            row = in_fresh_process(fn, *args)
-            rows.append({"measure": measure, "pairs": n, "shape": shape if measure != "ODmAP@k" else
-                         f"{n // 5:,} × {2 * n:,}", **row})
-            console.print(json.dumps(rows[-1]))
+        rows["bi-encoder R@k", n] = (f"{2 * n:,} × {2 * n:,}", partial(logged, measure_bi_encoder, n, dim, ks))
+        rows["ODmAP@k", n] = (f"{n // 5:,} × {2 * n:,}", partial(logged, measure_odmap, n, dim, ks))
+        rows["cross-encoder R@k", n] = (f"{2 * n:,} × {2 * n:,}",
+                                        partial(logged, measure_rerank, n, dim, ks, rerank_k))
     if real_pairs:
-        with tempfile.TemporaryDirectory(prefix="cfgen-evaluation-scale-") as root:
-            row = in_fresh_process(measure_end_to_end, real_pairs, rerank_k, root)
-        rows.append({"measure": "evaluate.run (PNGs, 3 tiny models)", "pairs": real_pairs,
-                     "shape": f"{2 * real_pairs:,} × {2 * real_pairs:,}", **row})
-        console.print(json.dumps(rows[-1]))
+        rows["evaluate.run (PNGs, 3 tiny models)", real_pairs] = (f"{2 * real_pairs:,} × {2 * real_pairs:,}",
+                                                                  partial(logged, measure_end_to_end, real_pairs,
+                                                                          rerank_k))
+    runs = alternating({key: call for key, (_, call) in rows.items()}, repeats)
     saved = {"config": {"pairs": pairs, "real_pairs": real_pairs, "rerank_k": rerank_k, "dim": dim, "ks": ks,
-                        "image_size": image_size}, "rows": rows}
+                        "image_size": image_size, "repeats": repeats},
+             "rows": [{"measure": measure, "pairs": n, "shape": shape, "runs": runs[measure, n]}
+                      for (measure, n), (shape, _) in rows.items()]}
     if out:
         out.write_text(json.dumps(saved, indent=1))
     report(saved)

@@ -10,20 +10,23 @@ UNet blocks, `sd15_unet(width)`; a 768-wide text encoder as in SD v1.5), so both
 the same UNet FLOPs. Rows per call match: cfgen renders S samples as 4S rows ([uncond, cond] x [C_o, C_c]); the stock
 pipeline gets 2S prompts (C_o and C_c, S times) under classifier-free guidance, also 4S rows. Both decode with the
 VAE. Timing: both samplers in one process, one untimed call each, then --repeats timed calls alternating between
-them; peak memory: each sampler alone in a fresh process.
+them; peak memory: each sampler alone in a fresh process, --repeats processes each, alternating; the adaptive
+table: --repeats fresh processes each for off and on, alternating. Tables print median (min–max) and, under each, a
+legend of what every column measures.
 """
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from bench import console, in_fresh_process, peak_memory_mib, start, table
+from bench import Repeats, alternating, console, in_fresh_process, peak_memory_mib, ratio, spread, start, table
+from rich.table import Table
 
 C_O, C_C = "a dog sitting on a couch in a living room", "a cat sitting on a couch in a living room"
 PAIRS = [("a dog sitting on a couch", "a cat sitting on a couch"),
@@ -91,17 +94,15 @@ def synchronized(call: Callable[[], None]) -> float:
 
 
 def time_samplers(folder: Path, opts: dict) -> dict:
-    """In a fresh process: both samplers loaded, one untimed call each, then --repeats timed calls alternating
-    between them (so drift on a shared machine hits both alike); seconds per call of each, and the device."""
+    """In a fresh process: both samplers loaded, one untimed call each, then --repeats timed calls of each,
+    alternating between them (so drift on a shared machine hits both alike); seconds per call of each, and the
+    device."""
     from tasks.core.loading import resolve_device, resolve_dtype
 
     calls = {stock: sampler(stock, folder, opts) for stock in (True, False)}
-    seconds: dict[bool, list[float]] = {stock: [] for stock in calls}
     for call in calls.values():
         call()
-    for _ in range(opts["repeats"]):
-        for stock, call in calls.items():
-            seconds[stock].append(synchronized(call))
+    seconds = alternating({stock: partial(synchronized, call) for stock, call in calls.items()}, opts["repeats"])
     spec = generate_params(folder, None, opts).diffusion
     device = resolve_device(spec)
     return {"seconds": seconds, "device": f"{device.type} {resolve_dtype(spec, device)}"}
@@ -113,27 +114,86 @@ def peak_memory(stock: bool, folder: Path, opts: dict) -> float:
     return peak_memory_mib()
 
 
+def swapped_word(caption: str, counterfactual: str) -> dict[str, str]:
+    """The PAIR columns of a one-noun swap: the word of `caption` that `counterfactual` replaces, and its substitute."""
+    original, substitute = next((a, b) for a, b in zip(caption.split(), counterfactual.split()) if a != b)
+    return {"original_word": original, "substitute": substitute}
+
+
 def adaptive_cost(folder: Path, clip: Path, opts: dict, adaptive: bool) -> dict:
-    """In a fresh process: the image stage (generate.run) over the benchmark pairs; UNet rows and accepted pairs.
+    """In a fresh process: the image stage (generate.run, an empty sample store) over the benchmark pairs; UNet rows
+    and accepted pairs.
     The random CLIP's scores are noise, so selection keeps clip_dir >= 0: about half of the samples pass."""
     import polars as pl
 
     from tasks.core.params import AdaptiveParams, SelectionParams
+    from tasks.core.schemas import PAIR
     from tasks.image import generate, selection
+    from tasks.image.records import PairRecords
 
     params = generate_params(folder, clip, opts).model_copy(update={"steps": opts["adaptive_steps"], "adaptive":
                                                             AdaptiveParams(enabled=adaptive, min_accepted=1,
                                                                            round_samples=opts["batch_samples"])})
-    selection_params = SelectionParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=0)
-    pairs = pl.DataFrame({"caption_id": [f"bench-{i}" for i in range(len(PAIRS))],
-                          "image_id": [f"img-{i}" for i in range(len(PAIRS))],
-                          "caption": [o for o, _ in PAIRS], "counterfactual": [c for _, c in PAIRS]})
-    t = time.perf_counter()
-    scores, _ = generate.run(pairs, generate.Screening(params, {}), selection_params)
-    seconds = time.perf_counter() - t
+    selection_params = SelectionParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=0,
+                                       min_subject_margin_o=None, min_subject_margin_c=None)  # clip_dir alone gates
+    pairs = pl.DataFrame([{"caption_id": f"bench-{i}", "image_id": f"img-{i}", "caption": o, "counterfactual": c,
+                           "edit_type": "noun", **swapped_word(o, c)} for i, (o, c) in enumerate(PAIRS)], schema=PAIR)
+    with tempfile.TemporaryDirectory(prefix="cfgen-bench-records-") as records:
+        t = time.perf_counter()
+        scores, _ = generate.run(pairs, generate.Screening(params, PairRecords(Path(records))), selection_params)
+        seconds = time.perf_counter() - t
     accepted = selection.ranked(scores, selection_params).filter(pl.col("rank") == 0).height
     return {"samples": scores.height, "rows": int(scores["unet_evals"].sum()), "accepted": accepted,
             "seconds": seconds, "peak": peak_memory_mib()}
+
+
+SPEED_LEGEND = (
+    "s per call: wall seconds of one sampler call (prompt encoding, every step over the call's UNet rows, VAE decode; "
+    "CUDA synchronized), timed in one process holding both samplers, after one untimed call each; the timed calls "
+    "alternate stock, cfgen, stock, cfgen, ...",
+    "UNet rows/s: UNet rows per call × steps / s per call, per call.",
+    "vs stock: the ratio of the median rates, then (min–max) of rate_i / stock rate_i over adjacent calls i.",
+    "peak memory MiB: each sampler alone in a fresh process, over loading and one call: peak CUDA memory allocated "
+    "on a GPU, else peak RSS; those processes alternate stock, cfgen, ...",
+)
+COST_LEGEND = (
+    "Each run: a fresh process calling the image stage (`generate.run`) over all pairs; off and on alternate.",
+    "samples rendered, UNet rows (the samples' `unet_evals` summed), accepted pairs (rank 0 after selection): counts "
+    "over all pairs in one run; UNet rows / accepted pair: of that run.",
+    "wall s: seconds of that `generate.run` call, total over all pairs (model loading on the first render "
+    "included); peak memory MiB: that process's peak CUDA memory allocated on a GPU, else peak RSS.",
+    "vs off: the ratio of the medians, then (min–max) of on_i / off_i over adjacent runs i.",
+)
+
+
+def speed_table(title: str, timed: dict, peak: dict, rows: int) -> Table:
+    """Per sampler: seconds per call, UNet rows/s, its ratio to the stock pipeline's, peak memory."""
+    rates = {stock: [rows / s for s in seconds] for stock, seconds in timed["seconds"].items()}
+    result = table(title, ("sampler", "s per call", "UNet rows/s", "rows/s vs stock", "peak memory MiB"),
+                   SPEED_LEGEND)
+    for stock, name in ((True, "diffusers StableDiffusionPipeline (stock attention)"),
+                        (False, "cfgen paired P2P sampler")):
+        result.add_row(name, spread(timed["seconds"][stock]), spread(rates[stock], ".1f"),
+                       "–" if stock else ratio(rates[stock], rates[True], ".3f"), spread(peak[stock], ".0f"))
+    return result
+
+
+def cost_table(title: str, costs: dict) -> Table:
+    """Per adaptive setting: samples, UNet rows, accepted pairs, rows per accepted pair and wall, each against off."""
+    per_pair = {adaptive: [c["rows"] / c["accepted"] for c in runs] if all(c["accepted"] for c in runs) else None
+                for adaptive, runs in costs.items()}  # None: some run accepted no pair
+    wall = {adaptive: [c["seconds"] for c in runs] for adaptive, runs in costs.items()}
+    result = table(title, ("adaptive stopping", "samples rendered", "UNet rows", "accepted pairs",
+                           "UNet rows / accepted pair", "rows / accepted pair vs off", "wall s", "wall vs off",
+                           "peak memory MiB"), COST_LEGEND)
+    for adaptive, runs in costs.items():
+        result.add_row("on" if adaptive else "off (paper)", *(spread([c[k] for c in runs], ".0f")
+                                                              for k in ("samples", "rows", "accepted")),
+                       spread(per_pair[adaptive], ".0f") if per_pair[adaptive] else "n/a",
+                       ratio(per_pair[True], per_pair[False]) if adaptive and all(per_pair.values()) else "–",
+                       spread(wall[adaptive]), ratio(wall[True], wall[False]) if adaptive else "–",
+                       spread([c["peak"] for c in runs], ".0f"))
+    return result
 
 
 def main(width: Annotated[int, typer.Option(help="UNet top-level channels (SD v1.5: 320)")] = 64,
@@ -142,7 +202,7 @@ def main(width: Annotated[int, typer.Option(help="UNet top-level channels (SD v1
          batch_samples: Annotated[int, typer.Option(help="samples per UNet call (4 rows each)")] = 2,
          samples: Annotated[int, typer.Option(help="n_samples per pair in the adaptive table")] = 8,
          adaptive_steps: Annotated[int, typer.Option(help="steps in the adaptive table (rows scale with it)")] = 4,
-         repeats: int = 5,
+         repeats: Repeats = 3,
          dtype: Annotated[str, typer.Option(help="auto (fp32 on CPU), float16, bfloat16, float32")] = "auto",
          channels_last: bool = False,
          compile: Annotated[bool, typer.Option("--compile", help="torch.compile both UNets")] = False) -> None:
@@ -154,28 +214,18 @@ def main(width: Annotated[int, typer.Option(help="UNet top-level channels (SD v1
         folder, clip = Path(tmp) / "sd", Path(tmp) / "clip"
         build_tiny_diffusion(folder, seed=0, unet=sd15_unet(width), text_width=768)
         timed = in_fresh_process(time_samplers, folder, opts)
-        peak = {stock: in_fresh_process(peak_memory, stock, folder, opts) for stock in (True, False)}
-        costs = {adaptive: in_fresh_process(adaptive_cost, folder, clip, opts, adaptive) for adaptive in (False, True)}
-    rows = 4 * batch_samples * steps
-    rate = {stock: rows / statistics.median(t) for stock, t in timed["seconds"].items()}
-    speed = table(f"UNet rows/s: SD v1.5 UNet blocks at width {width}, {size} px, {steps} steps, "
-                  f"{4 * batch_samples} rows per call, {timed['device']}"
-                  f"{', channels_last' if channels_last else ''}{', compiled' if compile else ''}",
-                  ("sampler", "calls", "median s per call", "UNet rows/s", "vs stock", "peak memory MiB"))
-    for stock, name in ((True, "diffusers StableDiffusionPipeline (stock attention)"),
-                        (False, "cfgen paired P2P sampler")):
-        speed.add_row(name, str(repeats), f"{statistics.median(timed['seconds'][stock]):.2f}", f"{rate[stock]:.1f}",
-                      f"{rate[stock] / rate[True]:.3f}x", f"{peak[stock]:.0f}")
-    console.print(speed)
-    cost = table(f"UNet rows per accepted pair: {len(PAIRS)} pairs, n_samples={samples}, {adaptive_steps} steps, "
-                 "clip_dir >= 0 on a random CLIP (about half pass)",
-                 ("adaptive stopping", "samples rendered", "UNet rows", "accepted pairs", "UNet rows / accepted pair",
-                  "s", "peak memory MiB"))
-    for adaptive, c in costs.items():
-        per_pair = f"{c['rows'] / c['accepted']:.0f}" if c["accepted"] else "n/a"
-        cost.add_row("on" if adaptive else "off (paper)", str(c["samples"]), str(c["rows"]), str(c["accepted"]),
-                     per_pair, f"{c['seconds']:.1f}", f"{c['peak']:.0f}")
-    console.print(cost)
+        peak = alternating({stock: partial(in_fresh_process, peak_memory, stock, folder, opts)
+                            for stock in (True, False)}, repeats)
+        costs = alternating({adaptive: partial(in_fresh_process, adaptive_cost, folder, clip, opts, adaptive)
+                             for adaptive in (False, True)}, repeats)
+    console.print(speed_table(f"UNet rows/s: SD v1.5 UNet blocks at width {width}, {size} px, {steps} steps, "
+                              f"{4 * batch_samples} rows per call, {timed['device']}"
+                              f"{', channels_last' if channels_last else ''}{', compiled' if compile else ''}; "
+                              f"median (min–max) of {repeats} calls / processes", timed, peak,
+                              4 * batch_samples * steps))
+    console.print(cost_table(f"UNet rows per accepted pair: {len(PAIRS)} pairs, n_samples={samples}, "
+                             f"{adaptive_steps} steps, clip_dir >= 0 on a random CLIP (about half pass); median "
+                             f"(min–max) of {repeats} runs", costs))
 
 
 if __name__ == "__main__":

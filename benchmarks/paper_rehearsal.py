@@ -1,7 +1,7 @@
 """Dress rehearsal of the paper profile: every published model shape through every stage, on any machine.
 
     python benchmarks/paper_rehearsal.py OUT                 # 3 captions, 2 samples x 2 steps, 512 px on a GPU
-    python benchmarks/paper_rehearsal.py OUT --size 64       # the CI test's size
+    python benchmarks/paper_rehearsal.py OUT --size 64       # the CI test: 64 px, 2 captions, 2 removal images
 
 On CPU the default size is 128 px: one 512-px render of the float16 UNet takes over ten minutes on two cores.
 
@@ -11,10 +11,10 @@ On CPU the default size is 128 px: one 512-px render of the float16 UNet takes o
 2. OUT/project: this checkout's files (tracked, and untracked but not ignored) as a fresh git + DVC repository whose
    params.yaml is the paper profile with only these changed: where each model is (the local stand-ins, so no hub
    revision), the captions (the first N of the shared COCO val2017 file, else of the demo's), the object-removal
-   input (8 images of a synthetic COCO-format set: no COCO images here), n_samples / steps / size, and the gates
-   random weights cannot pass (the similarity window and the selection thresholds opened, the subject check off), so
-   that every stage downstream sees rows. Dtypes and devices stay the profile's: the UNet runs in float16 wherever
-   it runs.
+   input (`--removal-images` of a synthetic COCO-format set: no COCO images here), n_samples / steps / size, and
+   the gates random weights cannot pass (the similarity window and the selection thresholds opened, the subject
+   check off), so that every stage downstream sees rows. Dtypes and devices stay the profile's: the UNet runs in
+   float16 wherever it runs.
 3. The stages `dvc repro` would run, in its order (`dvc repro --dry --force`), each as `dvc repro --single-item`
    under one temporary Prefect server: wall time, peak RSS (the stage's largest process), rows in and out (its
    parquet deps and outs; rejects not counted). Then a plain `dvc repro` must find nothing to do, and no stage of
@@ -86,7 +86,8 @@ def paper_params(params: dict, models: dict[str, Path], inputs: dict[str, Path],
     return params
 
 
-def make_project(out: Path, models: dict[str, Path], captions: int, samples: int, steps: int, size: int) -> Path:
+def make_project(out: Path, models: dict[str, Path], captions: int, samples: int, steps: int, size: int,
+                 removal_images: int) -> Path:
     """OUT/project: this checkout as a fresh git + DVC repository on the rehearsal's params and inputs."""
     from tasks.core.removal_params import SyntheticCocoParams
     from tasks.demo import synthetic_coco
@@ -103,7 +104,7 @@ def make_project(out: Path, models: dict[str, Path], captions: int, samples: int
     inputs = project / "data" / "raw" / "rehearsal"
     inputs.mkdir(parents=True)
     (inputs / "captions.tsv").write_text("".join(source.read_text().splitlines(keepends=True)[:captions]))
-    synthetic_coco.build(inputs / "coco", SyntheticCocoParams(images=8))
+    synthetic_coco.build(inputs / "coco", SyntheticCocoParams(images=removal_images))
     params = yaml.safe_load((project / "params.yaml").read_text())
     paths = {"captions_source": "captions.tsv", "removal_instances": "coco/instances.json",
              "removal_captions_source": "coco/captions.json", "removal_images": "coco/images"}
@@ -154,7 +155,8 @@ def gpu() -> bool:
 def main(out: Path, captions: Annotated[int, typer.Option(help="captions read")] = 3,
          samples: Annotated[int, typer.Option(help="generate.n_samples")] = 2,
          steps: Annotated[int, typer.Option(help="generate.steps")] = 2,
-         size: Annotated[int | None, typer.Option(help="generate.size, pixels [512 on a GPU, else 128]")] = None
+         size: Annotated[int | None, typer.Option(help="generate.size, pixels [512 on a GPU, else 128]")] = None,
+         removal_images: Annotated[int, typer.Option(help="images of the synthetic object-removal input")] = 8
          ) -> None:
     """Rehearse the paper profile end to end on random weights of the published shapes (see the module docstring)."""
     from flows.server import prefect_api
@@ -166,7 +168,7 @@ def main(out: Path, captions: Annotated[int, typer.Option(help="captions read")]
     # in a process of its own: a stage forked from a parent holding the weights would count them in its peak RSS
     models = in_fresh_process(paper_shapes.build, out / "models", [line.split("\t", 1)[-1] for line in vocabulary])
     built = time.monotonic() - started
-    project = make_project(out, models, captions, samples, steps, size)
+    project = make_project(out, models, captions, samples, steps, size, removal_images)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1",
            "NLTK_DATA": os.environ.get("NLTK_DATA", str(SHARED / "nltk_data"))}
     results: list[dict] = [{"stage": "(stand-in models)", "wall_s": round(built, 1)}]

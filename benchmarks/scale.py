@@ -16,7 +16,9 @@ in a fresh process with a fresh Prefect home (database) and result store, under 
   after both stages; the Prefect database's size;
 - rerun: a second fresh process over the same store and database: both flows' walls (nothing renders);
 - peak RSS of each process (the server is a process of its own and not counted).
-Medians with min-max over the repeats, and the growth of each median from the smallest N to the largest.
+Runs alternate between the N (N1 N2 N1 N2 ...). Medians with min–max over the repeats, and the growth of each median
+from the smallest N to the largest with the min–max of the per-round growths; a legend under the table says what
+each column measures.
 `--report OUT/scale.json` prints a saved run's table again.
 """
 
@@ -25,15 +27,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from functools import partial
+from itertools import count
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from bench import console, in_fresh_process, start, table
+from bench import Repeats, alternating, console, in_fresh_process, ratio, spread, start, table, time_inside
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 SHARED_CAPTIONS = SHARED / "data" / "coco_val2017_captions.tsv"
@@ -64,19 +68,6 @@ def make_pairs(n: int, out: Path) -> Path:
     return path
 
 
-def timed(module, name: str, spent: list[float]) -> None:
-    """Wrap `module.name` so the seconds spent inside it add up in `spent`."""
-    original = getattr(module, name)
-
-    def wrapper(*args, **kwargs):
-        began = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            spent[0] += time.perf_counter() - began
-    setattr(module, name, wrapper)
-
-
 def run_generate(project: str, work: str, pairs: str, models: str, n_samples: int, steps: int) -> dict:
     """`generate_flow` then `selection_flow` in this (fresh) process with the checkout `project`'s code: walls,
     model compute, samples, accepted pairs, canonical renders and peak RSS."""
@@ -97,7 +88,7 @@ def run_generate(project: str, work: str, pairs: str, models: str, n_samples: in
     spent = [0.0]
     for module, name in ((render, "load_models"), (render, "render"), (render, "measure"),
                          (render, "caption_texts"), (generate, "encode_prompts")):
-        timed(module, name, spent)
+        time_inside(module, name, spent)
     params = load_params(Path(project) / "params.yaml", [
         f"generate.diffusion.id={models}/diffusion", "generate.vae=null", "generate.clip.id=cfgen-tiny-clip",
         f"generate.clip.pretrained={models}/clip/tiny_clip.safetensors",
@@ -124,43 +115,79 @@ def store_size(work: Path) -> tuple[int, int, int]:
     return len(files), sum(p.stat().st_size for p in files), database
 
 
-MEASURES = {  # column -> its value in one run (the first and the no-op rerun of one fresh store) at N pairs
-    "wall s": lambda r, n: r["first"]["wall"],
-    "compute s": lambda r, n: r["first"]["compute"],
-    "overhead ms/sample": lambda r, n: 1000 * (r["first"]["wall"] - r["first"]["compute"]) / r["first"]["samples"],
-    "selection s": lambda r, n: r["first"]["selection_wall"],
-    "accepted": lambda r, n: r["first"]["accepted"],
-    "store files/pair": lambda r, n: r["files"] / n,
-    "store KiB/pair": lambda r, n: r["bytes"] / n / 1024,
-    "Prefect DB MiB": lambda r, n: r["database"] / 2**20,
-    "peak RSS MiB": lambda r, n: r["first"]["peak_rss_mib"],
-    "no-op generate s": lambda r, n: r["rerun"]["wall"],
-    "no-op selection s": lambda r, n: r["rerun"]["selection_wall"],
-    "rerun peak RSS MiB": lambda r, n: r["rerun"]["peak_rss_mib"],
+MEASURES = {  # column -> (its value in one run (the first and the no-op rerun of one fresh store) at N pairs, format)
+    "wall s": (lambda r, n: r["first"]["wall"], ".2f"),
+    "compute s": (lambda r, n: r["first"]["compute"], ".2f"),
+    "overhead ms/sample": (lambda r, n: 1000 * (r["first"]["wall"] - r["first"]["compute"]) / r["first"]["samples"],
+                           ".1f"),
+    "selection s": (lambda r, n: r["first"]["selection_wall"], ".2f"),
+    "accepted": (lambda r, n: r["first"]["accepted"], ".0f"),
+    "store files/pair": (lambda r, n: r["files"] / n, ".2f"),
+    "store KiB/pair": (lambda r, n: r["bytes"] / n / 1024, ".2f"),
+    "Prefect DB MiB": (lambda r, n: r["database"] / 2**20, ".2f"),
+    "peak RSS MiB": (lambda r, n: r["first"]["peak_rss_mib"], ".0f"),
+    "no-op generate s": (lambda r, n: r["rerun"]["wall"], ".2f"),
+    "no-op selection s": (lambda r, n: r["rerun"]["selection_wall"], ".2f"),
+    "rerun peak RSS MiB": (lambda r, n: r["rerun"]["peak_rss_mib"], ".0f"),
 }
 
 
+LEGEND = (
+    "Each run: a fresh result store and Prefect database; `generate_flow` then `selection_flow` in one fresh process "
+    "(the first run), then both again in a second fresh process over the same store (the no-op rerun). Runs "
+    "alternate between the N of the table (N1 N2 N1 N2 ...).",
+    "wall s: `generate_flow`'s wall seconds in the first run's process, from its call to its return (the Prefect "
+    "server already up), total over the N pairs; compute s: the seconds inside the model calls (loading, prompt "
+    "encoding, sampling, CLIP measurement) of that same call; overhead ms/sample: (wall − compute) / samples of that "
+    "same run, in milliseconds.",
+    "selection s: `selection_flow`'s wall in that same process; accepted: the pairs it accepted.",
+    "store files/pair, store KiB/pair: files and bytes under the result store after both stages, per pair; Prefect "
+    "DB MiB: the database's size then.",
+    "peak RSS MiB: the first run's process (the Prefect server is a process of its own, not counted); no-op generate "
+    "s, no-op selection s, rerun peak RSS MiB: the same for the rerun's process, in which nothing renders.",
+    "×k pairs: the ratio of the medians at the largest and the smallest N, then (min–max) of the ratios of the runs "
+    "of each round (run i at the largest N over run i at the smallest).",
+)
+
+
 def report(saved: dict) -> None:
-    """The table of a saved run: per N, each measure's median (min–max); then each median's growth, last N / first."""
+    """The table of a saved run: per N, each measure's median (min–max); then each median's growth, last N / first,
+    with the range of the per-round growths."""
     config, results = saved["config"], {int(n): runs for n, runs in saved["results"].items()}
     result = table(f"image-stage orchestration ({config['project']}), n_samples {config['n_samples']}, steps "
-                   f"{config['steps']}, median (min–max) of {config['repeats']} runs", ("pairs", *MEASURES))
-    medians = {}
-    for n, runs in results.items():
-        values = {name: [measure(r, n) for r in runs] for name, measure in MEASURES.items()}
-        medians[n] = {name: statistics.median(v) for name, v in values.items()}
-        result.add_row(str(n), *(f"{medians[n][name]:.2f} ({min(v):.2f}–{max(v):.2f})" for name, v in values.items()))
+                   f"{config['steps']}, median (min–max) of {config['repeats']} runs", ("pairs", *MEASURES), LEGEND)
+    values = {n: {name: [measure(r, n) for r in runs] for name, (measure, _) in MEASURES.items()}
+              for n, runs in results.items()}
+    for n in results:
+        result.add_row(str(n), *(spread(values[n][name], spec) for name, (_, spec) in MEASURES.items()))
     if len(results) > 1:
         first, last = min(results), max(results)
-        result.add_row(f"×{last / first:g} pairs", *(f"×{medians[last][name] / medians[first][name]:.2f}"
-                                                     if medians[first][name] else "–" for name in MEASURES))
+        result.add_row(f"×{last / first:g} pairs", *(ratio(values[last][name], values[first][name])
+                                                     for name in MEASURES))
     console.print(result)
+
+
+def scale_run(project: Path, root: Path, source: Path, models: Path, n_samples: int, steps: int,
+              rounds: Iterator[int], n: int) -> dict:
+    """One run at N = `n` pairs: the first run on a fresh store and database, its store size, and the no-op rerun,
+    each `run_generate` in a fresh process."""
+    repeat = next(rounds)
+    work = root / f"run-{n}-{repeat}"
+    shutil.rmtree(work, ignore_errors=True)  # a fresh store and database for every first run
+    args = (str(project.resolve()), str(work), str(source), str(models), n_samples, steps)
+    first = in_fresh_process(run_generate, *args)
+    files, size, database = store_size(work)
+    rerun = in_fresh_process(run_generate, *args)
+    assert rerun["rendered"] == rerun["canonical_renders"] == 0, rerun
+    result = {"first": first, "files": files, "bytes": size, "database": database, "rerun": rerun}
+    console.print(f"N={n} run {repeat + 1}: {json.dumps(result)}")
+    return result
 
 
 def main(pairs: Annotated[list[int], typer.Option(help="caption pairs per configuration")] = [200, 2000],
          n_samples: Annotated[int, typer.Option(help="samples per pair")] = 16,
          steps: Annotated[int, typer.Option(help="sampler steps")] = 1,
-         repeats: Annotated[int, typer.Option(help="runs per configuration, each in fresh processes")] = 3,
+         repeats: Repeats = 3,
          project: Annotated[Path, typer.Option(help="the checkout whose code runs")] = Path(__file__).parents[1],
          out: Annotated[Path | None, typer.Option(help="keep pairs, models and stores here")] = None,
          saved: Annotated[Path | None, typer.Option("--report", help="print a saved scale.json instead")] = None
@@ -175,26 +202,14 @@ def main(pairs: Annotated[list[int], typer.Option(help="caption pairs per config
     if not models.is_dir():
         build_tiny_diffusion(models / "diffusion", seed=0)
         build_tiny_clip(models / "clip", seed=0)
-    results = {}
-    for n in pairs:
-        source = make_pairs(n, root)
-        runs = []
-        for repeat in range(repeats):
-            work = root / f"run-{n}-{repeat}"
-            shutil.rmtree(work, ignore_errors=True)  # a fresh store and database for every first run
-            args = (str(project.resolve()), str(work), str(source), str(models), n_samples, steps)
-            first = in_fresh_process(run_generate, *args)
-            files, size, database = store_size(work)
-            rerun = in_fresh_process(run_generate, *args)
-            assert rerun["rendered"] == rerun["canonical_renders"] == 0, rerun
-            runs.append({"first": first, "files": files, "bytes": size, "database": database, "rerun": rerun})
-            console.print(f"N={n} run {repeat + 1}: {json.dumps(runs[-1])}")
-        results[n] = runs
+    results = alternating({n: partial(scale_run, project, root, make_pairs(n, root), models, n_samples, steps, count(),
+                                      n) for n in pairs}, repeats)
     saved = {"config": {"project": str(project.resolve()), "n_samples": n_samples, "steps": steps,
                         "repeats": repeats}, "results": results}
     (root / "scale.json").write_text(json.dumps(saved, indent=1))
     report(saved)
     console.print(f"raw runs: {root / 'scale.json'}")
+
 
 if __name__ == "__main__":
     start(main)

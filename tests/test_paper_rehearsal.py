@@ -22,9 +22,9 @@ pytestmark = [requires_nltk, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory):
     out = tmp_path_factory.mktemp("rehearsal")
-    done = subprocess.run([sys.executable, "benchmarks/paper_rehearsal.py", str(out), "--captions", "3",
-                           "--samples", "2", "--steps", "2", "--size", "64"], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, "COLUMNS": "200"})
+    done = subprocess.run([sys.executable, "benchmarks/paper_rehearsal.py", str(out), "--captions", "2", "--samples",
+                           "2", "--steps", "2", "--size", "64", "--removal-images", "2"], cwd=ROOT,
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     print(done.stdout[-6000:])
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
     report = json.loads((out / "rehearsal.json").read_text())
