@@ -22,6 +22,7 @@ from tasks.core.code import identity
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import content_hash, fingerprint
 from tasks.core.io import plain, source_image_paths, write_frame, write_json
+from tasks.core.loading import set_torch_threads
 from tasks.core.params import Params
 from tasks.core.schemas import EVALUATION, ITM_DELTAS
 from tasks.core.shards import digest
@@ -51,6 +52,7 @@ def model_key(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, real:
 @task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
 def evaluate_model(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, real: list[str | None],
                    validated: list[str] | None, params: Params, key: str) -> tuple:
+    set_torch_threads(params.engine.torch_threads)
     read = stage.reader(params.paths.selected_images)
     return stage.evaluate(name, spec, selected, read, real, validated, params.evaluate, params.generate.clip)
 
@@ -65,6 +67,7 @@ def odmap_key(name: str, spec: ClipSpec | ItmSpec, queries: pl.DataFrame, galler
 @task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
 def odmap_model(spec: ClipSpec | ItmSpec, queries: pl.DataFrame, gallery: pl.DataFrame, params: Params,
                 key: str) -> dict:
+    set_torch_threads(params.engine.torch_threads)
     return stage.od_map(spec, queries, gallery, stage.reader(params.paths.inpainted_images), params.evaluate)
 
 

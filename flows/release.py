@@ -52,8 +52,8 @@ def mixtures_flow(params: Params) -> dict:
     sizes (also written to `paths.metrics/mixtures.json`)."""
     paths = params.paths
     selected = pl.read_parquet(paths.selected)
-    real = {cid: str(path) for cid, path in zip(selected["caption_id"], source_image_paths(
-        selected["image_id"], paths.source_images, paths.source_image_name)) if path}
+    real = {cid: str(path.absolute()) for cid, path in zip(selected["caption_id"], source_image_paths(
+        selected["image_id"], paths.source_images, paths.source_image_name)) if path}  # not under selected_images
     built = mixtures.mixture_rows(selected, real, params.mixtures.seed)
     mixtures.write_mixtures(built, paths.selected_images, paths.export / "mixtures")
     result = {"pairs": selected.height, "real_images": len(real), "sizes": mixtures.sizes(built)}

@@ -134,3 +134,12 @@ def removal_inputs(tmp_path_factory) -> dict[str, Path]:
     clip = build_tiny_clip(root / "clip", seed=0)
     return {"coco": root / "coco", "inpaint": root / "inpaint", "clip_pretrained": Path(clip.pretrained),
             "clip_config": Path(clip.config)}
+
+
+SLOWEST = ("tests/flows/test_dvc_pipeline.py", "tests/test_paper_rehearsal.py")  # each about a worker's share
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest files first, so that each starts on a worker of its own while the rest share the time left."""
+    rank = {name: i for i, name in enumerate(SLOWEST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))

@@ -14,7 +14,7 @@ from tests.conftest import REQUIRED_IN_CI, ROOT, SHARED
 
 def collect(shared) -> subprocess.CompletedProcess:
     env = {**os.environ, "CI": "true", "CFGEN_SHARED": str(shared)}
-    return subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+    return subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider",
                            "tests/test_layering.py"], cwd=ROOT, env=env, capture_output=True, text=True)
 
 

@@ -6,6 +6,7 @@ from prefect import flow
 
 from flows.removal import finish
 from tasks.core.io import read_frame
+from tasks.core.loading import set_torch_threads
 from tasks.core.params import Params
 from tasks.core.schemas import INPAINTED, REMOVAL_SPLITS
 from tasks.removal import selection
@@ -15,6 +16,7 @@ from tasks.removal import selection
 def removal_selection_flow(params: Params) -> dict:
     """The CLIP check of every edit and the kept pairs' split."""
     paths, section = params.paths, params.removal_selection
+    set_torch_threads(params.engine.torch_threads)  # the CLIP check runs in this thread
     edits = read_frame(paths.inpainted, INPAINTED, "inpaint")
     kept, rejects = selection.run(edits, paths.inpainted_images, section, selection.load_models(section))
     splits = {s: int((kept["split"] == s).sum()) for s in REMOVAL_SPLITS}

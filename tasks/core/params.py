@@ -48,8 +48,8 @@ class PathsParams(Frozen):
     metrics: Path
     evaluation: Path
     evaluation_reports: Path
-    source_images: Path | None = Field(None, description="real images of the source captions (e.g. COCO val2017); "
-                                                         "None: no real-image baseline")
+    source_images: Path | None = Field(None, description="real images of the source captions (e.g. COCO val2017; a "
+                                                         "DVC dep); None or no image there: no real-image baseline")
     labelstudio_tasks: Path = Field(Path("data/validation/tasks.json"), description="Label Studio tasks (+ .xml "
                                                                                    "labeling config beside them)")
     labelstudio_export: Path = Field(Path("data/validation/labelstudio_export.json"),

@@ -1,46 +1,362 @@
-"""`cfgen run`'s whole-DAG flow honours `engine.dask_address`: on a 2-worker LocalCluster it writes exactly what a
-local run writes, and every sharded stage really ran on the cluster (nothing came from a shared cache)."""
+"""`engine.dask_address` really puts the work on the Dask cluster, for the real `cfgen` commands.
+
+A fresh result store makes every shard computed and the outputs equal a local run with or without Dask, so these
+tests ask the scheduler where the work ran: a scheduler plugin (`PrefectTaskRuns`) records which Prefect task run
+each submitted Dask key carries, the scheduler's task stream records on which worker each key finished, and the
+Prefect API says whether that run computed or was a cache hit. Were the address ignored (a local task runner),
+the scheduler would see none of these runs and every coverage assertion fails.
+
+- `cfgen run` (the whole-DAG flow) on a 2-worker LocalCluster, SIGKILLed once generate has persisted some samples,
+  then rerun: every shard of every sharded stage computed exactly once, on a worker; generate's and selection's
+  tasks on workers; none of their task runs outside the scheduler; outputs byte for byte an in-process local run's.
+- `cfgen sites` (a DVC step command) on the same cluster with its own fresh store: every shard computed on a worker.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from uuid import UUID
 
 import polars as pl
 import pytest
+from distributed.diagnostics.plugin import SchedulerPlugin
 
-from flows.pipeline import run_dag
 from tests.conftest import DEMO_CAPTIONS, ROOT, project_params, requires_nltk
 
 pytestmark = [requires_nltk, pytest.mark.slow]
-OUTPUTS = ("sites", "salient_sites", "candidates", "similarity", "counterfactual_captions", "samples", "selected")
+CFGEN = Path(sys.executable).parent / "cfgen"
+ENGINE = ("engine.torch_threads=1", "engine.shard_size=2")
+SHARDED = ("sites", "candidates", "relations", "similarity", "perplexity")
+ON_DASK = ("caption-stage", "generate", "selection")  # the flows `flows.pipeline.run_dag` gives the Dask runner
+CACHE_COUNTERS = {"shards_computed", "samples_rendered", "pairs_generated", "renders", "renders_cached"}
 
 
-def run_in(folder, monkeypatch, *overrides: str) -> dict:
-    """The whole DAG on 8 demo captions in `folder`, with its own Prefect result store."""
-    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+# -- what the scheduler saw ---------------------------------------------------------------------------------------
 
-    (folder / "data/raw").mkdir(parents=True)
+class PrefectTaskRuns(SchedulerPlugin):
+    """On the scheduler: Dask key -> (Prefect task name, task run id) of every task a Prefect client submits, read
+    from the task's spec as it arrives (prefect-dask's keys, `<function>-<token>`, name neither)."""
+
+    name = "prefect-task-runs"
+
+    def __init__(self) -> None:
+        self.runs: dict[str, tuple[str, str]] = {}
+
+    def update_graph(self, scheduler, *, tasks, **kwargs) -> None:
+        for key in tasks:
+            spec = getattr(getattr(scheduler.tasks.get(key), "run_spec", None), "kwargs", None) or {}
+            if "task_run_id" in spec and hasattr(spec.get("task"), "name"):
+                self.runs[key] = (spec["task"].name, str(spec["task_run_id"]))
+
+
+def take_runs(dask_scheduler) -> dict[str, tuple[str, str]]:
+    """The plugin's record so far, emptied."""
+    runs = dask_scheduler.plugins[PrefectTaskRuns.name].runs
+    taken = dict(runs)
+    runs.clear()
+    return taken
+
+
+@dataclass(frozen=True)
+class Cluster:
+    address: str
+    client: object  # distributed.Client
+    worker_pids: dict[str, int]  # worker address -> its process id
+    folder: Path  # the workers' cwd
+
+
+@dataclass(frozen=True)
+class OnCluster:
+    """A Prefect task run the scheduler saw submitted and, unless `worker` is None, finish on that worker."""
+
+    task: str
+    run_id: str
+    worker: str | None
+
+
+@dataclass
+class Recorded:
+    stream: list[dict] = field(default_factory=list)  # the scheduler's task stream: key, worker, status, ...
+    runs: dict[str, tuple[str, str]] = field(default_factory=dict)  # Dask key -> (Prefect task, run id)
+
+    def __add__(self, other: Recorded) -> Recorded:
+        return Recorded(self.stream + other.stream, {**self.runs, **other.runs})
+
+    def task_runs(self) -> list[OnCluster]:
+        finished = {entry["key"]: entry["worker"] for entry in self.stream if entry.get("status") == "OK"}
+        return [OnCluster(name, run_id, finished.get(key)) for key, (name, run_id) in self.runs.items()]
+
+
+@contextlib.contextmanager
+def recording(cluster: Cluster) -> Iterator[Recorded]:
+    """What the scheduler records during the block: its task stream and the Prefect task runs submitted."""
+    from distributed import get_task_stream
+
+    recorded = Recorded()
+    cluster.client.run_on_scheduler(take_runs)  # forget earlier blocks' submissions
+    with get_task_stream(client=cluster.client) as stream:
+        yield recorded
+    recorded.stream.extend(stream.data)
+    recorded.runs.update(cluster.client.run_on_scheduler(take_runs))
+
+
+@contextlib.contextmanager
+def environment_kept() -> Iterator[None]:
+    """os.environ as it was, again on exit: a LocalCluster's nannies leave OMP_NUM_THREADS=1, PYTHONHASHSEED, ... in
+    their parent's environment, which every `cfgen` started later would inherit (and the flow process's own torch
+    work would then run on other thread counts than the local run's)."""
+    before = dict(os.environ)
+    try:
+        yield
+    finally:
+        for name in set(os.environ) - set(before):
+            del os.environ[name]
+        os.environ.update(before)
+
+
+def dask_cluster(folder: Path) -> Iterator[Cluster]:
+    """A 2-worker process LocalCluster whose workers start in `folder` (where relative model paths resolve), with
+    `folder/store` as their result store and the test's Prefect API in their environment."""
+    from distributed import Client, LocalCluster
+    from prefect.settings import PREFECT_API_URL
+
+    with contextlib.ExitStack() as stack:
+        with environment_kept(), pytest.MonkeyPatch.context() as spawning:  # only while the workers start
+            spawning.chdir(folder)
+            spawning.setenv("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(folder / "store"))
+            spawning.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
+            cluster = stack.enter_context(LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                                       dashboard_address=":0"))
+        client = stack.enter_context(Client(cluster, set_as_default=False))
+        client.register_plugin(PrefectTaskRuns())
+        pids = client.run(os.getpid)
+        assert len(set(pids.values())) == 2 and os.getpid() not in pids.values()
+        assert client.run(os.getcwd) == dict.fromkeys(pids, str(folder.resolve()))
+        yield Cluster(cluster.scheduler_address, client, pids, folder)
+
+
+def prefect_task_runs(run_ids) -> dict[str, object]:
+    """Prefect's record of these task runs, by id."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterId
+    from prefect.client.schemas.sorting import TaskRunSort
+
+    ids = [UUID(i) for i in run_ids]
+    with get_client(sync_client=True) as client:
+        return {str(r.id): r for start in range(0, len(ids), 100) for r in client.read_task_runs(
+            task_run_filter=TaskRunFilter(id=TaskRunFilterId(any_=ids[start:start + 100])), sort=TaskRunSort.ID_DESC,
+            limit=100)}
+
+
+def task_runs_meant_for_dask(flow_run_ids) -> list:
+    """Every task run of these flow runs and, where they are subflows, of every flow run beside them whose tasks
+    `engine.dask_address` sends to the cluster (caption stages, generate, selection), wherever they ran."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterId,
+                                                FlowRunFilterParentFlowRunId, TaskRunFilter, TaskRunFilterFlowRunId,
+                                                TaskRunFilterSubFlowRuns)
+    from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=list(flow_run_ids))),
+                                     sort=FlowRunSort.ID_DESC, limit=200)
+        parents = {client.read_task_run(r.parent_task_run_id).flow_run_id for r in runs if r.parent_task_run_id}
+        beside = client.read_flow_runs(
+            flow_filter=FlowFilter(name=FlowFilterName(any_=list(ON_DASK))),
+            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=list(parents))),
+            sort=FlowRunSort.ID_DESC, limit=200) if parents else []
+        tasks = client.read_task_runs(task_run_filter=TaskRunFilter(
+            flow_run_id=TaskRunFilterFlowRunId(any_=list({r.id for r in [*runs, *beside]})),
+            subflow_runs=TaskRunFilterSubFlowRuns(exists_=False)), sort=TaskRunSort.ID_DESC, limit=200)
+    assert len(runs) < 200 and len(beside) < 200 and len(tasks) < 200  # nothing left beyond a page
+    return tasks
+
+
+def assert_ran_on_workers(cluster: Cluster, recorded: Recorded, *cfgen_pids: int) -> Counter:
+    """Every task the scheduler saw finish ran on one of the cluster's worker processes (not this one, not `cfgen`);
+    every task run of the flows meant for the cluster went through its scheduler (none ran in the `cfgen` process).
+    Returns the Prefect tasks computed on workers (cache hits not counted), by task name."""
+    workers = {entry["worker"] for entry in recorded.stream}
+    assert workers, "the scheduler's task stream saw no task finish: nothing ran on the Dask cluster"
+    assert workers <= set(cluster.worker_pids), f"tasks finished on {workers}, not the workers {cluster.worker_pids}"
+    assert not {cluster.worker_pids[w] for w in workers} & {os.getpid(), *cfgen_pids}
+    seen = recorded.task_runs()
+    prefect = prefect_task_runs({run.run_id for run in seen})
+    submitted = {run.run_id for run in seen}
+    flow_runs = {r.flow_run_id for r in prefect.values()}
+    elsewhere = [f"{r.name} ({r.state_name})" for r in task_runs_meant_for_dask(flow_runs)
+                 if str(r.id) not in submitted]
+    assert not elsewhere, f"task runs that never went through the Dask scheduler: {elsewhere}"
+    return Counter(run.task for run in seen if run.worker and prefect[run.run_id].state_name == "Completed")
+
+
+# -- runs -----------------------------------------------------------------------------------------------------------
+
+def folder_with_captions(folder: Path) -> Path:
+    (folder / "data/raw").mkdir(parents=True, exist_ok=True)
     (folder / "data/raw/demo_captions.tsv").write_text("\n".join(DEMO_CAPTIONS.read_text().splitlines()[:8]) + "\n")
     shutil.copy(ROOT / "params.yaml", folder / "params.yaml")
-    monkeypatch.chdir(folder)
-    params = project_params("engine.torch_threads=1", "engine.shard_size=2", *overrides)
-    with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: folder / "store"}):
-        return run_dag(params)
+    return folder
 
 
-def test_the_whole_dag_on_a_dask_cluster_equals_a_local_run(tmp_path, prefect_server, monkeypatch):
-    from distributed import LocalCluster
+@pytest.fixture(scope="module")
+def local(tmp_path_factory, prefect_server) -> tuple[Path, dict]:
+    """The whole DAG on 8 demo captions in this process, on the local task runner: (its folder, its metrics)."""
+    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 
-    local = run_in(tmp_path / "local", monkeypatch)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        remote = run_in(tmp_path / "dask", monkeypatch, f"engine.dask_address={cluster.scheduler_address}")
-    for stage in ("sites", "candidates", "similarity", "perplexity"):
-        assert remote[stage]["shards_computed"] == remote[stage]["shards"] > 0, stage
-    assert remote["generate"]["samples_rendered"] == local["generate"]["samples_rendered"] > 0
+    from flows.pipeline import run_dag
+
+    folder = folder_with_captions(tmp_path_factory.mktemp("local"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: folder / "store"}):
+            metrics = run_dag(project_params(*ENGINE))
+    return folder, metrics
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, prefect_server) -> Iterator[Cluster]:
+    """The module's cluster, its workers started in the whole-DAG test's run folder."""
+    yield from dask_cluster(tmp_path_factory.mktemp("dask"))
+
+
+def cfgen(folder: Path, *args: str, log: str) -> subprocess.Popen:
+    """The real `cfgen` in `folder`, in its own session (a SIGKILL of its group reaches it alone), on the test's
+    Prefect server with `folder/store` as its result store."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(),
+           "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(folder / "store")}
+    with (folder / log).open("w") as out:
+        return subprocess.Popen([str(CFGEN), *args], cwd=folder, env=env, start_new_session=True,
+                                stdout=out, stderr=subprocess.STDOUT)
+
+
+def finish(process: subprocess.Popen, log: Path, timeout: float = 900) -> None:
+    assert process.wait(timeout=timeout) == 0, log.read_text()[-4000:]
+
+
+def on_cluster_options(cluster: Cluster) -> tuple[str, ...]:
+    return tuple(arg for option in (f"engine.dask_address={cluster.address}", *ENGINE) for arg in ("-p", option))
+
+
+def persisted_samples(store: Path) -> int:
+    """Samples generate has appended to its pair records (`tasks.image.records`; selection's canonical renders,
+    kept there too, not counted), complete lines only; asserts none was appended twice."""
+    keys = []
+    for record in (store / "samples").rglob("*.jsonl"):
+        for line in filter(None, record.read_text(encoding="utf-8").split("\n")):
+            try:
+                keys.append(json.loads(line)["key"])
+            except ValueError:
+                continue  # a line being appended right now
+    samples = [key for key in keys if not key.startswith("canonical-")]
+    assert len(set(samples)) == len(samples), "a sample was rendered twice"
+    return len(samples)
+
+
+def kill_mid_generate(process: subprocess.Popen, folder: Path, total: int, timeout: float = 900) -> int:
+    """SIGKILL `cfgen run`'s process group as soon as generate has persisted a sample; returns the samples then."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"cfgen run exited ({process.returncode}) before generate persisted a sample:\n"
+                                 + (folder / "killed.log").read_text()[-4000:])
+        if done := persisted_samples(folder / "store"):
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=60)
+            assert 0 < done < total, f"{done} of {total} samples persisted at the kill: not mid-generate"
+            return done
+        time.sleep(0.01)
+    raise AssertionError("generate never persisted a sample")
+
+
+def without_cache_counters(value):
+    """Metrics less what in a stage's metrics depends on what the cache held before the run (computed vs. cached)."""
+    if isinstance(value, dict):
+        dropped = CACHE_COUNTERS if "stage" in value else set()
+        return {k: without_cache_counters(v) for k, v in value.items() if k not in dropped}
+    return value
+
+
+def same_bytes(a: Path, b: Path, under: str, pattern: str) -> list[str]:
+    """The files matching `pattern` under `under`: the same names in run folders `a` and `b`, the same bytes."""
+    names = [sorted(str(p.relative_to(folder)) for p in (folder / under).rglob(pattern)) for folder in (a, b)]
+    assert names[0] == names[1], names
+    differ = [n for n in names[0] if (a / n).read_bytes() != (b / n).read_bytes()]
+    assert not differ, f"differ from the local run: {differ}"
+    return names[0]
+
+
+# -- tests ----------------------------------------------------------------------------------------------------------
+
+def test_cfgen_run_on_a_dask_cluster_survives_sigkill_and_equals_a_local_run(local, cluster):
+    from tasks.core.schemas import PAIR
+    from tasks.core.shards import content_shards
+
+    local_folder, local_metrics = local
+    folder = folder_with_captions(cluster.folder)
+    params = project_params()
+    paths, total = params.paths, local_metrics["generate"]["samples"]
+    command = ("run", *on_cluster_options(cluster))
+
+    with recording(cluster) as first:
+        killed = cfgen(folder, *command, log="killed.log")
+        at_kill = kill_mid_generate(killed, folder, total)
+    assert killed.returncode == -signal.SIGKILL
+    assert not (folder / paths.samples).exists(), "generate had written its output before the kill"
+    with recording(cluster) as second:
+        rerun = cfgen(folder, *command, log="rerun.log")
+        finish(rerun, folder / "rerun.log")
+
+    computed = assert_ran_on_workers(cluster, first + second, killed.pid, rerun.pid)
+    for stage in SHARDED:  # every shard once, on a worker: the rerun took them all from the killed run's results
+        assert computed[stage] == local_metrics[stage]["shards"] > 0, (stage, computed)
+    metrics = {p.stem: json.loads(p.read_text()) for p in (folder / paths.metrics).glob("*.json")}
+    assert [metrics[stage]["shards_computed"] for stage in SHARDED] == [0] * len(SHARDED)
+    chunks = content_shards(pl.read_parquet(local_folder / paths.counterfactual_captions).select(list(PAIR)),
+                            params.generate.pairs_per_task)
+    rerun_tasks = Counter(run.task for run in second.task_runs() if run.worker)
+    assert rerun_tasks["generate_pairs"] == len(chunks) > 0, rerun_tasks
+    assert rerun_tasks["render_canonicals"] > 0, rerun_tasks
+    assert persisted_samples(folder / "store") == total  # each sample rendered once: the rerun renders what's missing
+    assert metrics["generate"]["samples_rendered"] <= total - at_kill
+
+    same_bytes(local_folder, folder, "data", "*.parquet")
+    assert same_bytes(local_folder, folder, str(paths.selected_images), "*.png")
+    reports = sorted(p.relative_to(local_folder) for p in (local_folder / "reports").rglob("*.json"))
+    differ = [str(n) for n in reports if without_cache_counters(json.loads((local_folder / n).read_text()))
+              != without_cache_counters(json.loads((folder / n).read_text()))]
+    assert reports and not differ, f"metrics that differ from the local run's: {differ}"
+
+
+def test_a_step_command_maps_its_shards_over_the_cluster(tmp_path, local, cluster):
+    """`cfgen sites` with the address and a fresh store of its own: every shard computed on a worker, output =
+    the local run's."""
+    local_folder, local_metrics = local
+    folder = folder_with_captions(tmp_path)
     paths = project_params().paths
-    for name in OUTPUTS:
-        a, b = (pl.read_parquet(tmp_path / run / getattr(paths, name)) for run in ("local", "dask"))
-        assert a.equals(b), name
-    images = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local" / paths.selected_images).rglob("*"))
-    assert images and all((tmp_path / "local" / p).read_bytes() == (tmp_path / "dask" / p).read_bytes()
-                          for p in images if p.suffix == ".png")
+    (folder / paths.captions).parent.mkdir(parents=True)
+    shutil.copy(local_folder / paths.captions, folder / paths.captions)
+    with recording(cluster) as recorded:
+        step = cfgen(folder, "sites", str(paths.captions), str(paths.sites), "--metrics", "sites.json",
+                     *on_cluster_options(cluster), log="sites.log")
+        finish(step, folder / "sites.log")
+    computed = assert_ran_on_workers(cluster, recorded, step.pid)
+    shards = local_metrics["sites"]["shards"]
+    assert computed == {"sites": shards} and shards > 0, computed
+    metrics = json.loads((folder / "sites.json").read_text())
+    assert metrics["shards"] == metrics["shards_computed"] == shards, metrics
+    assert same_bytes(local_folder, folder, str(paths.sites.parent), "sites.*parquet") == [
+        str(paths.sites), str(paths.sites.with_suffix(".rejects.parquet"))]

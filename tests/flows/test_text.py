@@ -161,8 +161,9 @@ def test_a_killed_cli_run_resumes_and_ends_byte_identical(tmp_path, tiny_text_mo
 def test_saliency_is_skipped_without_real_images_and_passes_every_site(tmp_path, result_store, caption_params):
     source, sites = _demo_source(tmp_path)
     stage_flow("sites", source, sites, caption_params)
-    enabled = caption_params.model_copy(update={"saliency": caption_params.saliency.model_copy(
-        update={"enabled": True})})
+    enabled = caption_params.model_copy(update={
+        "saliency": caption_params.saliency.model_copy(update={"enabled": True}),
+        "paths": caption_params.paths.model_copy(update={"source_images": None})})
     metrics = stage_flow("saliency", sites, tmp_path / "salient.parquet", enabled)
     assert metrics["skipped"] == "paths.source_images is not set: no real images to rank with"
     assert pl.read_parquet(tmp_path / "salient.parquet").equals(pl.read_parquet(sites))
