@@ -14,20 +14,50 @@ Invariant: **no Prefect server outlives the command that started it.**
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from prefect.server.api.server import SubprocessASGIServer
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
-from flows.temporary_server import PrefectUnavailable, TemporaryServer, death_signal
+from tasks.core.errors import UserError
+
+if TYPE_CHECKING:  # prefect.server takes seconds to import: only a command that starts a server imports it
+    from flows.temporary_server import TemporaryServer
 
 HEALTH_TIMEOUT_S = 3.0
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+class PrefectUnavailable(UserError):
+    """No Prefect API to talk to; the message is one line meant for the user."""
+
+
+def death_signal(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A `preexec_fn` that makes the child receive `sig` when its parent (thread) dies; None off Linux.
+
+    libc and `prctl` are resolved here, in the parent, so the forked child only makes the call.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+
+    def preexec() -> None:
+        if prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
+            os._exit(127)
+        if os.getppid() != parent:  # the parent died between fork() and prctl(): nobody will signal us
+            os._exit(128 + sig)
+
+    return preexec
+
 
 def check_reachable(url: str, timeout: float = HEALTH_TIMEOUT_S) -> None:
     """Raise PrefectUnavailable (one line) unless `{url}/health` answers."""
@@ -40,10 +70,11 @@ def check_reachable(url: str, timeout: float = HEALTH_TIMEOUT_S) -> None:
 
 
 @contextmanager
-def _use_api(url: str, server: SubprocessASGIServer) -> Iterator[None]:
+def _use_api(url: str, server: TemporaryServer) -> Iterator[None]:
     """Point this process (settings context, threads without one, Prefect's own ephemeral lookups) and the
     processes it starts (environment) at `url`; on exit flush Prefect's log/event workers while it still answers."""
     import prefect.context
+    from prefect.server.api.server import SubprocessASGIServer
 
     previous_env = os.environ.get("PREFECT_API_URL")
     previous_default = SubprocessASGIServer._instances.get(None)
@@ -91,6 +122,8 @@ def prefect_api(timeout: float = 60) -> Iterator[str]:
         check_reachable(configured)
         yield configured
         return
+    from flows.temporary_server import TemporaryServer
+
     server = TemporaryServer()
     server.start(timeout)
     try:

@@ -15,14 +15,12 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
-import ctypes
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -34,32 +32,7 @@ import sqlalchemy
 from prefect.server.api.server import SubprocessASGIServer, subprocess_server_logger
 from prefect.settings import get_current_settings
 
-from tasks.core.errors import UserError
-
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-class PrefectUnavailable(UserError):
-    """No Prefect API to talk to; the message is one line meant for the user."""
-
-
-def death_signal(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
-    """A `preexec_fn` that makes the child receive `sig` when its parent (thread) dies; None off Linux.
-
-    libc and `prctl` are resolved here, in the parent, so the forked child only makes the call.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    parent = os.getpid()
-
-    def preexec() -> None:
-        if prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
-            os._exit(127)
-        if os.getppid() != parent:  # the parent died between fork() and prctl(): nobody will signal us
-            os._exit(128 + sig)
-
-    return preexec
+from flows.server import PrefectUnavailable, death_signal
 
 
 def setup_lock_path() -> Path:

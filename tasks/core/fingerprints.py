@@ -92,23 +92,28 @@ def fingerprint(spec: ModelSpec) -> str:
     return f"{spec.id}@{Path(snapshot).name}"
 
 
+def _open_clip():
+    import open_clip
+
+    return open_clip
+
+
 @cache
 def clip_fingerprint(spec: ClipSpec) -> str:
     """`id:pretrained-name#hash16` over the architecture (the `config` file's bytes, else open_clip's registered
     config as sorted JSON) and the weights (the `pretrained` file's bytes, else open_clip's registry entry for the tag,
-    which names the weights' URL/hub file). Offline: nothing is downloaded."""
-    import open_clip
-
+    which names the weights' URL/hub file). Offline: nothing is downloaded; open_clip is imported only for a registry
+    lookup."""
     if spec.config is not None:
         architecture = content_hash(Path(resolve_path(spec.config)))
-    elif (config := open_clip.get_model_config(spec.id)) is not None:
+    elif (config := _open_clip().get_model_config(spec.id)) is not None:
         architecture = json.dumps(config, sort_keys=True)
     else:
         raise ModelNotFound(f"open_clip has no architecture {spec.id} and no config file is given")
     weights = Path(resolve_path(spec.pretrained))
     if weights.exists():
         weights_id = content_hash(weights)
-    elif entry := open_clip.get_pretrained_cfg(spec.id, spec.pretrained):
+    elif entry := _open_clip().get_pretrained_cfg(spec.id, spec.pretrained):
         weights_id = json.dumps(entry, sort_keys=True)
     else:
         raise ModelNotFound(f"CLIP weights {spec.pretrained} are neither a file nor an open_clip tag of {spec.id}")

@@ -154,6 +154,15 @@ def test_unreachable_api_url_fails_fast_in_one_line():
                                 "PREFECT_API_URL")
 
 
+def test_a_stage_command_on_a_running_server_never_imports_the_server_code():
+    """prefect.server costs seconds to import, in every stage process of a `dvc repro`: only a command that starts its
+    own server may import it."""
+    script = "import sys, flows.cli, flows.server, flows.text, flows.image, flows.release, flows.pipeline; " \
+             "print(sorted(m for m in sys.modules if m.startswith('prefect.server.api')))"
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 @pytest.mark.slow
 def test_server_that_cannot_start_fails_in_one_line_with_its_last_stderr_line(tmp_path, prefect_home):
     script = "\n".join([
