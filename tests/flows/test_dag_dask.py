@@ -32,16 +32,13 @@ import polars as pl
 import pytest
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from tests.conftest import DEMO_CAPTIONS, ROOT, project_params, requires_nltk
+from tests.conftest import DEMO_CAPTIONS, ROOT, project_params, requires_nltk, without_counters
 
 pytestmark = [requires_nltk, pytest.mark.slow]
 CFGEN = Path(sys.executable).parent / "cfgen"
 ENGINE = ("engine.torch_threads=1", "engine.shard_size=2")
 SHARDED = ("sites", "candidates", "relations", "similarity", "perplexity")
 ON_DASK = ("caption-stage", "generate", "selection")  # the flows `flows.pipeline.run_dag` gives the Dask runner
-CACHE_COUNTERS = {"shards_computed", "samples_rendered", "pairs_generated", "renders", "renders_cached"}
-
-
 # -- what the scheduler saw ---------------------------------------------------------------------------------------
 
 class PrefectTaskRuns(SchedulerPlugin):
@@ -282,14 +279,6 @@ def kill_mid_generate(process: subprocess.Popen, folder: Path, total: int, timeo
     raise AssertionError("generate never persisted a sample")
 
 
-def without_cache_counters(value):
-    """Metrics less what in a stage's metrics depends on what the cache held before the run (computed vs. cached)."""
-    if isinstance(value, dict):
-        dropped = CACHE_COUNTERS if "stage" in value else set()
-        return {k: without_cache_counters(v) for k, v in value.items() if k not in dropped}
-    return value
-
-
 def same_bytes(a: Path, b: Path, under: str, pattern: str) -> list[str]:
     """The files matching `pattern` under `under`: the same names in run folders `a` and `b`, the same bytes."""
     names = [sorted(str(p.relative_to(folder)) for p in (folder / under).rglob(pattern)) for folder in (a, b)]
@@ -336,8 +325,8 @@ def test_cfgen_run_on_a_dask_cluster_survives_sigkill_and_equals_a_local_run(loc
     same_bytes(local_folder, folder, "data", "*.parquet")
     assert same_bytes(local_folder, folder, str(paths.selected_images), "*.png")
     reports = sorted(p.relative_to(local_folder) for p in (local_folder / "reports").rglob("*.json"))
-    differ = [str(n) for n in reports if without_cache_counters(json.loads((local_folder / n).read_text()))
-              != without_cache_counters(json.loads((folder / n).read_text()))]
+    differ = [str(n) for n in reports if without_counters(json.loads((local_folder / n).read_text()))
+              != without_counters(json.loads((folder / n).read_text()))]
     assert reports and not differ, f"metrics that differ from the local run's: {differ}"
 
 
