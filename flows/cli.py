@@ -51,7 +51,7 @@ def _run_flow(flow_fn: Callable, params: Params, *args: Any) -> Any:
     from flows.sharding import task_runner
 
     with prefect_api():
-        return flow_fn.with_options(task_runner=task_runner(params.engine))(*args, params)
+        return flow_fn.with_options(task_runner=task_runner(params))(*args, params)
 
 
 def _stage_flow(name: str) -> tuple[Callable, tuple]:

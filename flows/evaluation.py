@@ -18,6 +18,7 @@ from pathlib import Path
 import polars as pl
 from prefect import flow, get_run_logger, task
 
+from flows.workspace import result_store
 from tasks.core.code import identity
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import content_hash, fingerprint
@@ -81,7 +82,8 @@ def removal_metrics(params: Params) -> dict[str, dict] | None:
     gallery = pl.read_parquet(paths.removal_gallery).select("caption", "classes")
     stage.require_files(paths.inpainted_images / k for k in queries["image_1"])
     log.info("evaluate: ODmAP over %d test queries and %d gallery captions", queries.height, gallery.height)
-    return {name: odmap_model(spec, queries, gallery, params, odmap_key(name, spec, queries, gallery, params))
+    odmap = odmap_model.with_options(result_storage=result_store(params))
+    return {name: odmap(spec, queries, gallery, params, odmap_key(name, spec, queries, gallery, params))
             for name, spec in params.evaluate.models.items()}
 
 
@@ -94,8 +96,9 @@ def evaluate_flow(params: Params) -> dict:
     real = stage.locate(selected, paths.selected_images, real_paths)
     validated = pl.read_parquet(paths.validated)["caption_id"].to_list() if paths.validated.is_file() else None
     odmap = removal_metrics(params)  # after the selected images' check, before any R@k model
-    futures = {name: evaluate_model.submit(name, spec, selected, real, validated, params,
-                                           model_key(name, spec, selected, real, validated, params))
+    evaluate = evaluate_model.with_options(result_storage=result_store(params))
+    futures = {name: evaluate.submit(name, spec, selected, real, validated, params,
+                                     model_key(name, spec, selected, real, validated, params))
                for name, spec in params.evaluate.models.items()}
     results = {name: future.result() for name, future in futures.items()}
     metrics = {"models": {name: m for name, (m, _) in results.items()}, **stage.summary(selected, real, validated)}

@@ -19,12 +19,12 @@ import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
-from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import unmapped
 
 from flows.progress import StageProgress
 from flows.sharding import stage_metrics
+from flows.workspace import result_store
 from tasks.core.io import read_frame, read_rgb, write_outputs
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import GenerateParams, Params, SelectionParams
@@ -35,10 +35,10 @@ from tasks.image.records import PairRecords
 from tasks.image.sampling import Sample
 
 
-def sample_records() -> PairRecords:
-    """The image stage's pair records: `samples/` beside Prefect's local results, as an absolute path (a Dask worker
-    on a shared filesystem appends where a later local run reads)."""
-    return PairRecords(Path(PREFECT_RESULTS_LOCAL_STORAGE_PATH.value()).expanduser().resolve() / "samples")
+def sample_records(params: Params) -> PairRecords:
+    """The image stage's pair records: `samples/` in the result store (an absolute path: a Dask worker on a shared
+    filesystem appends where a later local run reads)."""
+    return PairRecords(result_store(params) / "samples")
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -63,7 +63,7 @@ def generate_flow(pairs_path: Path, output: Path, params: Params) -> dict:
     with StageProgress("generate", pairs.height * gen.n_samples, unit="samples") as progress:
         futures = generate_pairs.map(
             pairs=chunks, params=unmapped(gen), selection_params=unmapped(selection_params),
-            records=unmapped(sample_records()), torch_threads=unmapped(params.engine.torch_threads),
+            records=unmapped(sample_records(params)), torch_threads=unmapped(params.engine.torch_threads),
             progress=unmapped(progress if local else None))
         sizes = {f.task_run_id: c.height for f, c in zip(futures, chunks)}
         for future in as_completed(futures):
@@ -116,7 +116,7 @@ def render_canonicals(jobs: list[dict], params: GenerateParams, records: PairRec
 def selection_flow(scores_path: Path, output: Path, selected_images: Path, params: Params) -> dict:
     """One winner per caption pair, canonically rendered, its PNGs under `selected_images` (rewritten every run)."""
     scores = read_frame(scores_path, SAMPLES, "generate")
-    gen, records, counts = params.generate, sample_records(), Counter()
+    gen, records, counts = params.generate, sample_records(params), Counter()
     folder = canonical_images(records)
 
     def render_canonical(pairs: list[dict], samples: list[Sample]) -> list[dict]:

@@ -43,7 +43,7 @@ def removal_inputs_task(params: Params) -> None:
 
 def run_dag(params: Params) -> dict[str, dict]:
     """Every stage in DAG order; returns their metrics (also written to `paths.metrics/<stage>.json`)."""
-    paths, runner = params.paths, task_runner(params.engine)
+    paths, runner = params.paths, task_runner(params)
     if params.profile == "demo":
         tiny_models_task(paths.captions_source, paths.models / "demo", params.tiny_models)
     metrics = {"ingest": ingest_task.with_options(retries=2)(paths.captions_source, paths.captions)}

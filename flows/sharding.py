@@ -20,19 +20,27 @@ from prefect.utilities.annotations import unmapped
 from pydantic import BaseModel
 
 from flows.progress import StageProgress
+from flows.workspace import result_store
 from tasks.core.loading import set_torch_threads
-from tasks.core.params import EngineParams, Params
+from tasks.core.params import Params
 from tasks.core.shards import content_shards, shard_keys
+from tasks.core.specs import model_specs
 from tasks.core.stages import Stage
 
 
-def task_runner(engine: EngineParams):
-    """Local by default (one shard at a time: the models already use every core); Dask when an address is set."""
-    if engine.dask_address:
-        from prefect_dask import DaskTaskRunner
+def task_runner(params: Params):
+    """Local by default (one shard at a time: the models already use every core); the Dask cluster at
+    `engine.dask_address` when one is set (`flows.cluster`: under the paper profile, one GPU per worker)."""
+    engine = params.engine
+    if not engine.dask_address:
+        return ThreadPoolTaskRunner(max_workers=1)
+    from prefect.settings import PREFECT_API_URL
 
-        return DaskTaskRunner(address=engine.dask_address)
-    return ThreadPoolTaskRunner(max_workers=1)
+    from flows.cluster import ClusterTaskRunner, check_api_reachable
+
+    check_api_reachable(engine.dask_address, PREFECT_API_URL.value() or "")
+    pinned = all(spec.device != "auto" for _, spec in model_specs(params)) if params.profile == "paper" else None
+    return ClusterTaskRunner(engine.dask_address, engine.task_resources, pinned)
 
 
 def stage_metrics(stage: str, rows_in: int, kept: pl.DataFrame, rejects: pl.DataFrame, **extra: Any) -> dict:
@@ -64,7 +72,7 @@ def run_sharded(stage: Stage, frame: pl.DataFrame, params: Params) -> ShardedRes
     shards = content_shards(frame, engine.shard_size)
     keys = shard_keys(stage, shards, section)
     with StageProgress(stage.name, len(shards), unit="shards") as progress:
-        futures = run_shard.with_options(name=stage.name).map(
+        futures = run_shard.with_options(name=stage.name, result_storage=result_store(params)).map(
             shard=shards, key=keys, stage=unmapped(stage), section=unmapped(section),
             torch_threads=unmapped(engine.torch_threads))
         for _ in as_completed(futures):

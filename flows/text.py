@@ -31,13 +31,13 @@ def ingest_task(source: Path, output: Path) -> dict:
 
 
 def with_source_images(sites: pl.DataFrame, paths: PathsParams) -> pl.DataFrame:
-    """`sites` plus each caption's real image (`image_path`, null when missing) and its content hash, so a shard's
-    cache key covers the pixels it reads."""
+    """`sites` plus each caption's real image (`image_path`, absolute: a Dask worker has another working directory;
+    null when missing) and its content hash, which a shard's cache key covers in place of the path."""
     ids = sites["image_id"].unique(maintain_order=True).to_list()
     found = dict(zip(ids, source_image_paths(ids, paths.source_images, paths.source_image_name)))
     hashes = {i: content_hash(p) for i, p in found.items() if p}
     return sites.with_columns(
-        image_path=pl.col("image_id").replace_strict({i: str(p) for i, p in found.items() if p}, default=None,
+        image_path=pl.col("image_id").replace_strict({i: str(p.resolve()) for i, p in found.items() if p}, default=None,
                                                      return_dtype=pl.String),
         image_digest=pl.col("image_id").replace_strict(hashes, default=None, return_dtype=pl.String))
 

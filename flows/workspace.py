@@ -1,4 +1,7 @@
-"""Where a DVC experiment's copy of the repository finds the workspace's caches.
+"""Where a run's results live: the result store every process, host and DVC experiment copy of a project shares.
+
+`result_store(params)` is the one absolute folder every persisted result goes to and is looked up in, fixed on the
+submitting side before anything is shipped to a Dask worker (whose working directory is another).
 
 `dvc exp run --queue` / `--temp` runs each experiment in a temporary copy, `<workspace>/.dvc/tmp/exps/<name>/`. DVC
 shares its own cache with the workspace; the Prefect result store (shard results, sample records, canonical PNGs) is
@@ -11,6 +14,12 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tasks.core.errors import UserError
+
+if TYPE_CHECKING:  # imported with `flows`, by every command: nothing heavy here
+    from tasks.core.params import Params
 
 EXPERIMENTS = (".dvc", "tmp", "exps")
 
@@ -36,3 +45,19 @@ def share_result_store(cwd: Path) -> None:
         store = os.path.join(home, "storage") if home else None
     if store and not Path(store).expanduser().is_absolute():
         os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(workspace / store)
+
+
+def result_store(params: Params) -> Path:
+    """Shard results, sample records, canonical PNGs, fills and evaluation results, all under one absolute folder:
+    `engine.result_storage` (relative: to the project, or to the workspace of an experiment's copy), else Prefect's
+    local storage setting (this project's `.prefect/storage`)."""
+    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH
+
+    configured = params.engine.result_storage
+    if configured is None:
+        return Path(PREFECT_RESULTS_LOCAL_STORAGE_PATH.value()).expanduser().resolve()
+    if "://" in configured:
+        raise UserError(f"engine.result_storage: {configured} is a URL; give a path every worker sees (a shared "
+                        "filesystem, or the bucket mounted with s3fs/gcsfuse): sample records are locked files")
+    path = Path(configured).expanduser()
+    return path if path.is_absolute() else (experiment_workspace(params.root) or params.root) / path

@@ -16,6 +16,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.progress import StageProgress
 from flows.removal import finish
+from flows.workspace import result_store
 from tasks.core.code import identity
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
@@ -79,7 +80,8 @@ def inpaint_flow(params: Params) -> dict:
         keys.append(edit_key(image_0[source], edit, section))
     image_1 = []
     with StageProgress("inpaint", len(rows), unit="edits") as progress:
-        futures = [fill_edit.submit(s, e, section, k, params.engine.torch_threads)
+        fill = fill_edit.with_options(result_storage=result_store(params))
+        futures = [fill.submit(s, e, section, k, params.engine.torch_threads)
                    for s, e, k in zip(sources, rows, keys)]
         for future in futures:
             image_1.append(write_png(paths.inpainted_images, future.result()))

@@ -54,7 +54,7 @@ def load_params(path: Path = PARAMS_FILE, overrides: Sequence[str] = ()) -> Para
     if profile not in PROFILES:
         raise ParamsError(f"profile: must be one of {', '.join(PROFILES)}, got {profile!r}")
     try:
-        return Params.model_validate(_pick(raw, profile, []))
+        return Params.model_validate(_pick(raw, profile, []), context={"root": Path.cwd()})
     except ValidationError as e:
         errors = sorted(e.errors(), key=lambda err: err["type"] != "extra_forbidden")
         raise ParamsError("; ".join(_describe(err) for err in errors)) from None

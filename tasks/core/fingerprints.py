@@ -8,7 +8,6 @@ architecture and weights. A model that cannot be identified raises `ModelNotFoun
 from __future__ import annotations
 
 import hashlib
-import importlib.resources
 import json
 import os
 import re
@@ -20,20 +19,11 @@ from pydantic import BaseModel
 from tasks.core.errors import UserError
 from tasks.core.specs import ClipSpec, ModelSpec, model_specs
 
-PACKAGE_SCHEME = "pkg:"
 COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 class ModelNotFound(UserError):
     """A model that is neither a local path nor resolvable offline; its message is one line."""
-
-
-def resolve_path(model_id: str) -> str:
-    """`pkg:module/sub/dir` -> that folder inside an installed package; anything else is returned as is."""
-    if not model_id.startswith(PACKAGE_SCHEME):
-        return model_id
-    package, _, sub = model_id.removeprefix(PACKAGE_SCHEME).partition("/")
-    return str(importlib.resources.files(package).joinpath(sub))
 
 
 def content_hash(path: Path) -> str:
@@ -73,7 +63,7 @@ def fingerprint(spec: ModelSpec) -> str:
     Raises `ModelNotFound` (one line) when none applies."""
     if isinstance(spec, ClipSpec):
         return clip_fingerprint(spec)
-    path = Path(resolve_path(spec.id))
+    path = Path(spec.local())
     if path.exists():
         return f"{spec.id}#{content_hash(path)}"
     if not is_hub_id(spec.id):
@@ -105,12 +95,12 @@ def clip_fingerprint(spec: ClipSpec) -> str:
     which names the weights' URL/hub file). Offline: nothing is downloaded; open_clip is imported only for a registry
     lookup."""
     if spec.config is not None:
-        architecture = content_hash(Path(resolve_path(spec.config)))
+        architecture = content_hash(Path(spec.local(spec.config)))
     elif (config := _open_clip().get_model_config(spec.id)) is not None:
         architecture = json.dumps(config, sort_keys=True)
     else:
         raise ModelNotFound(f"open_clip has no architecture {spec.id} and no config file is given")
-    weights = Path(resolve_path(spec.pretrained))
+    weights = Path(spec.local(spec.pretrained))
     if weights.exists():
         weights_id = content_hash(weights)
     elif entry := _open_clip().get_pretrained_cfg(spec.id, spec.pretrained):

@@ -8,12 +8,12 @@ torch is imported inside the functions: a command that only checks its inputs an
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from functools import cache, wraps
 from typing import TYPE_CHECKING, TypeVar
 
-from tasks.core.fingerprints import resolve_path
 from tasks.core.specs import ModelSpec
 
 if TYPE_CHECKING:
@@ -47,6 +47,30 @@ def resolve_device(spec: ModelSpec) -> torch.device:
     return torch.device("cpu")
 
 
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use: CUDA_VISIBLE_DEVICES's entries when it is set (how dask-cuda and batch
+    schedulers give each worker its GPU; torch then numbers them from 0), else every GPU torch sees."""
+    pinned = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if pinned is not None:
+        return [entry.strip() for entry in pinned.split(",") if entry.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def gpu_pinning_problem(devices_pinned: bool) -> str | None:
+    """Why this process must not run the paper profile's models, in one line (None: it may): it sees no GPU, or
+    several while some model is left to `device: auto` (every such model would share the first)."""
+    gpus = visible_gpus()
+    if not gpus:
+        return "sees no GPU: the paper profile renders on GPUs (start this worker on a GPU host)"
+    if len(gpus) > 1 and not devices_pinned:
+        return (f"sees {len(gpus)} GPUs ({','.join(gpus)}) and some model has device: auto, so all of them would share "
+                "the first: run one worker per GPU (`dask cuda worker ADDRESS --resources GPU=1`, or "
+                "`CUDA_VISIBLE_DEVICES=i dask worker ADDRESS --resources GPU=1`) or set every model's device: cuda:i")
+    return None
+
+
 def resolve_dtype(spec: ModelSpec, device: torch.device) -> torch.dtype:
     """`auto` is fp32 on CPU, bf16 on GPUs that have it, fp16 on the others."""
     import torch
@@ -67,7 +91,7 @@ def load_pretrained(spec: ModelSpec, model_class: type) -> tuple:
     """(tokenizer, model in eval mode on its device and dtype) for a transformers `Auto*` model class."""
     from transformers import AutoTokenizer
 
-    path, device = resolve_path(spec.id), resolve_device(spec)
+    path, device = spec.local(), resolve_device(spec)
     tokenizer = AutoTokenizer.from_pretrained(path, **hub_kwargs(spec))
     model = model_class.from_pretrained(path, dtype=resolve_dtype(spec, device), **hub_kwargs(spec))
     return tokenizer, model.to(device).eval()

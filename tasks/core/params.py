@@ -19,7 +19,7 @@ from tasks.core.removal_params import (
     RemovalSelectionParams,
     SyntheticCocoParams,
 )
-from tasks.core.specs import ClipSpec, Frozen, ItmSpec, ModelSpec, model_specs
+from tasks.core.specs import ClipSpec, Frozen, ItmSpec, ModelSpec, Rooted, model_specs
 
 PROFILES = ("demo", "paper")
 
@@ -77,6 +77,11 @@ class EngineParams(Frozen):
 
     shard_size: int = unkeyed(64, "average captions per content-defined shard", ge=1)
     dask_address: str | None = unkeyed(None, "a Dask scheduler to map shards over; None runs locally")
+    result_storage: str | None = unkeyed(None, "the Prefect result store (shard results, sample records, canonical "
+                                         "PNGs): a path every worker sees, relative to the project; None: Prefect's "
+                                         "local storage setting (this project's .prefect/storage)")
+    task_resources: dict[str, float] = unkeyed({"GPU": 1}, "Dask resources each task holds on its worker: workers "
+                                               "offer them (`dask worker --resources GPU=1`); {} for CPU workers")
     torch_threads: int | None = unkeyed(None, "CPU threads per process (None: torch's default). CPU float results "
                                         "depend on it, so runs compared bit for bit must share it", ge=1)
 
@@ -320,10 +325,11 @@ class DatasheetParams(Frozen):
     )
 
 
-class Params(Frozen):
-    """The whole params file, resolved for `profile`. Every section is required; under `paper` every hub model that
-    runs (not a local path, not `pkg:`, not an open_clip tag; the inpainting model only for `fill: inpaint`, the
-    saliency model only when enabled) has a pinned revision; perplexity weighs exactly the edit types that run."""
+class Params(Rooted):
+    """The whole params file, resolved for `profile`; `root` is the project. Every section is required;
+    under `paper` every hub model that runs (not a local path, not `pkg:`, not an open_clip tag; the inpainting model
+    only for `fill: inpaint`, the saliency model only when enabled) has a pinned revision; perplexity weighs exactly
+    the edit types that run."""
 
     profile: Literal["demo", "paper"]
     paths: PathsParams

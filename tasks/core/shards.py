@@ -2,9 +2,9 @@
 
 A shard boundary falls before every group (rows sharing a `caption_id`) whose id hashes to 0 mod `shard_size`, so
 boundaries depend on content, not on row numbers: appending captions touches only the tail shard and new ones, and
-dropping rows changes only their own shards. A shard's key hashes its rows + the stage's keyed params + the contents
-of its models + the code its `run` and `load_models` execute and the versions of the libraries that code calls
-(`code.identity`): all that fixes its output.
+dropping rows changes only their own shards. A shard's key hashes its rows (less file locations) + the stage's
+keyed params + the contents of its models + the code its `run` and `load_models` execute and the versions of the
+libraries that code calls (`code.identity`): all that fixes its output.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from tasks.core.fingerprints import model_fingerprints
 from tasks.core.stages import Stage
 
 GROUP = "caption_id"
+LOCATIONS = ("image_path",)  # where a row's file lives, not what it holds (its digest column is keyed): never keyed
 
 
 def digest(*parts: str | bytes) -> str:
@@ -50,4 +51,4 @@ def shard_keys(stage: Stage, shards: list[pl.DataFrame], section: BaseModel, *ex
     that fixes a shard's output. What the shards share is computed once, not per shard."""
     shared = [json.dumps(keyed_dump(section), sort_keys=True), identity(*stage.entries).key,
               *model_fingerprints(section), *extra]
-    return [f"{stage.name}-" + digest(shard.write_ndjson(), *shared) for shard in shards]
+    return [f"{stage.name}-" + digest(shard.drop(LOCATIONS, strict=False).write_ndjson(), *shared) for shard in shards]

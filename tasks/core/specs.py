@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import types
 import typing
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
+
+PACKAGE_SCHEME = "pkg:"
 
 
 def admits_bool(annotation: Any) -> bool:
@@ -40,13 +44,47 @@ def _shown(annotation: Any) -> str:
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
-class ModelSpec(Frozen):
-    """A model's identity (hub id or local path + pinned revision) and where/how it runs."""
+def resolve_path(value: str, root: Path | None = None) -> str:
+    """Where a model path is loaded from: `pkg:module/sub/dir` -> that folder inside an installed package; a relative
+    path that exists under `root` -> absolute; anything else (a hub id, an absolute path) as is."""
+    if value.startswith(PACKAGE_SCHEME):
+        package, _, sub = value.removeprefix(PACKAGE_SCHEME).partition("/")
+        return str(importlib.resources.files(package).joinpath(sub))
+    if root is not None and not Path(value).is_absolute() and (root / value).exists():
+        return str(root / value)
+    return value
+
+
+class Rooted(Frozen):
+    """Remembers the folder its relative paths point into: the working directory params were loaded in (given as
+    validation context `root` by `load_params`; the project, where DVC runs every stage), against which data paths
+    resolve too. It travels with the object (pickled to a Dask worker on another host, in another directory) and is
+    in no dump, so in no cache key: a key never depends on where the project lives. Unset: the working directory."""
+
+    _root: Path | None = PrivateAttr(None)
+
+    def model_post_init(self, context: Any) -> None:
+        if isinstance(context, dict) and context.get("root") is not None:
+            self._root = Path(context["root"])
+
+    @property
+    def root(self) -> Path:
+        return self._root or Path.cwd()
+
+
+class ModelSpec(Rooted):
+    """A model's identity (hub id or local path + pinned revision) and where/how it runs. Keys and provenance use
+    `id` as written; `local()` is where this process loads a path from."""
 
     id: str
     revision: str | None = None
     device: str = "auto"
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+
+    def local(self, value: str | None = None) -> str:
+        """`value` (default: `id`; or this spec's `pretrained` / `config`) as this process loads it (`resolve_path`
+        under `root`)."""
+        return resolve_path(self.id if value is None else value, self._root)
 
 
 class ClipSpec(ModelSpec):

@@ -16,7 +16,6 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from tasks.core.fingerprints import resolve_path
 from tasks.core.loading import hub_kwargs, load_once, resolve_device
 from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.image.scoring import load_clip
@@ -124,7 +123,7 @@ def _open_clip(spec: ClipSpec, batch_size: int) -> BiEncoder:
 def _load_hf(spec: ItmSpec) -> tuple:
     import transformers
 
-    path, device = resolve_path(spec.id), resolve_device(spec)
+    path, device = spec.local(), resolve_device(spec)
     processor = transformers.AutoProcessor.from_pretrained(path, **hub_kwargs(spec))
     model = getattr(transformers, spec.model_class).from_pretrained(path, **hub_kwargs(spec))
     return processor, model.to(device).eval(), device

@@ -2,10 +2,11 @@
 
 The image stage's cache at the paper's size (~17k pairs x 100 samples): a pair costs one file whatever n_samples is.
 `<root>/<ab>/<record key>.jsonl` (`render.record_key`: the pair and everything that fixes its samples but the sample's
-own values) holds a line `{"key": <render.sample_key>, "measured": {...}}` per sample, appended as each batch
-finishes. Every append is one `write` of whole lines, each preceded by a newline, so a write cut short (kill -9, a
-full disk) leaves at most one torn line that no later append extends; a line that does not parse is a miss, and its
-sample is rendered again. A pair is rendered under `locked` (an advisory lock on its record file), so runs sharing
+own values) holds a line `{"key": <render.sample_key>, "measured": {...}, "by": "<host>:<pid>"}` per sample (`by`:
+the process that rendered it, for accounting across workers, never read back), appended as each batch finishes.
+Every append is one `write` of whole lines, each preceded by a newline, so a write cut short (kill -9, a full disk)
+leaves at most one torn line that no later append extends; a line that does not parse is a miss, and its sample is
+rendered again. A pair is rendered under `locked` (an advisory lock on its record file), so runs sharing
 the records (queued experiments, Dask workers) never render one sample twice: the second reads what the first wrote.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -60,7 +62,9 @@ class PairRecords:
         """Add finished samples to the pair's record in one write."""
         path = self.path(record)
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = memoryview("".join("\n" + json.dumps({"key": k, "measured": m}) for k, m in measured.items()).encode())
+        by = f"{socket.gethostname()}:{os.getpid()}"
+        data = memoryview("".join("\n" + json.dumps({"key": k, "measured": m, "by": by})
+                                  for k, m in measured.items()).encode())
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             while data:

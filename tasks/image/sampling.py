@@ -22,7 +22,6 @@ from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, UNet2DCond
 from diffusers.utils.torch_utils import randn_tensor
 from transformers import CLIPTextModel, CLIPTokenizer
 
-from tasks.core.fingerprints import resolve_path
 from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
 from tasks.core.params import GenerateParams
 from tasks.core.specs import ModelSpec
@@ -89,7 +88,7 @@ class Rendered:
 @load_once
 def load_tokenizer(spec: ModelSpec) -> CLIPTokenizer:
     """The diffusion folder's tokenizer alone (cheap: prompt checks need no weights)."""
-    return CLIPTokenizer.from_pretrained(resolve_path(spec.id), subfolder="tokenizer", **hub_kwargs(spec))
+    return CLIPTokenizer.from_pretrained(spec.local(), subfolder="tokenizer", **hub_kwargs(spec))
 
 
 @load_once
@@ -98,12 +97,12 @@ def load_diffusion(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool =
     """Components from `spec`'s SD v1 folder (id or path); `vae` replaces its vae/. fp32 on CPU (resolve_dtype).
     `channels_last` stores the UNet and VAE convolutions NHWC; `compile_unet` wraps the UNet (with its P2P processors
     installed) in `torch.compile`."""
-    path, device, kwargs = resolve_path(spec.id), resolve_device(spec), hub_kwargs(spec)
+    path, device, kwargs = spec.local(), resolve_device(spec), hub_kwargs(spec)
     dtype = resolve_dtype(spec, device)
     if vae is None:
         vae_model = AutoencoderKL.from_pretrained(path, subfolder="vae", dtype=dtype, **kwargs)
     else:
-        vae_model = AutoencoderKL.from_pretrained(resolve_path(vae.id), dtype=dtype, **hub_kwargs(vae))
+        vae_model = AutoencoderKL.from_pretrained(vae.local(), dtype=dtype, **hub_kwargs(vae))
     unet = UNet2DConditionModel.from_pretrained(path, subfolder="unet", dtype=dtype, **kwargs)
     text_encoder = CLIPTextModel.from_pretrained(path, subfolder="text_encoder", dtype=dtype, **kwargs)
     for module in (unet, vae_model, text_encoder):

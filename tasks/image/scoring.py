@@ -19,7 +19,6 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from tasks.core.fingerprints import resolve_path
 from tasks.core.loading import load_once, resolve_device, resolve_dtype
 from tasks.core.specs import ClipSpec
 
@@ -51,8 +50,9 @@ class ClipScorer:
 
 
 def register_config(config: str) -> None:
-    """Make open_clip know the architecture in JSON file `config` (named by its file stem), once per content."""
-    path = Path(resolve_path(config))
+    """Make open_clip know the architecture in JSON file `config` (a loadable path, named by its file stem), once per
+    content."""
+    path = Path(config)
     if open_clip.get_model_config(path.stem) != json.loads(path.read_text()):
         open_clip.add_model_config(path)
 
@@ -61,12 +61,12 @@ def register_config(config: str) -> None:
 def load_clip(spec: ClipSpec) -> ClipScorer:
     """`spec.pretrained`: an open_clip tag for `spec.id` (its QuickGELU setting honoured) or a checkpoint path."""
     if spec.config is not None:
-        register_config(spec.config)
+        register_config(spec.local(spec.config))
     device = resolve_device(spec)
     dtype = resolve_dtype(spec, device)
     quick_gelu = open_clip.get_pretrained_cfg(spec.id, spec.pretrained).get("quick_gelu", False)
     model, _, preprocess = open_clip.create_model_and_transforms(
-        spec.id, pretrained=resolve_path(spec.pretrained), precision=_PRECISION[dtype], device=device,
+        spec.id, pretrained=spec.local(spec.pretrained), precision=_PRECISION[dtype], device=device,
         force_quick_gelu=quick_gelu)
     return ClipScorer(model.eval(), preprocess, open_clip.get_tokenizer(spec.id), device, dtype)
 

@@ -43,11 +43,10 @@ def edit_seed(edit: dict, params: InpaintParams) -> int:
 def load_inpainter(spec: ModelSpec):
     from diffusers import StableDiffusionInpaintPipeline
 
-    from tasks.core.fingerprints import resolve_path
 
     device = resolve_device(spec)
     pipe = StableDiffusionInpaintPipeline.from_pretrained(
-        resolve_path(spec.id), dtype=resolve_dtype(spec, device), safety_checker=None, feature_extractor=None,
+        spec.local(), dtype=resolve_dtype(spec, device), safety_checker=None, feature_extractor=None,
         requires_safety_checker=False, **hub_kwargs(spec))
     pipe.set_progress_bar_config(disable=True)
     return pipe.to(device)

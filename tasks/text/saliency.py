@@ -26,7 +26,6 @@ import torch.nn.functional as F
 from PIL import Image
 
 from tasks.core import schemas
-from tasks.core.fingerprints import resolve_path
 from tasks.core.io import read_rgb
 from tasks.core.loading import hub_kwargs, load_once, resolve_device
 from tasks.core.params import SaliencyParams
@@ -50,7 +49,7 @@ class Models:
 def _load(spec: ItmSpec) -> Models:
     import transformers
 
-    path, device = resolve_path(spec.id), resolve_device(spec)
+    path, device = spec.local(), resolve_device(spec)
     processor = transformers.AutoProcessor.from_pretrained(path, **hub_kwargs(spec))
     model = getattr(transformers, spec.model_class).from_pretrained(path, **hub_kwargs(spec))
     return Models(processor, model.to(device).eval(), device)

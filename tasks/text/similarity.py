@@ -9,7 +9,6 @@ import polars as pl
 from sentence_transformers import SentenceTransformer
 
 from tasks.core import schemas
-from tasks.core.fingerprints import resolve_path
 from tasks.core.loading import hub_kwargs, load_once, resolve_device
 from tasks.core.params import SimilarityParams
 from tasks.core.specs import ModelSpec
@@ -19,7 +18,7 @@ SCHEMA, REJECTS_SCHEMA = schemas.SIMILARITY, schemas.rejects(schemas.SIMILARITY)
 
 @load_once
 def load_encoder(spec: ModelSpec) -> SentenceTransformer:
-    return SentenceTransformer(resolve_path(spec.id), device=str(resolve_device(spec)), **hub_kwargs(spec)).eval()
+    return SentenceTransformer(spec.local(), device=str(resolve_device(spec)), **hub_kwargs(spec)).eval()
 
 
 def load_models(params: SimilarityParams) -> SentenceTransformer:

@@ -231,3 +231,27 @@ def test_dvc_set_param_takes_every_key_of_params_yaml(tmp_path, raw):
     assert (changed.generate.steps, changed.sites.types) == (2, ("noun", "lexical"))
     assert changed.perplexity.type_shares == {"noun": 1.0, "lexical": 3.0}
     assert load_params(path, ["profile=paper"]).generate.steps == before["paper"].generate.steps
+
+
+def test_relative_model_paths_point_into_the_project_wherever_they_are_used(tmp_path, raw, monkeypatch):
+    """Two copies of a project, each loaded in its own folder, used in a third directory (a Dask worker's): each spec
+    loads from its own copy, pickled too, while the fingerprint and every dump (so every cache key) are the same."""
+    import pickle
+
+    from tasks.core.fingerprints import fingerprint
+
+    spec = raw["generate"]["diffusion"]["demo"]
+    loaded = []
+    for copy in ("a", "b"):
+        (tmp_path / copy / spec["id"]).mkdir(parents=True)
+        (tmp_path / copy / spec["id"] / "weights.bin").write_bytes(b"same bytes")
+        monkeypatch.chdir(tmp_path / copy)
+        loaded.append(load_params(write(tmp_path / copy, raw)))
+    monkeypatch.chdir(tmp_path)
+    a, b = (pickle.loads(pickle.dumps(p.generate.diffusion)) for p in loaded)  # as shipped to a worker
+    assert a.local() == str(tmp_path / "a" / spec["id"]) and b.local() == str(tmp_path / "b" / spec["id"])
+    assert loaded[0].root == tmp_path / "a"
+    assert fingerprint(a) == fingerprint(b) and a.model_dump() == b.model_dump() == {**a.model_dump(), "id": spec["id"]}
+    assert keyed_dump(loaded[0].generate) == keyed_dump(loaded[1].generate)
+    hub = loaded[0].generate.clip.model_copy(update={"id": "org/model"})
+    assert hub.local() == "org/model"  # no such folder: a hub id, as written

@@ -6,7 +6,10 @@ each submitted Dask key carries, the scheduler's task stream records on which wo
 Prefect API says whether that run computed or was a cache hit. Were the address ignored (a local task runner),
 the scheduler would see none of these runs and every coverage assertion fails.
 
-- `cfgen run` (the whole-DAG flow) on a 2-worker LocalCluster, SIGKILLed once generate has persisted some samples,
+The cluster is a real `dask scheduler` and two `dask worker` processes, each started in a directory of its own with
+nothing of the project's in its environment, as on other hosts: what a task needs travels with it.
+
+- `cfgen run` (the whole-DAG flow) on that cluster, SIGKILLed once generate has persisted some samples,
   then rerun: every shard of every sharded stage computed exactly once, on a worker; generate's and selection's
   tasks on workers; none of their task runs outside the scheduler; outputs byte for byte an in-process local run's.
 - `cfgen sites` (a DVC step command) on the same cluster with its own fresh store: every shard computed on a worker.
@@ -70,7 +73,7 @@ class Cluster:
     address: str
     client: object  # distributed.Client
     worker_pids: dict[str, int]  # worker address -> its process id
-    folder: Path  # the workers' cwd
+    folder: Path  # a project folder, none of the processes' working directory
 
 
 @dataclass(frozen=True)
@@ -108,39 +111,52 @@ def recording(cluster: Cluster) -> Iterator[Recorded]:
     recorded.runs.update(cluster.client.run_on_scheduler(take_runs))
 
 
-@contextlib.contextmanager
-def environment_kept() -> Iterator[None]:
-    """os.environ as it was, again on exit: a LocalCluster's nannies leave OMP_NUM_THREADS=1, PYTHONHASHSEED, ... in
-    their parent's environment, which every `cfgen` started later would inherit (and the flow process's own torch
-    work would then run on other thread counts than the local run's)."""
-    before = dict(os.environ)
+DASK = Path(sys.executable).parent / "dask"
+
+
+def started(command: list[str], cwd: Path, env: dict) -> subprocess.Popen:
+    cwd.mkdir(parents=True, exist_ok=True)
+    with (cwd / "log").open("w") as log:
+        return subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def dask_cluster(root: Path, workers: dict[str, dict[str, str]] | None = None) -> Iterator[Cluster]:
+    """A real `dask scheduler` and `dask worker` processes on loopback (default: two), each started in its own
+    directory under `root` (as on its own host: no project there, no project path or Prefect setting in its
+    environment; `workers`: name -> extra environment), one thread and `--resources GPU=1` each, without a nanny (a
+    killed worker stays dead). `Cluster.folder` is a project folder of none of them."""
+    from distributed import Client
+
+    bare = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "PYTHONPATH"))}
+    scheduler_file = root / "scheduler.json"
+    processes = [started([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0", "--dashboard-address",
+                          ":0", "--scheduler-file", str(scheduler_file)], root / "scheduler",
+                         {**bare, "PYTHONPATH": str(ROOT)})]  # the test's scheduler plugin is imported there
     try:
-        yield
+        workers = workers or {"worker-a": {}, "worker-b": {}}
+        for worker, extra in workers.items():
+            processes.append(started([str(DASK), "worker", "--scheduler-file", str(scheduler_file), "--host",
+                                      "127.0.0.1", "--nthreads", "1", "--no-nanny", "--resources", "GPU=1",
+                                      "--dashboard-address", ":0"], root / worker, {**bare, **extra}))
+        deadline = time.monotonic() + 120
+        while not scheduler_file.is_file():
+            assert time.monotonic() < deadline and processes[0].poll() is None, (root / "scheduler/log").read_text()
+            time.sleep(0.2)
+        with Client(scheduler_file=str(scheduler_file), set_as_default=False) as client:
+            client.wait_for_workers(len(workers), timeout=120)
+            client.register_plugin(PrefectTaskRuns())
+            pids = client.run(os.getpid)
+            assert sorted(pids.values()) == sorted(p.pid for p in processes[1:])
+            assert sorted(client.run(os.getcwd).values()) == sorted(str(root / w) for w in workers)
+            folder = root / "project"
+            folder.mkdir()
+            yield Cluster(client.scheduler.address, client, pids, folder)
     finally:
-        for name in set(os.environ) - set(before):
-            del os.environ[name]
-        os.environ.update(before)
-
-
-def dask_cluster(folder: Path) -> Iterator[Cluster]:
-    """A 2-worker process LocalCluster whose workers start in `folder` (where relative model paths resolve), with
-    `folder/store` as their result store and the test's Prefect API in their environment."""
-    from distributed import Client, LocalCluster
-    from prefect.settings import PREFECT_API_URL
-
-    with contextlib.ExitStack() as stack:
-        with environment_kept(), pytest.MonkeyPatch.context() as spawning:  # only while the workers start
-            spawning.chdir(folder)
-            spawning.setenv("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(folder / "store"))
-            spawning.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
-            cluster = stack.enter_context(LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                                       dashboard_address=":0"))
-        client = stack.enter_context(Client(cluster, set_as_default=False))
-        client.register_plugin(PrefectTaskRuns())
-        pids = client.run(os.getpid)
-        assert len(set(pids.values())) == 2 and os.getpid() not in pids.values()
-        assert client.run(os.getcwd) == dict.fromkeys(pids, str(folder.resolve()))
-        yield Cluster(cluster.scheduler_address, client, pids, folder)
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 def prefect_task_runs(run_ids) -> dict[str, object]:
@@ -349,3 +365,85 @@ def test_a_step_command_maps_its_shards_over_the_cluster(tmp_path, local, cluste
     assert metrics["shards"] == metrics["shards_computed"] == shards, metrics
     assert same_bytes(local_folder, folder, str(paths.sites.parent), "sites.*parquet") == [
         str(paths.sites), str(paths.sites.with_suffix(".rejects.parquet"))]
+
+
+@pytest.fixture
+def spare_cluster(tmp_path, prefect_server) -> Iterator[Cluster]:
+    """A cluster of its own, for a test that kills one of its workers."""
+    yield from dask_cluster(tmp_path / "cluster")
+
+
+def persisted_by(store: Path) -> Counter:
+    """Samples persisted per rendering process (`by` of each complete record line)."""
+    by = Counter()
+    for record in (store / "samples").rglob("*.jsonl"):
+        for line in filter(None, record.read_text(encoding="utf-8").split("\n")):
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                if not entry["key"].startswith("canonical-"):
+                    by[int(entry["by"].rsplit(":", 1)[1])] += 1
+    return by
+
+
+def test_a_worker_killed_mid_generate_loses_only_its_batch_in_flight(local, spare_cluster):
+    """`cfgen generate` on the cluster with a relative `engine.result_storage` (resolved in the project, not in the
+    workers' directories); once a worker has persisted a sample it is SIGKILLed: the run completes on the other,
+    every sample is persisted exactly once, the output equals the local run's, and a rerun, local or on the cluster,
+    renders nothing."""
+    local_folder, local_metrics = local
+    cluster, paths = spare_cluster, project_params().paths
+    folder = folder_with_captions(cluster.folder)
+    for path in (paths.counterfactual_captions, paths.models):
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        copy = shutil.copytree if (local_folder / path).is_dir() else shutil.copy
+        copy(local_folder / path, folder / path)
+    store, total = folder / "shared-store", local_metrics["generate"]["samples"]
+    options = tuple(arg for option in ("engine.result_storage=shared-store", "generate.pairs_per_task=2", *ENGINE)
+                    for arg in ("-p", option))
+    command = ("generate", str(paths.counterfactual_captions), str(paths.samples), "--metrics", "generate.json")
+
+    run = cfgen(folder, *command, *options, "-p", f"engine.dask_address={cluster.address}", log="killed-worker.log")
+    deadline, killed = time.monotonic() + 600, None
+    while killed is None:
+        assert run.poll() is None and time.monotonic() < deadline, (folder / "killed-worker.log").read_text()[-4000:]
+        if (by := persisted_by(store)) and sum(by.values()) < total:
+            killed = next(iter(by))
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.01)
+    finish(run, folder / "killed-worker.log")
+    by = persisted_by(store)
+    print(f"samples persisted per worker pid: {dict(by)} (killed: {killed}); of {total}")
+    assert persisted_samples(store) == total == sum(by.values())  # each sample persisted exactly once
+    assert set(by) <= set(cluster.worker_pids.values()) and by[killed] > 0 and len(by) == 2
+    same_bytes(local_folder, folder, str(paths.samples.parent), "samples*.parquet")
+
+    for where in ((), ("-p", f"engine.dask_address={cluster.address}")):  # locally, then on the surviving worker
+        rerun = cfgen(folder, *command, *options, *where, log="rerun.log")
+        finish(rerun, folder / "rerun.log")
+        metrics = json.loads((folder / "generate.json").read_text())
+        assert (metrics["pairs_generated"], metrics["samples_rendered"]) == (0, 0), (where, metrics)
+
+
+def test_the_paper_profile_refuses_workers_without_exactly_one_gpu(tmp_path, prefect_server):
+    """Through `flows.sharding.task_runner`, as every command builds it: a worker that sees no GPU and one that sees
+    two (CUDA_VISIBLE_DEVICES) are refused in one line naming each; the worker pinned to one GPU is not named."""
+    from prefect import task
+
+    from flows.sharding import task_runner
+    from tasks.core.errors import UserError
+
+    workers = {"no-gpu": {"CUDA_VISIBLE_DEVICES": ""}, "two-gpus": {"CUDA_VISIBLE_DEVICES": "0,1"},
+               "one-gpu": {"CUDA_VISIBLE_DEVICES": "1"}}
+    cluster_runs = dask_cluster(tmp_path, workers)
+    cluster = next(cluster_runs)
+    try:
+        by_dir = {Path(cwd).name: address for address, cwd in cluster.client.run(os.getcwd).items()}
+        runner = task_runner(project_params("profile=paper", f"engine.dask_address={cluster.address}"))
+        with pytest.raises(UserError) as refused, runner:
+            runner.submit(task(lambda: os.getpid()), {})
+        line = str(refused.value)
+        assert "\n" not in line and by_dir["one-gpu"] not in line
+        assert f"Dask worker {by_dir['no-gpu']} sees no GPU" in line
+        assert f"Dask worker {by_dir['two-gpus']} sees 2 GPUs (0,1) and some model has device: auto" in line
+    finally:
+        cluster_runs.close()

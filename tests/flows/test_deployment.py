@@ -36,7 +36,7 @@ def wait_for_deployment(client, name: str, serving: subprocess.Popen, timeout: f
 
 @pytest.fixture
 def cluster(tmp_path, prefect_server) -> Iterator[Cluster]:
-    """A 2-worker LocalCluster started in the folder `cfgen serve` runs in (the flow's relative paths hold there)."""
+    """A scheduler and two workers, each in a directory of its own under the one `cfgen serve` runs in."""
     yield from dask_cluster(tmp_path)
 
 

@@ -602,8 +602,8 @@ def test_queued_experiments_run_in_parallel_on_the_workspace_caches(repo):
     experiments = {"steps2": ["-S", "generate.steps.demo=2"],
                    "steps2-gate": ["-S", "generate.steps.demo=2", "-S", "selection.min_image_image.demo=0.4",
                                    "-S", "evaluate.ks=[1,5]"]}
-    for name, overrides in experiments.items():
-        sh(path, "dvc", "exp", "run", "--queue", "-n", name, *overrides, env=env)
+    for name, overrides in experiments.items():  # up to evaluate: the release stages after it are (exp)'s
+        sh(path, "dvc", "exp", "run", "--queue", "-n", name, *overrides, "evaluate", env=env)
     started = time.monotonic()
     sh(path, "dvc", "queue", "start", "-j", "2", env=env)
     while re.search(r"\b(Queued|Running)\b", status := sh(path, "dvc", "queue", "status", env=env)):

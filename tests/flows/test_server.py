@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from flows.server import PrefectUnavailable, prefect_api, run_with_server
-from tests.conftest import ROOT
+from tests.conftest import ROOT, project_params
 
 DRIVER = textwrap.dedent("""
     import time
@@ -235,3 +235,26 @@ def test_commands_started_together_on_a_fresh_prefect_home_all_succeed(tmp_path)
     for proc, (out, err) in zip(procs, results):
         assert (proc.returncode, out.strip()) == (0, "ok"), err[-3000:]
         assert "Traceback" not in err, err[-3000:]
+
+
+@pytest.mark.parametrize("scheduler, api, refused", [
+    ("tcp://10.1.2.3:8786", "http://127.0.0.1:4200/api", True),
+    ("tcp://10.1.2.3:8786", "http://localhost:4200/api", True),
+    ("tcp://10.1.2.3:8786", "http://10.1.2.4:4200/api", False),
+    ("tcp://127.0.0.1:8786", "http://127.0.0.1:4200/api", False),  # a cluster on this machine
+])
+def test_a_loopback_prefect_api_is_refused_for_a_scheduler_on_another_host(scheduler, api, refused):
+    """Before any connection: the flow's workers on other hosts could not report to it."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.sharding import task_runner
+    from tasks.core.errors import UserError
+
+    params = project_params(f"engine.dask_address={scheduler}")
+    with temporary_settings(updates={PREFECT_API_URL: api}):
+        if not refused:
+            assert task_runner(params).address == scheduler
+            return
+        with pytest.raises(UserError) as error:
+            task_runner(params)
+    assert str(error.value).startswith(f"engine.dask_address {scheduler} is another host, but the Prefect API {api}")

@@ -1,0 +1,80 @@
+"""A Dask cluster as the engine of a stage's tasks (`engine.dask_address`), checked before its first task.
+
+- Every task holds `engine.task_resources` on its worker (`dask.annotate`): a worker started with `--resources
+  GPU=1` runs one task at a time, whatever its thread count, so a GPU renders one batch at a time.
+- Before the first task is submitted: some worker offers those resources (else every task would wait forever) and,
+  under the paper profile, every worker sees exactly one GPU unless every model pins its device
+  (`tasks.core.loading.gpu_pinning_problem`); each failure is one line naming the worker.
+- The workers report their task runs to the Prefect API: a loopback API with a scheduler on another host is refused
+  before anything runs (`check_api_reachable`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+from typing import Any
+from urllib.parse import urlparse
+
+import dask
+from prefect_dask import DaskTaskRunner
+
+from tasks.core.errors import UserError
+from tasks.core.loading import gpu_pinning_problem
+
+
+def is_loopback(address: str) -> bool:
+    """Whether a URL's or `tcp://host:port` address's host is this machine only."""
+    host = urlparse(address).hostname or ""
+    if host == "localhost":
+        return True
+    with contextlib.suppress(ValueError):
+        return ipaddress.ip_address(host).is_loopback
+    return False
+
+
+def check_api_reachable(dask_address: str, api_url: str) -> None:
+    """Refuse a Prefect API that workers on other hosts could not reach (their task runs and results would be
+    lost to it)."""
+    if is_loopback(api_url) and not is_loopback(dask_address):
+        raise UserError(f"engine.dask_address {dask_address} is another host, but the Prefect API {api_url} listens on "
+                        "loopback only, where its workers cannot report: start `prefect server start --host 0.0.0.0` "
+                        "and set PREFECT_API_URL=http://<this host>:4200/api")
+
+
+class ClusterTaskRunner(DaskTaskRunner):
+    """prefect-dask's runner on an existing scheduler, every task holding `resources` on its worker; the cluster's
+    workers are checked once, when the first task is submitted (the client connects then)."""
+
+    def __init__(self, address: str, resources: dict[str, float], devices_pinned: bool | None) -> None:
+        super().__init__(address=address)
+        self.resources, self.devices_pinned = resources, devices_pinned  # devices_pinned None: no GPU check
+        self._checked = False
+
+    def duplicate(self) -> ClusterTaskRunner:
+        return type(self)(self.address, self.resources, self.devices_pinned)
+
+    def __eq__(self, other: object) -> bool:
+        return (super().__eq__(other) and isinstance(other, ClusterTaskRunner)
+                and (self.resources, self.devices_pinned) == (other.resources, other.devices_pinned))
+
+    def check_workers(self) -> None:
+        workers = self.client.scheduler_info()["workers"]
+        offered = [w for w, info in workers.items()
+                   if all(info.get("resources", {}).get(k, 0) >= v for k, v in self.resources.items())]
+        if workers and not offered:
+            wanted = " ".join(f"{k}={v:g}" for k, v in self.resources.items())
+            raise UserError(f"no worker of {self.address} offers engine.task_resources {wanted}: start workers with "
+                            f"`dask worker {self.address} --resources {wanted.replace(' ', ',')}` (or set "
+                            "engine.task_resources: {} for CPU workers)")
+        if self.devices_pinned is not None:
+            problems = self.client.run(gpu_pinning_problem, self.devices_pinned)
+            if wrong := [f"Dask worker {worker} {problem}" for worker, problem in sorted(problems.items()) if problem]:
+                raise UserError("; ".join(wrong))
+
+    def submit(self, task: Any, parameters: dict[str, Any], wait_for: Any = None, dependencies: Any = None) -> Any:
+        if not self._checked:
+            self.check_workers()
+            self._checked = True
+        with dask.annotate(resources=self.resources) if self.resources else contextlib.nullcontext():
+            return super().submit(task, parameters, wait_for, dependencies)
