@@ -8,6 +8,7 @@ command that runs them, so a DVC stage executes only its own code.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from collections.abc import Callable
@@ -50,8 +51,17 @@ def _run_flow(flow_fn: Callable, params: Params, *args: Any) -> Any:
     from flows.server import prefect_api
     from flows.sharding import task_runner
 
-    with prefect_api():
+    with prefect_api(), on_cluster(params):
         return flow_fn.with_options(task_runner=task_runner(params))(*args, params)
+
+
+def on_cluster(params: Params) -> contextlib.AbstractContextManager:
+    """With `engine.dask_address`: a scheduler lost mid-run becomes one line (`flows.cluster`)."""
+    if not params.engine.dask_address:
+        return contextlib.nullcontext()
+    from flows.cluster import scheduler_loss_is_one_line
+
+    return scheduler_loss_is_one_line(params.engine.dask_address)
 
 
 def _stage_flow(name: str) -> tuple[Callable, tuple]:
@@ -187,7 +197,7 @@ def run(source: Annotated[str | None, typer.Option(help="caption file (default: 
         from flows.pipeline import dataset_flow
         from flows.server import prefect_api
 
-        with prefect_api():
+        with prefect_api(), on_cluster(params):
             console.print_json(data=dataset_flow(source, profile, str(params_file), param or []))
 
 

@@ -7,12 +7,15 @@
   (`tasks.core.loading.gpu_pinning_problem`); each failure is one line naming the worker.
 - The workers report their task runs to the Prefect API: a loopback API with a scheduler on another host is refused
   before anything runs (`check_api_reachable`).
+- A scheduler lost mid-run is one line (`scheduler_loss_is_one_line`): what finished is persisted, and the same
+  command resumes from it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlparse
 
@@ -40,6 +43,19 @@ def check_api_reachable(dask_address: str, api_url: str) -> None:
         raise UserError(f"engine.dask_address {dask_address} is another host, but the Prefect API {api_url} listens on "
                         "loopback only, where its workers cannot report: start `prefect server start --host 0.0.0.0` "
                         "and set PREFECT_API_URL=http://<this host>:4200/api")
+
+
+@contextlib.contextmanager
+def scheduler_loss_is_one_line(address: str) -> Iterator[None]:
+    from distributed.client import FutureCancelledError
+
+    try:
+        yield
+    except FutureCancelledError as lost:
+        if getattr(lost, "reason", None) != "scheduler-connection-lost":
+            raise
+        raise UserError(f"lost the Dask scheduler at {address} mid-run: every sample and shard finished so far is "
+                        "persisted; rerun the same command to resume from them") from None
 
 
 class ClusterTaskRunner(DaskTaskRunner):

@@ -74,6 +74,7 @@ class Cluster:
     client: object  # distributed.Client
     worker_pids: dict[str, int]  # worker address -> its process id
     folder: Path  # a project folder, none of the processes' working directory
+    scheduler_pid: int
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ def dask_cluster(root: Path, workers: dict[str, dict[str, str]] | None = None) -
             assert sorted(client.run(os.getcwd).values()) == sorted(str(root / w) for w in workers)
             folder = root / "project"
             folder.mkdir()
-            yield Cluster(client.scheduler.address, client, pids, folder)
+            yield Cluster(client.scheduler.address, client, pids, folder, processes[0].pid)
     finally:
         for process in processes:
             with contextlib.suppress(ProcessLookupError):
@@ -385,11 +386,23 @@ def persisted_by(store: Path) -> Counter:
     return by
 
 
-def test_a_worker_killed_mid_generate_loses_only_its_batch_in_flight(local, spare_cluster):
+def kill_once_persisted(run: subprocess.Popen, log: Path, store: Path, total: int, kill) -> int:
+    """Call `kill(pid of the worker that persisted a sample)` once 0 < persisted samples < total; returns that pid."""
+    deadline = time.monotonic() + 600
+    while True:
+        assert run.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+        if (by := persisted_by(store)) and sum(by.values()) < total:
+            kill(pid := next(iter(by)))
+            return pid
+        time.sleep(0.01)
+
+
+def test_a_killed_worker_costs_its_batch_in_flight_and_a_lost_scheduler_one_line(local, spare_cluster):
     """`cfgen generate` on the cluster with a relative `engine.result_storage` (resolved in the project, not in the
-    workers' directories); once a worker has persisted a sample it is SIGKILLed: the run completes on the other,
-    every sample is persisted exactly once, the output equals the local run's, and a rerun, local or on the cluster,
-    renders nothing."""
+    workers' directories). A worker SIGKILLed once it has persisted a sample: the run completes on the other, every
+    sample is persisted exactly once, the output equals the local run's, and a rerun on the cluster renders nothing.
+    Then, into another store, the scheduler SIGKILLed mid-generate: one line says so, and a local rerun renders only
+    the samples not persisted by then."""
     local_folder, local_metrics = local
     cluster, paths = spare_cluster, project_params().paths
     folder = folder_with_captions(cluster.folder)
@@ -397,31 +410,41 @@ def test_a_worker_killed_mid_generate_loses_only_its_batch_in_flight(local, spar
         (folder / path).parent.mkdir(parents=True, exist_ok=True)
         copy = shutil.copytree if (local_folder / path).is_dir() else shutil.copy
         copy(local_folder / path, folder / path)
-    store, total = folder / "shared-store", local_metrics["generate"]["samples"]
-    options = tuple(arg for option in ("engine.result_storage=shared-store", "generate.pairs_per_task=2", *ENGINE)
-                    for arg in ("-p", option))
-    command = ("generate", str(paths.counterfactual_captions), str(paths.samples), "--metrics", "generate.json")
+    total = local_metrics["generate"]["samples"]
+    command = ("generate", str(paths.counterfactual_captions), str(paths.samples), "--metrics", "generate.json",
+               *(arg for option in ("generate.pairs_per_task=2", *ENGINE) for arg in ("-p", option)))
+    on_cluster = ("-p", f"engine.dask_address={cluster.address}")
 
-    run = cfgen(folder, *command, *options, "-p", f"engine.dask_address={cluster.address}", log="killed-worker.log")
-    deadline, killed = time.monotonic() + 600, None
-    while killed is None:
-        assert run.poll() is None and time.monotonic() < deadline, (folder / "killed-worker.log").read_text()[-4000:]
-        if (by := persisted_by(store)) and sum(by.values()) < total:
-            killed = next(iter(by))
-            os.kill(killed, signal.SIGKILL)
-        time.sleep(0.01)
-    finish(run, folder / "killed-worker.log")
-    by = persisted_by(store)
+    store = ("-p", "engine.result_storage=shared-store")
+    run = cfgen(folder, *command, *store, *on_cluster, log="worker-killed.log")
+    killed = kill_once_persisted(run, folder / "worker-killed.log", folder / "shared-store", total,
+                                 lambda pid: os.kill(pid, signal.SIGKILL))
+    finish(run, folder / "worker-killed.log")
+    by = persisted_by(folder / "shared-store")
     print(f"samples persisted per worker pid: {dict(by)} (killed: {killed}); of {total}")
-    assert persisted_samples(store) == total == sum(by.values())  # each sample persisted exactly once
+    assert persisted_samples(folder / "shared-store") == total == sum(by.values())  # each persisted exactly once
     assert set(by) <= set(cluster.worker_pids.values()) and by[killed] > 0 and len(by) == 2
     same_bytes(local_folder, folder, str(paths.samples.parent), "samples*.parquet")
+    rerun = cfgen(folder, *command, *store, *on_cluster, log="rerun.log")
+    finish(rerun, folder / "rerun.log")
+    assert json.loads((folder / "generate.json").read_text())["samples_rendered"] == 0
 
-    for where in ((), ("-p", f"engine.dask_address={cluster.address}")):  # locally, then on the surviving worker
-        rerun = cfgen(folder, *command, *options, *where, log="rerun.log")
-        finish(rerun, folder / "rerun.log")
-        metrics = json.loads((folder / "generate.json").read_text())
-        assert (metrics["pairs_generated"], metrics["samples_rendered"]) == (0, 0), (where, metrics)
+    store = ("-p", "engine.result_storage=second-store")
+    run = cfgen(folder, *command, *store, *on_cluster, log="scheduler-killed.log")
+    survivor = kill_once_persisted(run, folder / "scheduler-killed.log", folder / "second-store", total,
+                                   lambda pid: os.kill(cluster.scheduler_pid, signal.SIGKILL))
+    assert run.wait(timeout=300) == 2
+    last = (folder / "scheduler-killed.log").read_text().strip().splitlines()[-1]
+    assert last.startswith(f"error: lost the Dask scheduler at {cluster.address} mid-run"), last
+    os.kill(survivor, signal.SIGKILL)  # a worker without its scheduler, still rendering into the store
+    persisted = persisted_samples(folder / "second-store")
+    rerun = cfgen(folder, *command, *store, log="resumed.log")
+    finish(rerun, folder / "resumed.log")
+    resumed = json.loads((folder / "generate.json").read_text())
+    print(f"scheduler lost with {persisted} of {total} samples persisted; the local rerun rendered "
+          f"{resumed['samples_rendered']}")
+    assert 0 < persisted < total and resumed["samples_rendered"] == total - persisted
+    same_bytes(local_folder, folder, str(paths.samples.parent), "samples*.parquet")
 
 
 def test_the_paper_profile_refuses_workers_without_exactly_one_gpu(tmp_path, prefect_server):
