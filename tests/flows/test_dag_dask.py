@@ -265,35 +265,41 @@ def on_cluster_options(cluster: Cluster) -> tuple[str, ...]:
     return tuple(arg for option in (f"engine.dask_address={cluster.address}", *ENGINE) for arg in ("-p", option))
 
 
-def persisted_samples(store: Path) -> int:
-    """Samples generate has appended to its pair records (`tasks.image.records`; selection's canonical renders,
-    kept there too, not counted), complete lines only; asserts none was appended twice."""
-    keys = []
+def persisted(store: Path) -> list[dict]:
+    """The sample lines generate has appended to its pair records (`tasks.image.records`; selection's canonical
+    renders, kept there too, left out), complete lines only."""
+    lines = []
     for record in (store / "samples").rglob("*.jsonl"):
         for line in filter(None, record.read_text(encoding="utf-8").split("\n")):
-            try:
-                keys.append(json.loads(line)["key"])
-            except ValueError:
-                continue  # a line being appended right now
-    samples = [key for key in keys if not key.startswith("canonical-")]
-    assert len(set(samples)) == len(samples), "a sample was rendered twice"
-    return len(samples)
+            with contextlib.suppress(ValueError):  # a line being appended right now
+                lines.append(json.loads(line))
+    return [entry for entry in lines if not entry["key"].startswith("canonical-")]
 
 
-def kill_mid_generate(process: subprocess.Popen, folder: Path, total: int, timeout: float = 900) -> int:
-    """SIGKILL `cfgen run`'s process group as soon as generate has persisted a sample; returns the samples then."""
+def persisted_samples(store: Path) -> int:
+    """Samples persisted; asserts none was appended twice."""
+    keys = [entry["key"] for entry in persisted(store)]
+    assert len(set(keys)) == len(keys), "a sample was rendered twice"
+    return len(keys)
+
+
+def persisted_by(store: Path) -> Counter:
+    """Samples persisted per rendering process id (`by` of each line)."""
+    return Counter(int(entry["by"].rsplit(":", 1)[1]) for entry in persisted(store))
+
+
+def kill_once_persisted(run: subprocess.Popen, log: Path, store: Path, total: int, kill,
+                        timeout: float = 900) -> tuple[int, int]:
+    """Call `kill(id of a process that persisted a sample)` as soon as 0 < persisted samples < total, while `run`
+    runs; returns (that process id, the samples persisted then)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"cfgen run exited ({process.returncode}) before generate persisted a sample:\n"
-                                 + (folder / "killed.log").read_text()[-4000:])
-        if done := persisted_samples(folder / "store"):
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=60)
-            assert 0 < done < total, f"{done} of {total} samples persisted at the kill: not mid-generate"
-            return done
+    while True:
+        assert run.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+        by = persisted_by(store)
+        if 0 < (done := sum(by.values())) < total:
+            kill(pid := next(iter(by)))
+            return pid, done
         time.sleep(0.01)
-    raise AssertionError("generate never persisted a sample")
 
 
 def same_bytes(a: Path, b: Path, under: str, pattern: str) -> list[str]:
@@ -319,7 +325,9 @@ def test_cfgen_run_on_a_dask_cluster_survives_sigkill_and_equals_a_local_run(loc
 
     with recording(cluster) as first:
         killed = cfgen(folder, *command, log="killed.log")
-        at_kill = kill_mid_generate(killed, folder, total)
+        _, at_kill = kill_once_persisted(killed, folder / "killed.log", folder / "store", total,
+                                         lambda _: os.killpg(killed.pid, signal.SIGKILL))
+        killed.wait(timeout=60)
     assert killed.returncode == -signal.SIGKILL
     assert not (folder / paths.samples).exists(), "generate had written its output before the kill"
     with recording(cluster) as second:
@@ -374,29 +382,6 @@ def spare_cluster(tmp_path, prefect_server) -> Iterator[Cluster]:
     yield from dask_cluster(tmp_path / "cluster")
 
 
-def persisted_by(store: Path) -> Counter:
-    """Samples persisted per rendering process (`by` of each complete record line)."""
-    by = Counter()
-    for record in (store / "samples").rglob("*.jsonl"):
-        for line in filter(None, record.read_text(encoding="utf-8").split("\n")):
-            with contextlib.suppress(ValueError):
-                entry = json.loads(line)
-                if not entry["key"].startswith("canonical-"):
-                    by[int(entry["by"].rsplit(":", 1)[1])] += 1
-    return by
-
-
-def kill_once_persisted(run: subprocess.Popen, log: Path, store: Path, total: int, kill) -> int:
-    """Call `kill(pid of the worker that persisted a sample)` once 0 < persisted samples < total; returns that pid."""
-    deadline = time.monotonic() + 600
-    while True:
-        assert run.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
-        if (by := persisted_by(store)) and sum(by.values()) < total:
-            kill(pid := next(iter(by)))
-            return pid
-        time.sleep(0.01)
-
-
 def test_a_killed_worker_costs_its_batch_in_flight_and_a_lost_scheduler_one_line(local, spare_cluster):
     """`cfgen generate` on the cluster with a relative `engine.result_storage` (resolved in the project, not in the
     workers' directories). A worker SIGKILLed once it has persisted a sample: the run completes on the other, every
@@ -417,8 +402,8 @@ def test_a_killed_worker_costs_its_batch_in_flight_and_a_lost_scheduler_one_line
 
     store = ("-p", "engine.result_storage=shared-store")
     run = cfgen(folder, *command, *store, *on_cluster, log="worker-killed.log")
-    killed = kill_once_persisted(run, folder / "worker-killed.log", folder / "shared-store", total,
-                                 lambda pid: os.kill(pid, signal.SIGKILL))
+    killed, _ = kill_once_persisted(run, folder / "worker-killed.log", folder / "shared-store", total,
+                                    lambda pid: os.kill(pid, signal.SIGKILL))
     finish(run, folder / "worker-killed.log")
     by = persisted_by(folder / "shared-store")
     print(f"samples persisted per worker pid: {dict(by)} (killed: {killed}); of {total}")
@@ -431,8 +416,8 @@ def test_a_killed_worker_costs_its_batch_in_flight_and_a_lost_scheduler_one_line
 
     store = ("-p", "engine.result_storage=second-store")
     run = cfgen(folder, *command, *store, *on_cluster, log="scheduler-killed.log")
-    survivor = kill_once_persisted(run, folder / "scheduler-killed.log", folder / "second-store", total,
-                                   lambda pid: os.kill(cluster.scheduler_pid, signal.SIGKILL))
+    survivor, _ = kill_once_persisted(run, folder / "scheduler-killed.log", folder / "second-store", total,
+                                      lambda pid: os.kill(cluster.scheduler_pid, signal.SIGKILL))
     assert run.wait(timeout=300) == 2
     last = (folder / "scheduler-killed.log").read_text().strip().splitlines()[-1]
     assert last.startswith(f"error: lost the Dask scheduler at {cluster.address} mid-run"), last
