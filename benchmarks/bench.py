@@ -1,8 +1,8 @@
 """What every benchmark script shares: a typer CLI run offline, measurements in fresh processes, repeated runs that
 alternate between the configurations compared, and rich tables of median (min–max) with a legend under each.
 
-    from bench import (Repeats, alternating, console, in_fresh_process, peak_memory_mib, ratio, spread, start, table,
-                       time_inside)
+    from bench import (Repeats, alternating, commit, console, copy_checkout, in_fresh_process, peak_memory_mib, ratio,
+                       run, spread, start, table, time_inside)
 
 The convention: each measured configuration runs `--repeats` times (default 3), round-robin over the configurations
 (A B A B A B, never A A A B B B), so drift on a shared machine hits every side alike; the i-th runs of all
@@ -15,10 +15,13 @@ from __future__ import annotations
 import multiprocessing
 import os
 import resource
+import shutil
 import statistics
+import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -27,6 +30,7 @@ from rich.table import Table
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # benchmarks never download: models are built or given as folders
 console = Console(width=200)
+ROOT = Path(__file__).resolve().parents[1]
 K, T = TypeVar("K"), TypeVar("T")
 Repeats = Annotated[int, typer.Option(min=1, help="runs of each measured configuration, alternating between the "
                                                    "configurations (A B A B ...); tables print median (min–max)")]
@@ -75,6 +79,36 @@ def time_inside(owner: Any, name: str, spent: list[float]) -> None:
         finally:
             spent[0] += time.perf_counter() - began
     setattr(owner, name, wrapper)
+
+
+def copy_checkout(project: Path) -> Path:
+    """`project`: this checkout's files (tracked, and untracked but not ignored; no dvc.lock), replacing it."""
+    shutil.rmtree(project, ignore_errors=True)
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        if (ROOT / name).is_file() and not name.endswith("dvc.lock"):
+            (project / name).parent.mkdir(parents=True, exist_ok=True)
+            (project / name).write_bytes((ROOT / name).read_bytes())
+    return project
+
+
+def commit(project: Path, message: str) -> Path:
+    """Make `project` a git repository with everything in it committed (DVC needs one)."""
+    for command in (["git", "init", "-q"], ["git", "add", "-A"],
+                    ["git", "-c", "user.name=bench", "-c", "user.email=b@localhost", "commit", "-qm", message]):
+        subprocess.run(command, cwd=project, check=True)
+    return project
+
+
+def run(command: list[str], cwd: Path, env: dict) -> tuple[int, str, float, float]:
+    """(exit code, output, wall seconds, peak RSS MiB of the command's largest process)."""
+    started = time.monotonic()
+    child = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return child.returncode, output, time.monotonic() - started, usage.ru_maxrss / 1024
 
 
 def peak_memory_mib() -> float:

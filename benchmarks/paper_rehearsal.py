@@ -30,7 +30,6 @@ import json
 import os
 import re
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,7 +37,7 @@ from typing import Annotated, Any
 
 import typer
 import yaml
-from bench import console, in_fresh_process, start, table
+from bench import commit, console, copy_checkout, in_fresh_process, run, start, table
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -92,14 +91,7 @@ def make_project(out: Path, models: dict[str, Path], captions: int, samples: int
     from tasks.core.removal_params import SyntheticCocoParams
     from tasks.demo import synthetic_coco
 
-    project = out / "project"
-    subprocess.run(["rm", "-rf", str(project)], check=True)
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split()
-    for name in files:
-        if (ROOT / name).is_file() and not name.endswith("dvc.lock"):
-            (project / name).parent.mkdir(parents=True, exist_ok=True)
-            (project / name).write_bytes((ROOT / name).read_bytes())
+    project = copy_checkout(out / "project")
     source = SHARED_CAPTIONS if SHARED_CAPTIONS.is_file() else DEMO_CAPTIONS
     inputs = project / "data" / "raw" / "rehearsal"
     inputs.mkdir(parents=True)
@@ -111,10 +103,7 @@ def make_project(out: Path, models: dict[str, Path], captions: int, samples: int
     paper_params(params, models, {k: (inputs / v).relative_to(project) for k, v in paths.items()}, samples, steps,
                  size)
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    for command in (["git", "init", "-q"], ["git", "add", "-A"],
-                    ["git", "-c", "user.name=rehearsal", "-c", "user.email=r@localhost", "commit", "-qm", "paper"]):
-        subprocess.run(command, cwd=project, check=True)
-    return project
+    return commit(project, "paper")
 
 
 def rows(project: Path, paths: list[str]) -> int:
@@ -134,16 +123,6 @@ def stage_files(project: Path, name: str) -> tuple[list[str], list[str]]:
     with Repo(str(project)) as repo:
         (stage,) = repo.stage.collect(name)
         return [str(d.def_path) for d in stage.deps], [str(o.def_path) for o in stage.outs]
-
-
-def run(command: list[str], cwd: Path, env: dict) -> tuple[int, str, float, float]:
-    """(exit code, output, wall seconds, peak RSS MiB of the command's largest process)."""
-    started = time.monotonic()
-    child = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    output = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    return child.returncode, output, time.monotonic() - started, usage.ru_maxrss / 1024
 
 
 def gpu() -> bool:

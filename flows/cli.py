@@ -144,6 +144,30 @@ def selection(scores: Path, output: Path, selected_images: ImagesOption = Path("
         report_table([_run_flow(selection_flow, params, scores, output, selected_images)], metrics)
 
 
+@app.command()
+def plan(source: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
+         workers: Annotated[int, typer.Option(min=1, help="GPU workers the run will have")] = 1,
+         sample: Annotated[int, typer.Option(min=1, help="captions run through the caption stages")] = 200,
+         pass_rate: Annotated[float | None, typer.Option(min=0.0, max=1.0, help="share of screening samples that "
+                                                         "pass selection (default: measured on paths.samples)")] = None,
+         bench_steps: Annotated[int, typer.Option(min=1, help="denoising steps each benchmark render takes")] = 2,
+         output: Annotated[Path, typer.Option(help="the plan as JSON")] = Path("reports/plan.json")) -> None:
+    """Pre-flight before GPU spend: models present offline, devices, a micro-benchmark on this device, and the run's
+    caption pairs, UNet rows, GPU-hours, disk and wall time on K workers. Exit code 1 when it may not start."""
+    with user_errors():
+        params = load_params(params_file, param or [])
+        _check_source(source)
+        check_outputs(output)
+        from flows.plan import make_plan, show_plan
+        from tasks.core.io import write_json
+
+        report = make_plan(source, params, params_file, param or [], workers, sample, pass_rate, bench_steps)
+        write_json(report, output)
+    show_plan(report)
+    if not report["ready"]:
+        raise typer.Exit(1)
+
+
 @app.command("tiny-models")
 def tiny_models(source: Path, output: Path, param: ParamOption = None,
                 params_file: ParamsFile = PARAMS_FILE) -> None:

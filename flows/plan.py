@@ -1,0 +1,272 @@
+"""`cfgen plan`: the pre-flight before GPU spend. Measures on this device, through the stages' own code, then scales.
+
+- models: every model of the profile present offline (`tasks.plan.preflight`), else the line that fetches it;
+- caption stages: their logic over a seeded sample of the input, models loaded: captions/s and pairs per caption;
+- image stages: `generate`'s screening (`generate.pair_rows`, P2P processor, CLIP scores, a real pair record) and
+  `selection`'s canonical render at the configured size and batch, with `bench_steps` denoising steps; UNet calls
+  are timed apart from the rest, so a sample's cost at the configured steps is `steps x UNet + the rest`;
+- start-up: each image stage's `cfgen` command on an empty input (interpreter, imports, model checks, Prefect flow);
+- pass rate: measured on `paths.samples` when a run left one, else `--pass-rate`.
+The estimates (`tasks.plan.estimate`) go to a table and to a JSON report.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+
+import polars as pl
+from rich.table import Table
+
+from flows.console import console
+from tasks.core.errors import UserError
+from tasks.core.params import Params
+from tasks.core.schemas import COUNTERFACTUALS, SAMPLES
+from tasks.core.stages import CAPTION_STEPS, STAGES, skip_reason
+from tasks.plan import estimate, preflight
+
+
+def quiet_placement() -> None:
+    """Drop the per-model "no GPU found" warning: the devices table says where everything runs."""
+    from tasks.core.loading import log
+
+    log.setLevel(logging.ERROR)
+
+
+def caption_bench(source: Path, params: Params, sample: int) -> tuple[dict, list[dict]]:
+    """(counts and seconds of the caption stages over a seeded sample of `source`, the caption pairs it produced)."""
+    from tasks.text.ingest import read_captions
+
+    captions = read_captions(source)[0]
+    frame = captions.sample(min(sample, captions.height), seed=0)
+    counts = {"captions": captions.height, "sample_captions": frame.height}
+    run, load = 0.0, 0.0
+    for name in CAPTION_STEPS:
+        if skip_reason(name, params) or frame.is_empty():
+            continue
+        if name == "saliency":
+            from flows.text import with_source_images
+
+            frame = with_source_images(frame, params.paths)
+        logic, section = importlib.import_module(STAGES[name].logic), STAGES[name].section(params)
+        began = time.perf_counter()
+        models = logic.load_models(section)
+        loaded = time.perf_counter()
+        frame = logic.run(frame, section, models)[0]
+        run, load = run + time.perf_counter() - loaded, load + loaded - began
+    return {**counts, "sample_pairs": frame.height, "caption_seconds": run, "caption_load_seconds": load}, \
+        frame.to_dicts()
+
+
+@contextmanager
+def unet_time(unet, device) -> Iterator[list[float]]:
+    """[seconds inside `unet`'s forward calls, samples x steps they denoised (4 rows per sample)] while the block
+    runs."""
+    import torch
+
+    spent, began = [0.0, 0], []
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    def before(module, args):
+        sync()
+        began.append(time.perf_counter())
+
+    def after(module, args, output):
+        sync()
+        spent[0] += time.perf_counter() - began.pop()
+        spent[1] += args[0].shape[0] // 4
+
+    handles = [unet.register_forward_pre_hook(before), unet.register_forward_hook(after)]
+    try:
+        yield spent
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def per_sample(total: float, unet: list[float], samples: int, steps: int) -> float:
+    """A sample's seconds at `steps` steps from a timed run: its share of the rest, plus `steps` x UNet per step."""
+    return (total - unet[0]) / samples + steps * unet[0] / unet[1]
+
+
+def image_bench(params: Params, pairs: list[dict], bench_steps: int) -> dict:
+    """Seconds of a screening sample and of a canonical render at the configured steps, model load, and the bytes of
+    a pair-record line and of a PNG, through the image stages' code (one warm-up pair first, at one step)."""
+    from PIL import Image
+
+    from tasks.image import generate, render
+    from tasks.image.records import PairRecords
+    from tasks.image.sampling import plan_sample
+
+    gen = params.generate
+    began = time.perf_counter()
+    models = render.load_models(gen)
+    loaded = time.perf_counter() - began
+    bench = gen.model_copy(update={"steps": bench_steps, "n_samples": gen.batch_samples})
+    warm, timed = pairs[0], pairs[1:] or pairs
+    with tempfile.TemporaryDirectory() as tmp:
+        records = PairRecords(Path(tmp))
+        generate.pair_rows(warm, generate.Screening(bench.model_copy(update={"steps": 1}), records, models=models),
+                           None)
+        screening = generate.Screening(bench, records, models=models)
+        with unet_time(models.diffusion.unet, models.diffusion.device) as unet:
+            began = time.perf_counter()
+            for pair in timed:
+                generate.pair_rows(pair, screening, None)
+            screened = time.perf_counter() - began
+        record_bytes = sum(f.stat().st_size for f in Path(tmp).rglob("*.jsonl"))
+    with unet_time(models.diffusion.unet, models.diffusion.device) as canonical_unet:
+        began = time.perf_counter()
+        renders = [render.canonical(pair, plan_sample(bench, pair["caption_id"], 0), bench, models) for pair in timed]
+        canonical = time.perf_counter() - began
+    pngs = [io.BytesIO() for _ in range(2 * len(renders))]
+    for png, image in zip(pngs, (image for r in renders for image in r["images"])):
+        Image.fromarray(image, "RGB").save(png, format="PNG")
+    samples = screening.rendered
+    return {"sample_seconds": per_sample(screened, unet, samples, gen.steps),
+            "canonical_seconds": per_sample(canonical, canonical_unet, len(renders), gen.steps),
+            "image_load_seconds": loaded, "record_bytes": record_bytes / samples,
+            "png_bytes": sum(p.tell() for p in pngs) / len(pngs), "unet_rows_per_second": 4 * unet[1] / unet[0]}
+
+
+def startup_seconds(params: Params, params_file: Path, overrides: list[str]) -> dict[str, float]:
+    """Wall seconds of each image stage's `cfgen` command on an empty input, under this command's Prefect API."""
+    from flows.server import prefect_api
+
+    flags = ["--params-file", str(params_file), *(a for o in overrides for a in ("-p", o))]
+    with tempfile.TemporaryDirectory() as tmp, prefect_api() as url:
+        pairs, scores = Path(tmp, "pairs.parquet"), Path(tmp, "samples.parquet")
+        pl.DataFrame(schema=COUNTERFACTUALS).write_parquet(pairs)
+        commands = {"generate": ["generate", pairs, Path(tmp, "out.parquet")],
+                    "selection": ["selection", scores, Path(tmp, "selected.parquet"), "--selected-images",
+                                  Path(tmp, "images")]}
+        seconds = {}
+        for name, command in commands.items():
+            began = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "flows.cli", *map(str, command), *flags], cwd=params.root,
+                                  env={**os.environ, "PREFECT_API_URL": url}, capture_output=True, text=True)
+            seconds[name] = time.perf_counter() - began
+            if done.returncode:
+                raise UserError(f"`cfgen {name}` on an empty input failed: "
+                                f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+            if name == "generate":
+                os.replace(command[2], scores)
+    return seconds
+
+
+def pass_rate(params: Params, given: float | None) -> tuple[float, str]:
+    """(share of screening samples passing selection, where it comes from)."""
+    if given is not None:
+        return given, "--pass-rate"
+    path = Path(params.paths.samples)
+    if not path.is_file():
+        raise UserError(f"no samples table at {path} to measure the pass rate on: give --pass-rate (the share of "
+                        "screening samples that pass selection, e.g. 0.1)")
+    from tasks.image.selection import passing
+
+    scores = pl.read_parquet(path, columns=list(SAMPLES))
+    if scores.is_empty():
+        raise UserError(f"the samples table {path} is empty: give --pass-rate")
+    kept = scores.filter(passing(params.selection) & pl.col("reject_reason").is_null()).height
+    return kept / scores.height, f"{path} ({scores.height} samples)"
+
+
+def make_plan(source: Path, params: Params, params_file: Path, overrides: list[str], workers: int, sample: int,
+              given_pass_rate: float | None, bench_steps: int) -> dict:
+    """The whole report: models, devices, measurements, estimates, free disk, and whether the run may start."""
+    quiet_placement()
+    models = preflight.check_models(params)
+    report = {"profile": params.profile, "source": str(source), "models": [asdict(m) for m in models],
+              "devices": preflight.devices(), "missing": [m.key for m in models if not m.present]}
+    if report["missing"]:
+        return {**report, "ready": False}
+    rate, rate_source = pass_rate(params, given_pass_rate)
+    counts, pairs = caption_bench(source, params, sample)
+    if not pairs:
+        raise UserError(f"the caption stages made no caption pair from {counts['sample_captions']} sampled captions "
+                        "of the input: nothing to estimate (raise --sample or check the params)")
+    image = image_bench(params, pairs[:3], bench_steps)
+    measured = estimate.Measured(**counts, startup_seconds=startup_seconds(params, params_file, overrides),
+                                 pass_rate=rate, **{k: v for k, v in image.items() if k != "unet_rows_per_second"})
+    result = estimate.plan(measured, params.generate, workers, params.engine.shard_size)
+    store = params.engine.result_storage or Path(params.root, ".prefect")
+    disk = {"store": preflight.free_bytes(store), "export": preflight.free_bytes(Path(params.paths.export))}
+    worst = max(result["estimates"].values(), key=lambda e: e["store_bytes"] + e["export_bytes"])
+    short = [k for k, need in (("store", worst["store_bytes"]), ("export", worst["export_bytes"])) if need > disk[k]]
+    return {**report, **result, "pass_rate_source": rate_source, "bench_steps": bench_steps,
+            "unet_rows_per_second": image["unet_rows_per_second"], "free_bytes": disk, "disk_short": short,
+            "ready": not short}
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.3g} {unit}"
+        n /= 1000
+
+
+def _duration(seconds: float) -> str:
+    for unit, scale, limit in (("ms", 1e-3, 1), ("s", 1, 120), ("min", 60, 7200), ("h", 3600, float("inf"))):
+        if seconds < limit:
+            return f"{seconds / scale:.1f} {unit}"
+
+
+def show_plan(report: dict) -> None:
+    """The report as tables on the terminal."""
+    models = Table("model", "name", "present", "device", "dtype", title=f"{report['profile']} profile: models")
+    models.columns[1].overflow = "fold"
+    for m in report["models"]:
+        models.add_row(m["key"], m["model"], "yes" if m["present"] else f"[red]no[/red]: {m['fetch'] or 'missing'}",
+                       m["device"], m["dtype"])
+    console.print(models)
+    if fetch := list(dict.fromkeys(m["fetch"] for m in report["models"] if not m["present"] and m["fetch"])):
+        console.print("fetch the missing models (then plan again):\n" + "\n".join(f"  {line}" for line in fetch),
+                      soft_wrap=True, highlight=False)
+    devices = Table("device", "name", "memory GiB", "bfloat16", title="devices")
+    for d in report["devices"]:
+        devices.add_row(d["device"], d["name"], str(d["memory_gib"] or "-"), str(d["bfloat16"]))
+    console.print(devices)
+    if "estimates" not in report:
+        return
+    m, off, on = report["measured"], report["estimates"]["off"], report["estimates"]["on"]
+    measured = Table("measured on this device", "value", title=f"micro-benchmark ({report['bench_steps']} steps)")
+    for name, value in (
+            ("captions in the input", f"{m['captions']}"),
+            ("caption pairs per caption", f"{m['sample_pairs'] / m['sample_captions']:.3f} "
+                                          f"({m['sample_pairs']} of {m['sample_captions']} sampled)"),
+            ("caption stages", f"{m['sample_captions'] / m['caption_seconds']:.1f} captions/s"),
+            ("UNet, P2P processor", f"{report['unet_rows_per_second']:.1f} rows/s"),
+            ("screening sample", _duration(m["sample_seconds"])),
+            ("canonical render", _duration(m["canonical_seconds"])),
+            ("image models load", _duration(m["image_load_seconds"])),
+            ("stage start-up", ", ".join(f"{k} {_duration(v)}" for k, v in m["startup_seconds"].items())),
+            ("pass rate", f"{m['pass_rate']:.3f} ({report['pass_rate_source']})")):
+        measured.add_row(name, value)
+    console.print(measured)
+    table = Table("estimate", "adaptive off", "adaptive on",
+                  title=f"estimate for {report['source']} on {report['workers']} worker(s)")
+    for name, show, key in (("caption pairs", lambda v: f"{v:,.0f}", "pairs"),
+                            ("accepted pairs", lambda v: f"{v:,.0f}", "accepted"),
+                            ("screening samples", lambda v: f"{v:,.0f}", "samples"),
+                            ("UNet rows", lambda v: f"{v:,.0f}", "unet_rows"),
+                            ("GPU-hours (this device)", lambda v: f"{v:,.2f}", "gpu_hours"),
+                            ("result store", _size, "store_bytes"),
+                            ("export", _size, "export_bytes"),
+                            ("wall time: caption stages", _duration, "caption_wall_seconds"),
+                            ("wall time: image stages", _duration, "image_wall_seconds"),
+                            ("wall time", _duration, "wall_seconds")):
+        table.add_row(name, show(off[key]), show(on[key]))
+    console.print(table)
+    free = report["free_bytes"]
+    console.print(f"free disk: result store {_size(free['store'])}, export {_size(free['export'])}"
+                  + (f" [red]short for: {', '.join(report['disk_short'])}[/red]" if report["disk_short"] else ""))

@@ -1,0 +1,1 @@
+"""`cfgen plan`: what a run will cost before it starts (models present offline, devices, disk, time)."""

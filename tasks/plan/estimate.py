@@ -1,0 +1,110 @@
+"""The cost model of a run: measured per-unit costs on this device, scaled to the whole input. Pure arithmetic.
+
+A caption pair gets `n_samples` screening samples (adaptive off) or rounds of `round_samples` until `min_accepted`
+of them pass selection (adaptive on); each sample costs `4 x steps` UNet rows. A pair with a passing sample is
+accepted and its winner rendered once more alone (the canonical render). Samples pass independently with the same
+`pass_rate`, so a pair's passing count is binomial. Wall time on K workers: the image stages' start-up and model
+loads, then content-defined tasks of `pairs_per_task` pairs spread over the workers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from tasks.core.params import GenerateParams
+
+IMAGE_STAGES = ("generate", "selection")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What `cfgen plan` measured: counts on the input and a sample of it, and costs on this device (seconds)."""
+
+    captions: int                 # valid captions in the input
+    sample_captions: int          # of them, run through the caption stages
+    sample_pairs: int             # caption pairs (C_o, C_c) those produced
+    caption_seconds: float        # the caption stages' logic over the sample, models loaded
+    caption_load_seconds: float   # loading the caption stages' models
+    sample_seconds: float         # one screening sample at the configured steps, size and batch (UNet, decode, CLIP)
+    canonical_seconds: float      # one canonical render (a sample alone) at the configured steps
+    image_load_seconds: float     # loading the image models
+    startup_seconds: dict[str, float]  # each image stage's command on no pairs: interpreter, imports, checks, flow
+    pass_rate: float              # share of screening samples that pass selection
+    record_bytes: float           # one sample's line in its pair record
+    png_bytes: float              # one exported image (PNG)
+
+
+def passing_at_least(count: int, samples: int, pass_rate: float) -> float:
+    """P(at least `count` of `samples` samples pass): one minus the binomial CDF at `count - 1`."""
+    return 1 - sum(math.comb(samples, k) * pass_rate**k * (1 - pass_rate) ** (samples - k)
+                   for k in range(min(count, samples + 1)))
+
+
+def expected_samples(params: GenerateParams, pass_rate: float, adaptive: bool) -> float:
+    """Samples rendered for one pair: `n_samples`, or with adaptive rounds the expected count until enough pass."""
+    n = params.n_samples
+    if not adaptive:
+        return float(n)
+    rounds, need = params.adaptive.round_samples, params.adaptive.min_accepted
+    return sum(min(rounds, n - start) * (1 - passing_at_least(need, start, pass_rate))
+               for start in range(0, n, rounds))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    adaptive: bool
+    pairs: float
+    accepted: float
+    samples: float
+    unet_rows: float
+    gpu_hours: float              # the image stages' compute on this device, summed over workers
+    store_bytes: float            # pair records and canonical PNGs in the result store
+    export_bytes: float           # the winners' PNGs: the selection folder and the exported dataset
+    caption_wall_seconds: float   # the caption stages on `workers` workers
+    image_wall_seconds: float     # then the image stages
+    wall_seconds: float
+
+
+def caption_wall(measured: Measured, workers: int, shard_size: int) -> float:
+    """The caption stages on `workers` workers: model loads, then content-defined shards spread over them."""
+    per_caption = measured.caption_seconds / max(measured.sample_captions, 1)
+    shards = max(1, math.ceil(measured.captions / shard_size))
+    return measured.caption_load_seconds + per_caption * measured.captions / min(workers, shards)
+
+
+def image_wall(measured: Measured, params: GenerateParams, pairs: float, samples_per_pair: float, accepted: float,
+               workers: int) -> float:
+    """generate then selection: each its start-up and model load, then its tasks of `pairs_per_task` pairs."""
+    def spread(units: float, unit_seconds: float) -> float:
+        tasks = math.ceil(units / params.pairs_per_task)
+        return math.ceil(tasks / workers) * units / max(tasks, 1) * unit_seconds
+
+    fixed = sum(measured.startup_seconds[name] for name in IMAGE_STAGES) + 2 * measured.image_load_seconds
+    return (fixed + spread(pairs, samples_per_pair * measured.sample_seconds)
+            + spread(accepted, measured.canonical_seconds))
+
+
+def estimate(measured: Measured, params: GenerateParams, workers: int, shard_size: int, adaptive: bool) -> Estimate:
+    """The whole input's cost with adaptive over-generation off or on."""
+    pairs = measured.captions * measured.sample_pairs / max(measured.sample_captions, 1)
+    per_pair = expected_samples(params, measured.pass_rate, adaptive)
+    accepted = pairs * passing_at_least(1, params.n_samples, measured.pass_rate)
+    samples = pairs * per_pair
+    images = 2 * accepted * measured.png_bytes
+    captions, image = (caption_wall(measured, workers, shard_size),
+                       image_wall(measured, params, pairs, per_pair, accepted, workers))
+    return Estimate(
+        adaptive=adaptive, pairs=pairs, accepted=accepted, samples=samples,
+        unet_rows=(samples + accepted) * 4 * params.steps,
+        gpu_hours=(samples * measured.sample_seconds + accepted * measured.canonical_seconds) / 3600,
+        store_bytes=samples * measured.record_bytes + images, export_bytes=2 * images,
+        caption_wall_seconds=captions, image_wall_seconds=image, wall_seconds=captions + image)
+
+
+def plan(measured: Measured, params: GenerateParams, workers: int, shard_size: int) -> dict:
+    """The measured costs and both estimates, as JSON-ready values."""
+    return {"workers": workers, "measured": asdict(measured),
+            "estimates": {("on" if adaptive else "off"): asdict(estimate(measured, params, workers, shard_size,
+                                                                          adaptive))
+                          for adaptive in (False, True)}}

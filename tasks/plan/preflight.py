@@ -1,0 +1,108 @@
+"""Pre-flight checks: every model the profile runs is loadable offline, which devices run it, and free disk.
+
+Nothing here downloads: a hub model is looked up in the local Hugging Face cache at its pinned revision, an open_clip
+tag in the cache of the hub repository open_clip would fetch it from. A missing one comes with the command that
+fetches it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks.core.fingerprints import hf_cache_dir, is_hub_id
+from tasks.core.params import Params
+from tasks.core.specs import ClipSpec, ModelSpec, model_specs
+from tasks.core.stages import skip_reason
+
+
+@dataclass(frozen=True)
+class ModelCheck:
+    key: str                      # its params key, e.g. generate.diffusion
+    model: str                    # id@revision, a path, or an open_clip architecture:tag
+    present: bool
+    fetch: str | None             # the command that puts it where it is looked up (None: present, or a local path)
+    device: str
+    dtype: str
+
+
+def used_specs(params: Params) -> Iterator[tuple[str, ModelSpec]]:
+    """(params key, spec) of every model a full run of this profile loads."""
+    for key, spec in model_specs(params):
+        section = key.split(".")[0]
+        if (section == "saliency" and skip_reason("saliency", params)) or (
+                section == "inpaint" and params.inpaint.fill != "inpaint"):
+            continue
+        yield key, spec
+
+
+def in_hub_cache(repo: str, revision: str | None) -> bool:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        snapshot_download(repo, revision=revision, cache_dir=hf_cache_dir(), local_files_only=True)
+    except LocalEntryNotFoundError:  # also a partial download
+        return False
+    return True
+
+
+def hub_check(spec: ModelSpec) -> tuple[str, bool, str | None]:
+    """(what it names, present, fetch command) of a model given by a local path or a hub id."""
+    if Path(spec.local()).exists() or not is_hub_id(spec.id):
+        return spec.id, Path(spec.local()).exists(), None
+    name = f"{spec.id}@{spec.revision}" if spec.revision else f"{spec.id} (revision not pinned)"
+    present = in_hub_cache(spec.id, spec.revision)
+    return name, present, None if present else " ".join(
+        ["hf download", spec.id, *(["--revision", spec.revision] if spec.revision else [])])
+
+
+def clip_check(spec: ClipSpec) -> tuple[str, bool, str | None]:
+    """(what it names, present, fetch command) of an open_clip model: a weights file, or a tag open_clip fetches
+    from a hub repository (or a URL)."""
+    weights = Path(spec.local(spec.pretrained))
+    if weights.exists() or spec.config is not None:
+        return f"{spec.id}:{spec.pretrained}", weights.exists(), None
+    import open_clip
+
+    entry = open_clip.get_pretrained_cfg(spec.id, spec.pretrained) or {}
+    if repo := entry.get("hf_hub", "").strip("/"):
+        present = in_hub_cache(repo, None)
+        return f"{spec.id}:{spec.pretrained}", present, None if present else f"hf download {repo}"
+    return f"{spec.id}:{spec.pretrained}", False, entry.get("url") or f"no open_clip tag {spec.pretrained}"
+
+
+def placement(spec: ModelSpec) -> tuple[str, str]:
+    """(device, dtype) the spec runs on in this process."""
+    from tasks.core.loading import resolve_device, resolve_dtype
+
+    device = resolve_device(spec)
+    return str(device), str(resolve_dtype(spec, device)).removeprefix("torch.")
+
+
+def check_models(params: Params) -> list[ModelCheck]:
+    return [ModelCheck(key, *(clip_check(spec) if isinstance(spec, ClipSpec) else hub_check(spec)), *placement(spec))
+            for key, spec in used_specs(params)]
+
+
+def devices() -> list[dict]:
+    """The GPUs this process sees (CUDA_VISIBLE_DEVICES applied), else the CPU with the cores it may use."""
+    import torch
+
+    if torch.cuda.is_available():
+        return [{"device": f"cuda:{i}", "name": (p := torch.cuda.get_device_properties(i)).name,
+                 "memory_gib": round(p.total_memory / 2**30, 1), "bfloat16": torch.cuda.is_bf16_supported()}
+                for i in range(torch.cuda.device_count())]
+    return [{"device": "cpu", "name": f"{len(os.sched_getaffinity(0))} cores", "memory_gib": None,
+             "bfloat16": False}]
+
+
+def free_bytes(path: Path) -> int:
+    """Free space on the filesystem that holds `path` (its nearest existing folder)."""
+    path = Path(path).absolute()
+    while not path.exists():
+        path = path.parent
+    return shutil.disk_usage(path).free
