@@ -168,6 +168,20 @@ def plan(source: Path, param: ParamOption = None, params_file: ParamsFile = PARA
         raise typer.Exit(1)
 
 
+@app.command()
+def gallery(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+    """The static pair gallery (paths.gallery): every accepted pair, the rejects of every stage, the object-removal
+    pairs and the run's funnel; open its index.html from the file system or any static host."""
+    with user_errors():
+        params = load_params(params_file, param or [])
+        check_input(params.paths.selected, STAGES["selection"].output, "selection")
+        from tasks.release.gallery import build
+
+        counts = build(params)
+    console.print(f"gallery written to {params.paths.gallery}/index.html: " + ", ".join(f"{v} {k}" for k, v in
+                                                                                          counts.items()))
+
+
 @app.command("tiny-models")
 def tiny_models(source: Path, output: Path, param: ParamOption = None,
                 params_file: ParamsFile = PARAMS_FILE) -> None:

@@ -29,6 +29,7 @@ import polars as pl
 from rich.table import Table
 
 from flows.console import console
+from flows.workspace import result_store
 from tasks.core.errors import UserError
 from tasks.core.params import Params
 from tasks.core.schemas import COUNTERFACTUALS, SAMPLES
@@ -49,8 +50,7 @@ def caption_bench(source: Path, params: Params, sample: int) -> tuple[dict, list
 
     captions = read_captions(source)[0]
     frame = captions.sample(min(sample, captions.height), seed=0)
-    counts = {"captions": captions.height, "sample_captions": frame.height}
-    run, load = 0.0, 0.0
+    seconds = {"caption_seconds": 0.0, "caption_load_seconds": 0.0}
     for name in CAPTION_STEPS:
         if skip_reason(name, params) or frame.is_empty():
             continue
@@ -63,9 +63,11 @@ def caption_bench(source: Path, params: Params, sample: int) -> tuple[dict, list
         models = logic.load_models(section)
         loaded = time.perf_counter()
         frame = logic.run(frame, section, models)[0]
-        run, load = run + time.perf_counter() - loaded, load + loaded - began
-    return {**counts, "sample_pairs": frame.height, "caption_seconds": run, "caption_load_seconds": load}, \
-        frame.to_dicts()
+        seconds["caption_load_seconds"] += loaded - began
+        seconds["caption_seconds"] += time.perf_counter() - loaded
+    counts = {"captions": captions.height, "sample_captions": min(sample, captions.height),
+              "sample_pairs": frame.height}
+    return {**counts, **seconds}, frame.to_dicts()
 
 
 @contextmanager
@@ -115,16 +117,16 @@ def image_bench(params: Params, pairs: list[dict], bench_steps: int) -> dict:
     bench = gen.model_copy(update={"steps": bench_steps, "n_samples": gen.batch_samples})
     warm, timed = pairs[0], pairs[1:] or pairs
     with tempfile.TemporaryDirectory() as tmp:
-        records = PairRecords(Path(tmp))
-        generate.pair_rows(warm, generate.Screening(bench.model_copy(update={"steps": 1}), records, models=models),
-                           None)
-        screening = generate.Screening(bench, records, models=models)
+        warm_up = generate.Screening(bench.model_copy(update={"steps": 1}), PairRecords(Path(tmp, "warm")),
+                                     models=models)
+        generate.pair_rows(warm, warm_up, None)
+        screening = generate.Screening(bench, PairRecords(Path(tmp, "timed")), models=models)
         with unet_time(models.diffusion.unet, models.diffusion.device) as unet:
             began = time.perf_counter()
             for pair in timed:
                 generate.pair_rows(pair, screening, None)
             screened = time.perf_counter() - began
-        record_bytes = sum(f.stat().st_size for f in Path(tmp).rglob("*.jsonl"))
+        record_bytes = sum(f.stat().st_size for f in Path(tmp, "timed").rglob("*.jsonl"))
     with unet_time(models.diffusion.unet, models.diffusion.device) as canonical_unet:
         began = time.perf_counter()
         renders = [render.canonical(pair, plan_sample(bench, pair["caption_id"], 0), bench, models) for pair in timed]
@@ -140,7 +142,8 @@ def image_bench(params: Params, pairs: list[dict], bench_steps: int) -> dict:
 
 
 def startup_seconds(params: Params, params_file: Path, overrides: list[str]) -> dict[str, float]:
-    """Wall seconds of each image stage's `cfgen` command on an empty input, under this command's Prefect API."""
+    """Wall seconds of each image stage's `cfgen` command on an empty input (selection reads generate's empty
+    output), under this command's Prefect API."""
     from flows.server import prefect_api
 
     flags = ["--params-file", str(params_file), *(a for o in overrides for a in ("-p", o))]
@@ -199,12 +202,12 @@ def make_plan(source: Path, params: Params, params_file: Path, overrides: list[s
     measured = estimate.Measured(**counts, startup_seconds=startup_seconds(params, params_file, overrides),
                                  pass_rate=rate, **{k: v for k, v in image.items() if k != "unet_rows_per_second"})
     result = estimate.plan(measured, params.generate, workers, params.engine.shard_size)
-    store = params.engine.result_storage or Path(params.root, ".prefect")
-    disk = {"store": preflight.free_bytes(store), "export": preflight.free_bytes(Path(params.paths.export))}
     worst = max(result["estimates"].values(), key=lambda e: e["store_bytes"] + e["export_bytes"])
-    short = [k for k, need in (("store", worst["store_bytes"]), ("export", worst["export_bytes"])) if need > disk[k]]
+    places = {"store": result_store(params), "export": Path(params.paths.export)}
+    short = preflight.disk_short({places["store"]: worst["store_bytes"], places["export"]: worst["export_bytes"]})
+    free = {name: preflight.free_bytes(path) for name, path in places.items()}
     return {**report, **result, "pass_rate_source": rate_source, "bench_steps": bench_steps,
-            "unet_rows_per_second": image["unet_rows_per_second"], "free_bytes": disk, "disk_short": short,
+            "unet_rows_per_second": image["unet_rows_per_second"], "free_bytes": free, "disk_short": short,
             "ready": not short}
 
 
@@ -268,5 +271,6 @@ def show_plan(report: dict) -> None:
         table.add_row(name, show(off[key]), show(on[key]))
     console.print(table)
     free = report["free_bytes"]
-    console.print(f"free disk: result store {_size(free['store'])}, export {_size(free['export'])}"
-                  + (f" [red]short for: {', '.join(report['disk_short'])}[/red]" if report["disk_short"] else ""))
+    console.print(f"free disk: result store {_size(free['store'])}, export {_size(free['export'])}")
+    if report["disk_short"]:
+        console.print("[red]disk short:[/red] " + "; ".join(report["disk_short"]), highlight=False)

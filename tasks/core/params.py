@@ -70,6 +70,7 @@ class PathsParams(Frozen):
     inpainted_images: Path
     removal_pairs: Path
     removal_export: Path
+    gallery: Path = Field(Path("reports/gallery"), description="the static pair gallery (open index.html)")
 
 
 class EngineParams(Frozen):
@@ -310,6 +311,12 @@ class MixturesParams(Frozen):
     seed: int = Field(0, description="draws the mixtures' rows and the train/validation split")
 
 
+class GalleryParams(Frozen):
+    """The static pair gallery (`cfgen gallery`)."""
+
+    seed: int = Field(0, description="draws the rejected rows shown per stage and reason")
+
+
 class DatasheetParams(Frozen):
     """What the generated datasheet summarises: the altered-subject table's length and the human-related nouns."""
 
@@ -348,6 +355,7 @@ class Params(Rooted):
     evaluate: EvaluateParams
     mixtures: MixturesParams
     datasheet: DatasheetParams
+    gallery: GalleryParams
     synthetic_coco: SyntheticCocoParams
     removal_masks: RemovalMasksParams
     removal_captions: RemovalCaptionsParams

@@ -102,7 +102,24 @@ def devices() -> list[dict]:
 
 def free_bytes(path: Path) -> int:
     """Free space on the filesystem that holds `path` (its nearest existing folder)."""
+    return shutil.disk_usage(nearest_existing(path)).free
+
+
+def nearest_existing(path: Path) -> Path:
     path = Path(path).absolute()
     while not path.exists():
         path = path.parent
-    return shutil.disk_usage(path).free
+    return path
+
+
+def disk_short(needs: dict[Path, float]) -> list[str]:
+    """For each filesystem the `needs` (path -> bytes to be written under it) fall on, a line when their sum exceeds
+    its free space."""
+    by_device: dict[int, tuple[int, list[Path], float]] = {}
+    for path, need in needs.items():
+        existing = nearest_existing(path)
+        device = existing.stat().st_dev
+        free, paths, total = by_device.get(device, (shutil.disk_usage(existing).free, [], 0.0))
+        by_device[device] = (free, [*paths, Path(path)], total + need)
+    return [f"{', '.join(map(str, paths))} need {total / 1e9:.3g} GB, {free / 1e9:.3g} GB free"
+            for free, paths, total in by_device.values() if total > free]

@@ -397,6 +397,56 @@ def test_the_export_and_datasheet_record_the_library_versions_of_the_cache_keys(
     assert f"| diffusers | {version('diffusers')} |" in (path / "data/export/README.md").read_text()
 
 
+def test_the_gallery_of_the_demo_run_in_a_browser(repo, tmp_path):
+    """The gallery stage's site, opened from the file system in headless Chromium: no console error, a card per
+    accepted pair, filters that agree with polars on selected.parquet, the rejects files' counts, a URL that reopens
+    its slice, a non-blank first page."""
+    from PIL import Image
+
+    from tests.browser import page
+
+    path, _ = repo
+    index = (path / "reports/gallery/index.html").as_uri()
+    selected = pl.read_parquet(path / "data/processed/selected.parquet")
+    first_page = selected.sort("caption_id")["caption_id"].head(48).to_list()
+    with page() as tab:
+        tab.goto(index + "#tab=pairs")
+        assert tab.locator("article.card").evaluate_all("cs => cs.map(c => c.dataset.captionId)") == first_page
+        assert tab.inner_text("#count") == f"{selected.height} of {selected.height} pairs"
+        tab.wait_for_function("[...document.images].every(i => i.complete && i.naturalWidth > 0)")
+        tab.screenshot(path=tmp_path / "gallery.png")
+
+        edit_type = selected["edit_type"].mode().sort()[0]
+        tab.select_option("select[name=edit_type]", edit_type)
+        of_type = selected.filter(pl.col("edit_type") == edit_type)
+        assert tab.inner_text("#count") == f"{of_type.height} of {selected.height} pairs"
+        assert set(tab.locator("article.card").evaluate_all("cs => cs.map(c => c.dataset.editType)")) == {edit_type}
+        shared = tab.url
+
+        values = selected["clip_dir"].drop_nulls().sort().to_list()
+        low, high = ((values[i] + values[i + 1]) / 2 for i in (len(values) // 4, len(values) - 2))  # between values
+        tab.goto(f"{index}#tab=pairs&min.clip_dir={low}&max.clip_dir={high}")
+        in_range = selected.filter(pl.col("clip_dir").is_between(low, high)).sort("caption_id")
+        assert tab.inner_text("#count") == f"{in_range.height} of {selected.height} pairs"
+        assert tab.locator("article.card").evaluate_all("cs => cs.map(c => c.dataset.captionId)") == \
+            in_range["caption_id"].head(48).to_list()
+
+        tab.goto(index + "#tab=rejects")
+        shown = sorted((g["reason"], int(g["count"])) for g in tab.locator("details.reject-group").evaluate_all(
+            "gs => gs.map(g => ({...g.dataset}))"))
+        errors = list(tab.errors)
+    expected = sorted(row for file in path.glob("data/*/*.rejects.parquet")
+                      for row in pl.read_parquet(file).group_by("reason").len().iter_rows())
+    assert shown == expected and expected
+    assert errors == []
+    with page() as again:  # the shared link reopens the same slice
+        again.goto(shared)
+        assert again.inner_text("#count") == f"{of_type.height} of {selected.height} pairs"
+        assert again.input_value("select[name=edit_type]") == edit_type
+    pixels = np.asarray(Image.open(tmp_path / "gallery.png").convert("L"))
+    assert (pixels < 200).mean() > 0.05 and len(np.unique(pixels)) > 50
+
+
 def test_b_narrower_similarity_window_generates_only_unseen_pairs(repo):
     path, env = repo
     output = path / "data/processed/counterfactual_captions.parquet"

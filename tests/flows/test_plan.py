@@ -53,14 +53,17 @@ def test_the_paper_profile_names_each_missing_model_with_the_line_that_fetches_i
 
 
 @requires_nltk
-def test_the_demo_plan_measures_each_stage_and_scales_its_sample_to_the_input(tmp_path):
+def test_the_demo_plan_measures_each_stage_and_scales_its_sample_to_the_input(tmp_path, prefect_server):
+    from prefect.settings import PREFECT_API_URL
+
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
     built = subprocess.run([sys.executable, "-m", "flows.cli", "tiny-models", str(DEMO_CAPTIONS), "models/demo"],
                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
     before = sorted(p for p in tmp_path.rglob("*") if "prefect-home" not in p.parts)
     code, _, err, _ = cfgen(tmp_path, "plan", str(DEMO_CAPTIONS), "--sample", "30", "--pass-rate", "0.25",
-                            "--workers", "2", "--output", "plan.json", "-p", "generate.adaptive.round_samples=1")
+                            "--workers", "2", "--output", "plan.json", "-p", "generate.adaptive.round_samples=1",
+                            env_extra={"PREFECT_API_URL": PREFECT_API_URL.value()})
     assert code == 0, err
     report = json.loads((tmp_path / "plan.json").read_text())
     after = sorted(p for p in tmp_path.rglob("*") if "prefect-home" not in p.parts)

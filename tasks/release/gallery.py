@@ -1,0 +1,167 @@
+"""The pair gallery: a static, self-contained site under `reports/gallery/` to browse, filter and share the pairs.
+
+`index.html`, `app.js` and `style.css` come from `tasks/release/site/`; `data.js` sets `window.GALLERY` (a script,
+not JSON: a page opened from the file system may not fetch files). Images are copied once, by content: a selected
+PNG keeps its pixel-addressed name (`store`), and its thumbnail is named after it, so a rerun with unchanged
+selection writes no image. Everything is sorted and rounded, so equal inputs give equal bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import polars as pl
+from PIL import Image
+
+from tasks.core.io import DIGITS, rejects_path
+from tasks.core.params import Params
+from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS
+from tasks.core.stages import STAGES
+
+SITE = Path(__file__).with_name("site")
+THUMB = 192  # thumbnail side, pixels (never larger than the image)
+REJECT_SAMPLE = 20  # rejected rows shown per (stage, reason), seeded
+SCORES = ("similarity", "perplexity", "mlm_score", *SCORE_COLUMNS, *SUBJECT_COLUMNS, "tried")
+CAPTION_FIELDS = ("caption", "counterfactual", "caption_id", "edit_type", "original_word", "substitute")
+REJECT_FIELDS = ("caption_id", "image_id", "caption", "candidate", "counterfactual", "edited_caption", "edit_type",
+                 "original_word", "substitute", "category", "sample")
+REMOVAL_OUTPUTS = {"removal_masks": "removal_masks", "removal_captions": "removal_captions",
+                   "removal_gallery": "removal_gallery", "inpaint": "inpainted", "removal_selection": "removal_pairs"}
+
+
+def edit_span(text: str, other: str) -> list[int]:
+    """[start, end) of the words `text` has in place of `other`: what their common prefix and suffix leave, without
+    its edge spaces, widened to whole words (empty where `text` lacks what `other` inserted)."""
+    start = len(os.path.commonprefix([text, other]))
+    end = len(text) - len(os.path.commonprefix([text[start:][::-1], other[start:][::-1]]))
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    if start < end:
+        while start > 0 and not text[start - 1].isspace():
+            start -= 1
+        while end < len(text) and not text[end].isspace():
+            end += 1
+    return [start, end]
+
+
+def publish_image(store: Path, relative: str, site: Path) -> dict[str, str]:
+    """Copy a content-addressed PNG (`relative` to its `store`) and its thumbnail into `site` unless there already;
+    their paths in the site."""
+    full, thumb = Path("images", relative), Path("thumbs", relative)
+    if not (site / full).is_file():
+        (site / full).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(store / relative, site / full)
+    if not (site / thumb).is_file():
+        (site / thumb).parent.mkdir(parents=True, exist_ok=True)
+        with Image.open(store / relative) as image:
+            image.thumbnail((THUMB, THUMB))
+            image.save(site / thumb, format="PNG")
+    return {"full": full.as_posix(), "thumb": thumb.as_posix()}
+
+
+def rounded(row: dict) -> dict:
+    return {k: round(v, DIGITS) if isinstance(v, float) else v for k, v in row.items()}
+
+
+def pair_cards(selected: pl.DataFrame, counterfactuals: pl.DataFrame, images: Path, site: Path,
+               verdicts: dict[str, bool] | None) -> list[dict]:
+    """One card per accepted pair, by caption_id: captions, edit spans, scores, images, the human verdict."""
+    captions = counterfactuals.select("caption_id", "similarity", "perplexity", "mlm_score")
+    cards = []
+    for row in selected.join(captions, on="caption_id", how="left").sort("caption_id").iter_rows(named=True):
+        cards.append(rounded({
+            **{k: row[k] for k in CAPTION_FIELDS}, **{k: row[k] for k in SCORES},
+            "span_o": edit_span(row["caption"], row["counterfactual"]),
+            "span_c": edit_span(row["counterfactual"], row["caption"]),
+            "image_o": publish_image(images, row["image_o"], site),
+            "image_c": publish_image(images, row["image_c"], site),
+            "validation": None if verdicts is None else
+            ("validated" if verdicts.get(row["caption_id"]) else "not validated"),
+        }))
+    return cards
+
+
+def rejects_view(outputs: dict[str, Path], seed: int) -> list[dict]:
+    """Per stage and reason: the count and a seeded sample of rejected rows (their caption fields)."""
+    groups = []
+    for stage, output in outputs.items():
+        path = rejects_path(output)
+        if not path.is_file():
+            continue
+        frame = pl.read_parquet(path)
+        for (reason,), rows in sorted(frame.group_by("reason"), key=lambda g: str(g[0][0])):
+            shown = rows.sample(min(REJECT_SAMPLE, rows.height), seed=seed) if rows.height else rows
+            fields = [c for c in REJECT_FIELDS if c in shown.columns]
+            groups.append({"stage": stage, "reason": reason, "count": rows.height,
+                           "rows": [rounded(r) for r in shown.select(fields).sort(fields[:1]).to_dicts()]})
+    return groups
+
+
+def removal_cards(pairs: pl.DataFrame, images: Path, site: Path) -> list[dict]:
+    """One card per object-removal pair: I_0 | I_1, C_0 | C_1, the removed classes."""
+    return [rounded({"caption_id": r["caption_id"], "caption": r["caption"], "edited_caption": r["edited_caption"],
+                     "span_0": edit_span(r["caption"], r["edited_caption"]),
+                     "removed": r["removed"], "split": r["split"], "clip_drop": r["clip_drop"],
+                     "image_0": publish_image(images, r["image_0"], site),
+                     "image_1": publish_image(images, r["image_1"], site)})
+            for r in pairs.sort("caption_id", "image_id").iter_rows(named=True)]
+
+
+def write_if_changed(path: Path, content: bytes) -> None:
+    """Write `content` to `path` unless it already holds exactly that (a rerun touches no unchanged file)."""
+    if not path.is_file() or path.read_bytes() != content:
+        path.write_bytes(content)
+
+
+def write_site(site: Path, data: dict, figures: list[Path]) -> None:
+    """The static files, the data script and the run's figures; images already published stay."""
+    (site / "figures").mkdir(parents=True, exist_ok=True)
+    for asset in sorted(SITE.iterdir()):
+        write_if_changed(site / asset.name, asset.read_bytes())
+    for figure in figures:
+        write_if_changed(site / "figures" / figure.name, figure.read_bytes())
+    text = json.dumps({**data, "figures": [f"figures/{f.name}" for f in figures]}, sort_keys=True,
+                      separators=(",", ":"))
+    write_if_changed(site / "data.js", f"window.GALLERY = {text};\n".encode())
+
+
+def prune(site: Path, data: dict) -> None:
+    """Remove images no card shows any more (a rerun after a new selection)."""
+    used = {card[key][size] for card in (*data["pairs"], *data["removal"])
+            for key in ("image_o", "image_c", "image_0", "image_1") if key in card for size in ("full", "thumb")}
+    for path in sorted(site.glob("images/**/*.png")) + sorted(site.glob("thumbs/**/*.png")):
+        if path.relative_to(site).as_posix() not in used:
+            path.unlink()
+
+
+def build(params: Params) -> dict:
+    """Write the gallery of this run to `paths.gallery`; returns its counts."""
+    paths, site = params.paths, Path(params.paths.gallery)
+    validated = Path(paths.validated)
+    verdicts = None
+    selected = pl.read_parquet(paths.selected)
+    if validated.is_file():
+        ids = set(pl.read_parquet(validated)["caption_id"])
+        verdicts = {i: i in ids for i in selected["caption_id"]}
+    removal = Path(paths.removal_pairs)
+    data = {
+        "pairs": pair_cards(selected, pl.read_parquet(paths.counterfactual_captions), Path(paths.selected_images),
+                            site, verdicts),
+        "removal": removal_cards(pl.read_parquet(removal), Path(paths.inpainted_images), site)
+        if removal.is_file() else [],
+        "rejects": rejects_view({name: Path(getattr(paths, stage.data)) for name, stage in STAGES.items()}
+                                | {name: Path(getattr(paths, data)) for name, data in REMOVAL_OUTPUTS.items()},
+                                params.gallery.seed),
+        "funnel": json.loads(Path(paths.run_metrics).read_text())["funnel"] if Path(paths.run_metrics).is_file()
+        else {},
+        "scores": list(SCORES),
+    }
+    prune(site, data)
+    write_site(site, data, sorted(Path(paths.figures).glob("*.png")))
+    return {"pairs": len(data["pairs"]), "removal": len(data["removal"]),
+            "rejects": sum(group["count"] for group in data["rejects"])}
