@@ -34,7 +34,7 @@ REMOVAL_OUTPUTS = {"removal_masks": "removal_masks", "removal_captions": "remova
 
 def edit_span(text: str, other: str) -> list[int]:
     """[start, end) of the words `text` has in place of `other`: what their common prefix and suffix leave, without
-    its edge spaces, widened to whole words (empty where `text` lacks what `other` inserted)."""
+    its edge spaces, widened to whole words (letters and digits) (empty where `text` lacks what `other` inserted)."""
     start = len(os.path.commonprefix([text, other]))
     end = len(text) - len(os.path.commonprefix([text[start:][::-1], other[start:][::-1]]))
     while start < end and text[start].isspace():
@@ -42,9 +42,9 @@ def edit_span(text: str, other: str) -> list[int]:
     while end > start and text[end - 1].isspace():
         end -= 1
     if start < end:
-        while start > 0 and not text[start - 1].isspace():
+        while start > 0 and text[start - 1].isalnum():
             start -= 1
-        while end < len(text) and not text[end].isspace():
+        while end < len(text) and text[end].isalnum():
             end += 1
     return [start, end]
 

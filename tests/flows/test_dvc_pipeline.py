@@ -397,6 +397,10 @@ def test_the_export_and_datasheet_record_the_library_versions_of_the_cache_keys(
     assert f"| diffusers | {version('diffusers')} |" in (path / "data/export/README.md").read_text()
 
 
+VISIBLE_IMAGES_LOADED = ("[...document.images].filter(i => i.offsetParent && i.getBoundingClientRect().top < "
+                         "innerHeight).every(i => i.complete && i.naturalWidth > 0)")  # lazy ones below: not asked
+
+
 def test_the_gallery_of_the_demo_run_in_a_browser(repo, tmp_path):
     """The gallery stage's site, opened from the file system in headless Chromium: no console error, a card per
     accepted pair, filters that agree with polars on selected.parquet, the rejects files' counts, a URL that reopens
@@ -413,7 +417,7 @@ def test_the_gallery_of_the_demo_run_in_a_browser(repo, tmp_path):
         tab.goto(index + "#tab=pairs")
         assert tab.locator("article.card").evaluate_all("cs => cs.map(c => c.dataset.captionId)") == first_page
         assert tab.inner_text("#count") == f"{selected.height} of {selected.height} pairs"
-        tab.wait_for_function("[...document.images].every(i => i.complete && i.naturalWidth > 0)")
+        tab.wait_for_function(VISIBLE_IMAGES_LOADED)
         tab.screenshot(path=tmp_path / "gallery.png")
 
         edit_type = selected["edit_type"].mode().sort()[0]

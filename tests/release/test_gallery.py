@@ -17,7 +17,8 @@ def test_the_edit_span_of_every_edit_type():
              ("two dogs on a couch", "three dogs on a couch"): ([0, 3], [0, 5]),  # quantifier
              ("a dog on a couch", "a small dog on a couch"): ([2, 2], [2, 7]),  # insert: empty in C_o
              ("a dog on a red couch", "a dog on a couch"): ([11, 14], [11, 11]),  # delete
-             ("two dogs", "two cats"): ([4, 8], [4, 8])}  # whole words, though "s" is shared
+             ("two dogs", "two cats"): ([4, 8], [4, 8]),  # whole words, though "s" is shared
+             ("a bike on the street.", "a bike."): ([7, 20], [6, 6])}  # not the period both keep
     for (c_o, c_c), spans in cases.items():
         assert (edit_span(c_o, c_c), edit_span(c_c, c_o)) == spans
 

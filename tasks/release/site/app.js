@@ -190,3 +190,4 @@ document.addEventListener("click", (event) => {
 });
 window.addEventListener("hashchange", render);
 render();
+performance.mark("gallery-rendered");  // the first render is done: what benchmarks/gallery_scale.py times
