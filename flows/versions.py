@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -12,7 +13,7 @@ from dvc.repo.experiments.utils import resolve_name
 from scmrepo.git import Git
 
 from tasks.core.params import PathsParams
-from tasks.release import diff
+from tasks.release import diff, gallery
 
 
 def resolve(rev: str, repo: Path = Path(".")) -> str:
@@ -39,14 +40,27 @@ def load_version(rev: str, paths: PathsParams, repo: Path = Path(".")) -> tuple[
     return parquet("counterfactual_captions"), parquet("selected"), metrics
 
 
+def selected_image(rev: str, paths: PathsParams, repo: Path = Path(".")) -> Callable[[str], bytes]:
+    """A selected PNG's bytes as of `rev`, by its path in the selection's image folder."""
+    full = resolve(rev, repo)
+    return lambda relative: read(str(paths.selected_images / relative), repo=str(repo), rev=full, mode="rb")
+
+
 def write_diff(rev_a: str, rev_b: str, paths: PathsParams, repo: Path = Path(".")) -> dict[str, Path]:
-    """`reports/diff/<a>..<b>.md` and `.html` comparing the two versions; returns their paths."""
-    result = diff.diff_versions(load_version(rev_a, paths, repo), load_version(rev_b, paths, repo))
+    """`reports/diff/<a>..<b>.md`, `.html`, `.json` comparing the two versions, and `<a>..<b>/`, a gallery of the
+    pairs they do not share (each version's card of it); returns their paths."""
+    version_a, version_b = load_version(rev_a, paths, repo), load_version(rev_b, paths, repo)
+    result = diff.diff_versions(version_a, version_b)
     out = paths.diff
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{rev_a}..{rev_b}".replace("/", "_")
-    written = {"md": out / f"{stem}.md", "html": out / f"{stem}.html", "json": out / f"{stem}.json"}
+    written = {"md": out / f"{stem}.md", "html": out / f"{stem}.html", "json": out / f"{stem}.json",
+               "gallery": out / stem / "index.html"}
     written["md"].write_text(diff.to_markdown(result, rev_a, rev_b))
     written["html"].write_text(diff.to_html(result, rev_a, rev_b))
     written["json"].write_text(json.dumps(result, indent=2, default=str))
+    gallery.compare(out / stem, f"{rev_a} → {rev_b}: the pairs they do not share",
+                    {rev: (*version[:2], selected_image(rev, paths, repo))
+                     for rev, version in ((rev_a, version_a), (rev_b, version_b))},
+                    diff.pair_changes(version_a, version_b))
     return written

@@ -77,14 +77,24 @@ def _examples(ids: pl.DataFrame, a: Version, b: Version, limit: int) -> list[dic
                        *(pl.col(f"clip_dir_{s}").round(DIGITS) for s in "ab")).to_dicts()
 
 
+def _pair_categories(a: Version, b: Version) -> dict[str, pl.DataFrame]:
+    return _compare(_keyed(a.selected, "a.selected").select("caption_id", *TEXT, *IMAGES),
+                    _keyed(b.selected, "b.selected").select("caption_id", *TEXT, *IMAGES),
+                    {"caption_changed": TEXT, "image_changed": IMAGES})
+
+
+def pair_changes(a: Version | tuple, b: Version | tuple) -> dict[str, str]:
+    """caption_id -> the category of its selected pair, for every pair not unchanged."""
+    return {caption_id: category.replace("_", " ") for category, ids in _pair_categories(Version(*a), Version(*b))
+            .items() if category != "unchanged" for caption_id in ids["caption_id"]}
+
+
 def diff_versions(a: Version | tuple, b: Version | tuple, max_examples: int = 10) -> dict:
     """Counts per category for counterfactual captions and selected pairs, metric deltas, example rows."""
     a, b = Version(*a), Version(*b)
     cf = _compare(_keyed(a.counterfactuals, "a.counterfactuals").select("caption_id", *TEXT),
                   _keyed(b.counterfactuals, "b.counterfactuals").select("caption_id", *TEXT), {"changed": TEXT})
-    pairs = _compare(_keyed(a.selected, "a.selected").select("caption_id", *TEXT, *IMAGES),
-                     _keyed(b.selected, "b.selected").select("caption_id", *TEXT, *IMAGES),
-                     {"caption_changed": TEXT, "image_changed": IMAGES})
+    pairs = _pair_categories(a, b)
     flat_a, flat_b = _flatten(a.metrics), _flatten(b.metrics)
     return {
         "counterfactuals": {"a": a.counterfactuals.height, "b": b.counterfactuals.height,

@@ -8,9 +8,10 @@ selection writes no image. Everything is sorted and rounded, so equal inputs giv
 
 from __future__ import annotations
 
+import io
 import json
 import os
-import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -49,41 +50,68 @@ def edit_span(text: str, other: str) -> list[int]:
     return [start, end]
 
 
-def publish_image(store: Path, relative: str, site: Path) -> dict[str, str]:
-    """Copy a content-addressed PNG (`relative` to its `store`) and its thumbnail into `site` unless there already;
-    their paths in the site."""
+def publish_image(read: Callable[[str], bytes], relative: str, site: Path) -> dict[str, str]:
+    """Copy a content-addressed PNG (`read(relative)` gives its bytes) and its thumbnail into `site` unless there
+    already; their paths in the site."""
     full, thumb = Path("images", relative), Path("thumbs", relative)
-    if not (site / full).is_file():
+    if not (site / full).is_file() or not (site / thumb).is_file():
+        png = read(relative)
         (site / full).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(store / relative, site / full)
-    if not (site / thumb).is_file():
+        (site / full).write_bytes(png)
         (site / thumb).parent.mkdir(parents=True, exist_ok=True)
-        with Image.open(store / relative) as image:
+        with Image.open(io.BytesIO(png)) as image:
             image.thumbnail((THUMB, THUMB))
             image.save(site / thumb, format="PNG")
     return {"full": full.as_posix(), "thumb": thumb.as_posix()}
+
+
+def from_store(store: Path) -> Callable[[str], bytes]:
+    return lambda relative: (store / relative).read_bytes()
 
 
 def rounded(row: dict) -> dict:
     return {k: round(v, DIGITS) if isinstance(v, float) else v for k, v in row.items()}
 
 
+def with_caption_scores(selected: pl.DataFrame, counterfactuals: pl.DataFrame) -> pl.DataFrame:
+    """Selected pairs with their C_c's similarity, perplexity and masked-LM score, by caption_id."""
+    return selected.join(counterfactuals.select("caption_id", "similarity", "perplexity", "mlm_score"),
+                         on="caption_id", how="left").sort("caption_id")
+
+
+def pair_card(row: dict, read: Callable[[str], bytes], site: Path, validation: str | None = None) -> dict:
+    """A pair's card: captions, edit spans, scores, its images published into `site`, the human verdict."""
+    return rounded({
+        **{k: row[k] for k in CAPTION_FIELDS}, **{k: row[k] for k in SCORES},
+        "span_o": edit_span(row["caption"], row["counterfactual"]),
+        "span_c": edit_span(row["counterfactual"], row["caption"]),
+        "image_o": publish_image(read, row["image_o"], site), "image_c": publish_image(read, row["image_c"], site),
+        "validation": validation})
+
+
 def pair_cards(selected: pl.DataFrame, counterfactuals: pl.DataFrame, images: Path, site: Path,
                verdicts: dict[str, bool] | None) -> list[dict]:
-    """One card per accepted pair, by caption_id: captions, edit spans, scores, images, the human verdict."""
-    captions = counterfactuals.select("caption_id", "similarity", "perplexity", "mlm_score")
-    cards = []
-    for row in selected.join(captions, on="caption_id", how="left").sort("caption_id").iter_rows(named=True):
-        cards.append(rounded({
-            **{k: row[k] for k in CAPTION_FIELDS}, **{k: row[k] for k in SCORES},
-            "span_o": edit_span(row["caption"], row["counterfactual"]),
-            "span_c": edit_span(row["counterfactual"], row["caption"]),
-            "image_o": publish_image(images, row["image_o"], site),
-            "image_c": publish_image(images, row["image_c"], site),
-            "validation": None if verdicts is None else
-            ("validated" if verdicts.get(row["caption_id"]) else "not validated"),
-        }))
-    return cards
+    """One card per accepted pair, by caption_id."""
+    return [pair_card(row, from_store(images), site, None if verdicts is None else
+                      ("validated" if verdicts[row["caption_id"]] else "not validated"))
+            for row in with_caption_scores(selected, counterfactuals).iter_rows(named=True)]
+
+
+def compare(site: Path, title: str, sides: dict[str, tuple[pl.DataFrame, pl.DataFrame, Callable[[str], bytes]]],
+            changes: dict[str, str]) -> int:
+    """A gallery of the pairs two versions do not share: per changed caption_id (by id), the card of each version
+    that has it (`sides`: label -> (counterfactuals, selected, image reader)), labelled with the change. Returns the
+    cards written."""
+    rows = {label: {row["caption_id"]: row for row in with_caption_scores(
+        selected.filter(pl.col("caption_id").is_in(list(changes))), counterfactuals).iter_rows(named=True)}
+        for label, (counterfactuals, selected, _) in sides.items()}
+    cards = [{**pair_card(rows[label][caption_id], sides[label][2], site), "label": label, "change": change}
+             for caption_id, change in sorted(changes.items()) for label in sides if caption_id in rows[label]]
+    data = {"title": title, "tab": "pairs", "pairs": cards, "removal": [], "rejects": [], "funnel": {},
+            "scores": list(SCORES)}
+    prune(site, data)
+    write_site(site, data, [])
+    return len(cards)
 
 
 def rejects_view(outputs: dict[str, Path], seed: int) -> list[dict]:
@@ -107,8 +135,8 @@ def removal_cards(pairs: pl.DataFrame, images: Path, site: Path) -> list[dict]:
     return [rounded({"caption_id": r["caption_id"], "caption": r["caption"], "edited_caption": r["edited_caption"],
                      "span_0": edit_span(r["caption"], r["edited_caption"]),
                      "removed": r["removed"], "split": r["split"], "clip_drop": r["clip_drop"],
-                     "image_0": publish_image(images, r["image_0"], site),
-                     "image_1": publish_image(images, r["image_1"], site)})
+                     "image_0": publish_image(from_store(images), r["image_0"], site),
+                     "image_1": publish_image(from_store(images), r["image_1"], site)})
             for r in pairs.sort("caption_id", "image_id").iter_rows(named=True)]
 
 

@@ -645,6 +645,19 @@ def test_exp_run_and_dataset_diff(repo):
     assert pairs["unchanged"] == both.height - changed.height
     assert "wide" in (path / "reports/diff/HEAD..wide.md").read_text()
     assert (path / "reports/diff/HEAD..wide.html").read_text().lstrip().startswith("<")
+    from tests.browser import page  # the pairs they do not share, as gallery cards of each version
+
+    category = {i: "added" for i in b_ids - a_ids} | {i: "removed" for i in a_ids - b_ids} | {
+        i: "caption changed" if c != c_b else "image changed"
+        for i, c, c_b in changed.select("caption_id", "counterfactual", "counterfactual_b").iter_rows()}
+    cards = [f"{i} {label} · {category[i]}" for i in sorted(category)
+             for label, ids in (("HEAD", a_ids), ("wide", b_ids)) if i in ids]
+    with page() as tab:
+        tab.goto((path / "reports/diff/HEAD..wide/index.html").as_uri())
+        assert tab.inner_text("#count") == f"{len(cards)} of {len(cards)} pairs"
+        assert tab.locator("article.card").evaluate_all(
+            "cs => cs.map(c => c.dataset.captionId + ' ' + c.querySelector('.version').textContent)") == cards[:48]
+        assert tab.errors == []
 
 
 def test_queued_experiments_run_in_parallel_on_the_workspace_caches(repo):

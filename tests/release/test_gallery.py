@@ -69,3 +69,25 @@ def test_a_rerun_rewrites_no_image_and_a_new_selection_prunes_the_old_ones(tmp_p
     assert {f for f in kept if f.startswith(("images/", "thumbs/"))} < {f for f in first}
     assert len([f for f in kept if f.startswith("images/")]) == 2
     assert b'"caption_id":"c0"' in kept["data.js"][1] and b'"c1"' not in kept["data.js"][1]
+
+
+def test_the_diff_gallery_shows_each_version_of_every_pair_they_do_not_share(tmp_path):
+    import json
+
+    from tasks.release import diff, gallery
+
+    paths = write_run(tmp_path, 4)
+    counterfactuals, selected = (pl.read_parquet(paths[f"paths.{k}"]) for k in ("counterfactual_captions", "selected"))
+    moved = store.write_png(paths["paths.selected_images"], np.zeros((256, 256, 3), dtype=np.uint8))
+    a = (counterfactuals, selected.filter(pl.col("caption_id") != "c3"), {})
+    b = (counterfactuals, selected.filter(pl.col("caption_id") != "c1")
+         .with_columns(image_o=pl.when(pl.col("caption_id") == "c0").then(pl.lit(moved)).otherwise("image_o")), {})
+    changes = diff.pair_changes(a, b)
+    assert changes == {"c0": "image changed", "c1": "removed", "c3": "added"}
+    read = gallery.from_store(paths["paths.selected_images"])
+    site = tmp_path / "diff"
+    assert gallery.compare(site, "a → b", {"a": (*a[:2], read), "b": (*b[:2], read)}, changes) == 4
+    data = json.loads((site / "data.js").read_text().removeprefix("window.GALLERY = ").rstrip(";\n"))
+    assert [(c["caption_id"], c["label"], c["change"]) for c in data["pairs"]] == [
+        ("c0", "a", "image changed"), ("c0", "b", "image changed"), ("c1", "a", "removed"), ("c3", "b", "added")]
+    assert data["pairs"][1]["image_o"]["full"] == f"images/{moved}" and (site / "images" / moved).is_file()

@@ -20,7 +20,7 @@ function el(tag, attrs = {}, ...children) {
 // URL fragment <-> state: tab, page and every named form control.
 function readState() {
   const state = Object.fromEntries(new URLSearchParams(location.hash.slice(1)));
-  state.tab = state.tab || "overview";
+  state.tab = state.tab || DATA.tab || "overview";
   state.page = Math.max(1, parseInt(state.page || "1", 10));
   return state;
 }
@@ -48,8 +48,15 @@ function fillForm(state) {
 }
 
 function setUpControls() {
+  if (DATA.title) document.title = $("h1").textContent = DATA.title;
+  const empty = { overview: !Object.keys(DATA.funnel).length && !DATA.figures.length, rejects: !DATA.rejects.length,
+    removal: !DATA.removal.length };
+  for (const link of document.querySelectorAll("#tabs a")) link.hidden = Boolean(empty[link.dataset.tab]);
   const types = [...new Set(DATA.pairs.map((p) => p.edit_type))].sort();
   for (const type of types) form.edit_type.append(el("option", {}, type));
+  const changes = [...new Set(DATA.pairs.map((p) => p.change).filter(Boolean))].sort();
+  for (const change of changes) form.change.append(el("option", {}, change));
+  $("#change-filter").hidden = !changes.length;
   form.sort.append(el("option", { value: "" }, "caption id"));
   for (const score of DATA.scores) {
     form.sort.append(el("option", {}, score));
@@ -61,6 +68,7 @@ function setUpControls() {
 
 function matches(pair, state) {
   if (state.edit_type && pair.edit_type !== state.edit_type) return false;
+  if (state.change && pair.change !== state.change) return false;
   if (state.word) {
     const word = state.word.toLowerCase();
     if (!pair.original_word.toLowerCase().includes(word) && !pair.substitute.toLowerCase().includes(word)) return false;
@@ -83,7 +91,7 @@ function sorted(pairs, state) {
   const key = state.sort, sign = state.desc ? -1 : 1;
   return [...pairs].sort((a, b) => {
     const x = a[key], y = b[key];
-    if (x === y) return a.caption_id < b.caption_id ? -1 : 1;
+    if (x === y) return a.caption_id < b.caption_id ? -1 : a.caption_id > b.caption_id ? 1 : 0;
     if (x === null) return 1;
     if (y === null) return -1;
     return sign * (x < y ? -1 : 1);
@@ -108,8 +116,9 @@ function pairCard(pair) {
   const scores = el("table", {}, ...DATA.scores.map((s) => el("tr", {}, el("td", {}, s), el("td", {}, format(pair[s])))));
   const verdict = pair.validation === null ? null :
     el("span", { class: "verdict " + pair.validation.replace(" ", "-") }, pair.validation);
+  const version = pair.label ? el("p", { class: "version" }, `${pair.label} · ${pair.change}`) : null;
   return el("article", { class: "card", "data-caption-id": pair.caption_id, "data-edit-type": pair.edit_type },
-    el("div", { class: "images" }, figure(pair.image_o, "I_o"), figure(pair.image_c, "I_c")),
+    version, el("div", { class: "images" }, figure(pair.image_o, "I_o"), figure(pair.image_c, "I_c")),
     el("p", {}, el("b", {}, "C_o "), highlighted(pair.caption, pair.span_o, "o")),
     el("p", {}, el("b", {}, "C_c "), highlighted(pair.counterfactual, pair.span_c, "c")),
     el("p", { class: "edit" }, `${pair.edit_type}: ${pair.original_word || "∅"} → ${pair.substitute || "∅"} `, verdict),
