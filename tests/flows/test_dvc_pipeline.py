@@ -590,7 +590,8 @@ def test_g_alpha1_reruns_the_removal_stages_and_fills_only_new_edits(repo):
     set_param(path, "removal_masks.alpha1", 0.79)  # an overlap in [0.4, 0.79) now removes its class alone
     stages = timed_repro(path, env, "(g1) removal_masks.alpha1 0.4 -> 0.79")
     assert stages[:3] == REMOVAL[:3] and set(REMOVAL) <= set(stages) and not set(stages) & NOUN_SWAP
-    assert set(stages) - set(REMOVAL) <= {"evaluate", "datasheet"}  # ODmAP reads the pairs; the datasheet all params
+    assert set(stages) - set(REMOVAL) <= {"evaluate", "datasheet", "gallery"}  # ODmAP and the gallery read the
+    # pairs; the datasheet all params
     assert metrics(path, "removal_masks")["rejects"].get("ambiguous_overlap", 0) < ambiguous
     after, filled = edits(path), metrics(path, "inpaint")
     assert after > before  # nothing lost, some removals added
