@@ -84,8 +84,10 @@ def placement(spec: ModelSpec) -> tuple[str, str]:
 
 
 def check_models(params: Params) -> list[ModelCheck]:
-    return [ModelCheck(key, *(clip_check(spec) if isinstance(spec, ClipSpec) else hub_check(spec)), *placement(spec))
-            for key, spec in used_specs(params)]
+    """Each model's presence and placement; the VAE runs on the diffusion model's device and dtype."""
+    placed = {"generate.vae": params.generate.diffusion}
+    return [ModelCheck(key, *(clip_check(spec) if isinstance(spec, ClipSpec) else hub_check(spec)),
+                       *placement(placed.get(key, spec))) for key, spec in used_specs(params)]
 
 
 def devices() -> list[dict]:

@@ -34,6 +34,8 @@ def test_the_paper_profile_names_each_missing_model_with_the_line_that_fetches_i
     report = json.loads((tmp_path / "reports/plan.json").read_text())
     assert code == 1 and report["ready"] is False and "estimates" not in report
     fetch = {m["key"]: m["fetch"] for m in report["models"]}
+    placed = {m["key"]: (m["device"], m["dtype"]) for m in report["models"]}
+    assert placed["generate.vae"] == placed["generate.diffusion"] == ("cpu", "float16")  # runs in the UNet's dtype
     assert {k: fetch[k] for k in lines} == lines
     assert fetch["generate.clip"] == fetch["removal_selection.clip"] == f"hf download {VIT_L14_HUB}"
     clips = {"generate.clip", "removal_selection.clip", "evaluate.models.clip_b32"}
