@@ -26,6 +26,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import polars as pl
+from rich.filesize import decimal
 from rich.table import Table
 
 from flows.console import console
@@ -211,13 +212,6 @@ def make_plan(source: Path, params: Params, params_file: Path, overrides: list[s
             "ready": not short}
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:.3g} {unit}"
-        n /= 1000
-
-
 def _duration(seconds: float) -> str:
     for unit, scale, limit in (("ms", 1e-3, 1), ("s", 1, 120), ("min", 60, 7200), ("h", 3600, float("inf"))):
         if seconds < limit:
@@ -263,14 +257,14 @@ def show_plan(report: dict) -> None:
                             ("screening samples", lambda v: f"{v:,.0f}", "samples"),
                             ("UNet rows", lambda v: f"{v:,.0f}", "unet_rows"),
                             ("GPU-hours (this device)", lambda v: f"{v:,.2f}", "gpu_hours"),
-                            ("result store", _size, "store_bytes"),
-                            ("export", _size, "export_bytes"),
+                            ("result store", decimal, "store_bytes"),
+                            ("export", decimal, "export_bytes"),
                             ("wall time: caption stages", _duration, "caption_wall_seconds"),
                             ("wall time: image stages", _duration, "image_wall_seconds"),
                             ("wall time", _duration, "wall_seconds")):
         table.add_row(name, show(off[key]), show(on[key]))
     console.print(table)
     free = report["free_bytes"]
-    console.print(f"free disk: result store {_size(free['store'])}, export {_size(free['export'])}")
+    console.print(f"free disk: result store {decimal(free['store'])}, export {decimal(free['export'])}")
     if report["disk_short"]:
         console.print("[red]disk short:[/red] " + "; ".join(report["disk_short"]), highlight=False)

@@ -6,6 +6,7 @@ A field that never changes what a cached unit computes (batch sizes, threads) or
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -376,14 +377,20 @@ class Params(Rooted):
         shares = {t: (shares or {}).get(t, 1.0) for t in types}
         return {**data, "perplexity": {**data.get("perplexity", {}), "type_shares": shares}}
 
+    def running_models(self) -> Iterator[tuple[str, ModelSpec]]:
+        """(params key, spec) of every model a full run loads: the inpainting model only for `fill: inpaint`, the
+        saliency model only when enabled."""
+        for key, spec in model_specs(self):
+            if not (key == "inpaint.model" and self.inpaint.fill != "inpaint") and not (
+                    key == "saliency.model" and not self.saliency.enabled):
+                yield key, spec
+
     @model_validator(mode="after")
     def _pinned(self) -> Params:
         if self.profile == "paper":
             unpinned = [f"{key}: hub model {spec.id} has no pinned revision (the paper profile needs one)"
-                        for key, spec in model_specs(self) if not isinstance(spec, ClipSpec) and spec.revision is None
-                        and not spec.id.startswith("pkg:") and not Path(spec.id).exists()
-                        and not (key == "inpaint.model" and self.inpaint.fill != "inpaint")
-                        and not (key == "saliency.model" and not self.saliency.enabled)]
+                        for key, spec in self.running_models() if not isinstance(spec, ClipSpec)
+                        and spec.revision is None and not spec.id.startswith("pkg:") and not Path(spec.id).exists()]
             if unpinned:
                 raise ValueError("; ".join(unpinned))
         return self

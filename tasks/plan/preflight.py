@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.core.fingerprints import hf_cache_dir, is_hub_id
 from tasks.core.params import Params
-from tasks.core.specs import ClipSpec, ModelSpec, model_specs
-from tasks.core.stages import skip_reason
+from tasks.core.specs import ClipSpec, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -27,16 +25,6 @@ class ModelCheck:
     fetch: str | None             # the command that puts it where it is looked up (None: present, or a local path)
     device: str
     dtype: str
-
-
-def used_specs(params: Params) -> Iterator[tuple[str, ModelSpec]]:
-    """(params key, spec) of every model a full run of this profile loads."""
-    for key, spec in model_specs(params):
-        section = key.split(".")[0]
-        if (section == "saliency" and skip_reason("saliency", params)) or (
-                section == "inpaint" and params.inpaint.fill != "inpaint"):
-            continue
-        yield key, spec
 
 
 def in_hub_cache(repo: str, revision: str | None) -> bool:
@@ -87,7 +75,7 @@ def check_models(params: Params) -> list[ModelCheck]:
     """Each model's presence and placement; the VAE runs on the diffusion model's device and dtype."""
     placed = {"generate.vae": params.generate.diffusion}
     return [ModelCheck(key, *(clip_check(spec) if isinstance(spec, ClipSpec) else hub_check(spec)),
-                       *placement(placed.get(key, spec))) for key, spec in used_specs(params)]
+                       *placement(placed.get(key, spec))) for key, spec in params.running_models()]
 
 
 def devices() -> list[dict]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 from PIL import Image
 
-from tasks.core.io import DIGITS, rejects_path
+from tasks.core.io import plain, rejects_path
 from tasks.core.params import Params
 from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS
 from tasks.core.stages import STAGES
@@ -69,10 +69,6 @@ def from_store(store: Path) -> Callable[[str], bytes]:
     return lambda relative: (store / relative).read_bytes()
 
 
-def rounded(row: dict) -> dict:
-    return {k: round(v, DIGITS) if isinstance(v, float) else v for k, v in row.items()}
-
-
 def with_caption_scores(selected: pl.DataFrame, counterfactuals: pl.DataFrame) -> pl.DataFrame:
     """Selected pairs with their C_c's similarity, perplexity and masked-LM score, by caption_id."""
     return selected.join(counterfactuals.select("caption_id", "similarity", "perplexity", "mlm_score"),
@@ -81,7 +77,7 @@ def with_caption_scores(selected: pl.DataFrame, counterfactuals: pl.DataFrame) -
 
 def pair_card(row: dict, read: Callable[[str], bytes], site: Path, validation: str | None = None) -> dict:
     """A pair's card: captions, edit spans, scores, its images published into `site`, the human verdict."""
-    return rounded({
+    return plain({
         **{k: row[k] for k in CAPTION_FIELDS}, **{k: row[k] for k in SCORES},
         "span_o": edit_span(row["caption"], row["counterfactual"]),
         "span_c": edit_span(row["counterfactual"], row["caption"]),
@@ -126,13 +122,13 @@ def rejects_view(outputs: dict[str, Path], seed: int) -> list[dict]:
             shown = rows.sample(min(REJECT_SAMPLE, rows.height), seed=seed) if rows.height else rows
             fields = [c for c in REJECT_FIELDS if c in shown.columns]
             groups.append({"stage": stage, "reason": reason, "count": rows.height,
-                           "rows": [rounded(r) for r in shown.select(fields).sort(fields[:1]).to_dicts()]})
+                           "rows": [plain(r) for r in shown.select(fields).sort(fields[:1]).to_dicts()]})
     return groups
 
 
 def removal_cards(pairs: pl.DataFrame, images: Path, site: Path) -> list[dict]:
     """One card per object-removal pair: I_0 | I_1, C_0 | C_1, the removed classes."""
-    return [rounded({"caption_id": r["caption_id"], "caption": r["caption"], "edited_caption": r["edited_caption"],
+    return [plain({"caption_id": r["caption_id"], "caption": r["caption"], "edited_caption": r["edited_caption"],
                      "span_0": edit_span(r["caption"], r["edited_caption"]),
                      "removed": r["removed"], "split": r["split"], "clip_drop": r["clip_drop"],
                      "image_0": publish_image(from_store(images), r["image_0"], site),

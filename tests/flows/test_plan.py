@@ -13,7 +13,7 @@ import sys
 
 from tasks.core.fingerprints import is_hub_id
 from tasks.core.specs import ClipSpec
-from tasks.plan import estimate, preflight
+from tasks.plan import estimate
 from tests.conftest import DEMO_CAPTIONS, ROOT, project_params, requires_nltk
 from tests.flows.test_cli import cfgen
 
@@ -24,7 +24,7 @@ def test_the_paper_profile_names_each_missing_model_with_the_line_that_fetches_i
     cache = tmp_path / "hf-cache"
     cache.mkdir()
     paper = project_params("profile=paper")
-    pinned = {key: spec for key, spec in preflight.used_specs(paper)
+    pinned = {key: spec for key, spec in paper.running_models()
               if not isinstance(spec, ClipSpec) and is_hub_id(spec.id)}
     assert "generate.diffusion" in pinned and "perplexity.model" in pinned
     lines = {key: f"hf download {s.id}" + (f" --revision {s.revision}" if s.revision else "") for key, s in
