@@ -182,6 +182,26 @@ def gallery(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) ->
                                                                                           counts.items()))
 
 
+@app.command()
+def judge(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+    """The VLM judge: four yes/no questions per selected pair (cached per pair), the verdict from judge.thresholds
+    (reject reasons judge_*) and its agreement with the Label Studio labels (paths.metrics/judge.json)."""
+    with user_errors():
+        params = load_params(params_file, param or [])
+        check_input(params.paths.selected, STAGES["selection"].output, "selection")
+        if params.judge.enabled:
+            check_models(params.judge)
+        from flows.judge import judge_flow
+        from flows.validation import check_export
+
+        check_export(params)
+        metrics = _run_flow(judge_flow, params)
+    report_table([{k: v for k, v in metrics.items() if k not in ("agreement", "thresholds")}], None)
+    if agreed := metrics["agreement"]:
+        console.print(f"agreement with people on {agreed['pairs_compared']} pairs: accuracy {agreed['accuracy']}, "
+                      f"Cohen's kappa {agreed['cohen_kappa']}")
+
+
 @app.command("tiny-models")
 def tiny_models(source: Path, output: Path, param: ParamOption = None,
                 params_file: ParamsFile = PARAMS_FILE) -> None:

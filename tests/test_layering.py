@@ -19,6 +19,7 @@ ALLOWED = {  # package -> project packages/modules it may import
     "tasks.validation": ("tasks.core", "tasks.validation"),
     "tasks.removal": ("tasks.core", "tasks.text.ingest", "tasks.text.tagging", "tasks.image.scoring", "tasks.removal"),
     "tasks.plan": ("tasks.core", "tasks.plan"),
+    "tasks.judge": ("tasks.core", "tasks.validation.agreement", "tasks.judge"),
 }
 FORBIDDEN = {  # package -> modules it must never import, even where ALLOWED admits their package
     "tasks": ("flows", "prefect", "prefect_dask", "dask"),

@@ -20,6 +20,7 @@ from tasks.core.removal_params import (
     RemovalSelectionParams,
     SyntheticCocoParams,
 )
+from tasks.core.schemas import JUDGE_QUESTIONS
 from tasks.core.specs import ClipSpec, Frozen, ItmSpec, ModelSpec, Rooted, model_specs
 
 PROFILES = ("demo", "paper")
@@ -56,6 +57,8 @@ class PathsParams(Frozen):
     labelstudio_export: Path = Field(Path("data/validation/labelstudio_export.json"),
                                      description="Label Studio's JSON export of the annotations (an input)")
     validated: Path = Field(Path("data/processed/validated.parquet"), description="the human-validated caption_ids")
+    judged: Path = Field(Path("data/processed/judged.parquet"), description="the VLM judge's answers and verdict per "
+                                                                          "selected pair")
     source_image_name: str = Field("{image_id:0>12}.jpg", description="a real image's file name under "
                                                                        "source_images, from its COCO image_id")
     synthetic_coco: Path
@@ -240,6 +243,36 @@ class SelectionParams(Frozen):
         return {name: minimum for name, minimum in margins.items() if minimum is not None}
 
 
+class JudgeParams(Frozen):
+    """The VLM judge (`tasks.judge`): per selected pair four yes/no questions (I_o shows C_o's word? I_c shows C_c's?
+    and the two crossed), each answer P(Yes) = softmax over the next-token logits of "Yes" and "No" (no sampling),
+    and a verdict from `thresholds` (a question counts as answered yes when P(Yes) >= its threshold). Off unless
+    enabled; under the paper profile its hub model needs a pinned revision, like every model that runs."""
+
+    enabled: bool = False
+    model: ModelSpec
+    templates: dict[EditType, str] = Field(description="the question per edit type; {word}: the original or the "
+                                                       "substitute (insert / delete: the inserted / deleted phrase)")
+    thresholds: dict[str, Unit] = unkeyed(dict.fromkeys(JUDGE_QUESTIONS, 0.5), "P(Yes) at which each question "
+                                          "counts as answered yes (applied after the cache)")
+    batch_size: int = unkeyed(8, "questions per forward pass", ge=1)
+
+    @field_validator("templates")
+    @classmethod
+    def _word_slot(cls, templates: dict[str, str]) -> dict[str, str]:
+        if missing := [edit for edit, template in templates.items() if "{word}" not in template]:
+            raise ValueError(f"the template of {', '.join(missing)} has no {{word}}")
+        return templates
+
+    @field_validator("thresholds")
+    @classmethod
+    def _every_question(cls, thresholds: dict[str, float]) -> dict[str, float]:
+        if set(thresholds) != set(JUDGE_QUESTIONS):
+            raise ValueError(f"needs exactly one threshold per question ({', '.join(JUDGE_QUESTIONS)}), got "
+                             f"{', '.join(thresholds) or 'none'}")
+        return thresholds
+
+
 class ExportParams(Frozen):
     """The `datasets` folder (parquet shards under data/) and, when `repo_id` is set and HF_TOKEN given, its push."""
 
@@ -351,6 +384,7 @@ class Params(Rooted):
     perplexity: PerplexityParams
     generate: GenerateParams
     selection: SelectionParams
+    judge: JudgeParams
     export: ExportParams
     validation: ValidationParams
     evaluate: EvaluateParams
@@ -379,10 +413,11 @@ class Params(Rooted):
 
     def running_models(self) -> Iterator[tuple[str, ModelSpec]]:
         """(params key, spec) of every model a full run loads: the inpainting model only for `fill: inpaint`, the
-        saliency model only when enabled."""
+        saliency and judge models only when enabled."""
         for key, spec in model_specs(self):
             if not (key == "inpaint.model" and self.inpaint.fill != "inpaint") and not (
-                    key == "saliency.model" and not self.saliency.enabled):
+                    key == "saliency.model" and not self.saliency.enabled) and not (
+                    key == "judge.model" and not self.judge.enabled):
                 yield key, spec
 
     @model_validator(mode="after")

@@ -58,6 +58,16 @@ SAMPLES_REJECTS: Schema = rejects({**PAIR, "sample": pl.Int64, "seed": pl.Int64}
 SELECTED: Schema = {**PAIR, **_SAMPLE, **_PROMPT_FLAGS, "tried": pl.Int64, "image_o": pl.String, "image_c": pl.String}
 SELECTED_REJECTS: Schema = SAMPLES_REJECTS
 
+# The VLM judge (tasks/judge): P(Yes) of each yes/no question about a selected pair, then the verdict from the
+# thresholds. A question's name says what it asks about which image: original_o = "does I_o show C_o's word?".
+JUDGE_QUESTIONS = ("original_o", "substitute_c", "substitute_o", "original_c")  # expected: yes, yes, no, no
+JUDGE_COLUMNS = tuple(f"judge_{q}" for q in JUDGE_QUESTIONS)
+JUDGED: Schema = {"caption_id": pl.String, **dict.fromkeys(JUDGE_COLUMNS, pl.Float64), "judge_pass": pl.Boolean,
+                  "judge_reason": pl.String, "people_pass": pl.Boolean}
+# judge_reason: the first failed check (null when it passes); people_pass: both images labelled with their own
+# caption by the Label Studio majority (null until both are labelled)
+JUDGED_REJECTS: Schema = rejects({**PAIR, **dict.fromkeys(JUDGE_COLUMNS, pl.Float64)})
+
 EXPORT: Schema = {  # the published COCO-Counterfactuals columns (I_o, I_c, C_o, C_c), then provenance
     "id": pl.String, "image_0": pl.String, "image_1": pl.String, "caption_0": pl.String, "caption_1": pl.String,
     "image_id": pl.String, "edit_type": pl.String, "original_word": pl.String, "substitute": pl.String,

@@ -5,17 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from tasks.core.params import TinyModelsParams
-from tasks.demo import tiny_eval, tiny_images, tiny_inpaint, tiny_text
+from tasks.demo import tiny_eval, tiny_images, tiny_inpaint, tiny_text, tiny_vlm
 from tasks.text import ingest
 
 
 def build(source: Path, output: Path, params: TinyModelsParams) -> None:
-    """`output/{mlm,clm,vocab}` (text), `output/{diffusion,clip}` (image), `output/{hf_clip,vilt}` (evaluation) and
-    `output/inpaint` (object removal) from the captions of `source`."""
+    """`output/{mlm,clm,vocab}` (text), `output/{diffusion,clip}` (image), `output/{hf_clip,vilt}` (evaluation),
+    `output/vlm` (the judge) and `output/inpaint` (object removal) from the captions of `source`."""
     captions = ingest.read_captions(source)[0]["caption"].to_list()
     tiny_text.build(captions, output, params)
     tiny_images.build_tiny_diffusion(output / "diffusion", params.seed)
     tiny_images.build_tiny_clip(output / "clip", params.seed)
     tiny_eval.build_tiny_hf_clip(output / "hf_clip", params.seed)
     tiny_eval.build_tiny_vilt(output / "vilt", captions, params.seed)
+    tiny_vlm.build_tiny_vlm(output / "vlm", captions, params.seed)
     tiny_inpaint.build_tiny_inpaint(output / "inpaint", params.seed)

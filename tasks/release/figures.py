@@ -133,6 +133,28 @@ def clip_scores_chart(scores: Mapping[str, tuple[np.ndarray, np.ndarray]], thres
     return figure
 
 
+def roc_chart(roc: pl.DataFrame, aucs: Mapping[str, float | None] | None = None) -> Figure:
+    """One ROC curve per question of `roc` (question, fpr, tpr: `tasks.judge.calibration.ROC`) over the chance
+    diagonal, with its AUC in the legend where `aucs` gives one."""
+    figure = new_figure(5.0, 5.0)
+    ax = figure.add_subplot()
+    ax.set_title("Judge questions vs human labels (ROC)")
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    if roc.is_empty():
+        no_data(ax, "no human labels yet")
+        return figure
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    for (question,), curve in roc.partition_by("question", as_dict=True, maintain_order=True).items():
+        auc = (aucs or {}).get(question)
+        ax.plot(curve["fpr"], curve["tpr"], label=question if auc is None else f"{question} (AUC {auc:.2f})")
+    ax.legend(loc="lower right")
+    figure.tight_layout()
+    return figure
+
+
 def example_rows(selected: pl.DataFrame, counterfactuals: pl.DataFrame, limit: int) -> list[dict]:
     """Up to `limit` selected pairs, best clip_dir first (ties: caption_id), with their swap site."""
     site = counterfactuals.select("caption_id", "start", "end", "original_word", "substitute")

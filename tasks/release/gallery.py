@@ -4,6 +4,10 @@
 not JSON: a page opened from the file system may not fetch files). Images are copied once, by content: a selected
 PNG keeps its pixel-addressed name (`store`), and its thumbnail is named after it, so a rerun with unchanged
 selection writes no image. Everything is sorted and rounded, so equal inputs give equal bytes.
+
+A card carries the people's verdict (`validation`), the VLM judge's (`judge`, from `paths.judged` when that file
+exists) and whether the two agree (`agreement`, only where the judge and people both judged the pair: the judged
+row's `people_pass`), which the page filters on.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from PIL import Image
 
 from tasks.core.io import plain, rejects_path
 from tasks.core.params import Params
-from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS
+from tasks.core.schemas import JUDGE_COLUMNS, JUDGE_QUESTIONS, SCORE_COLUMNS, SUBJECT_COLUMNS
 from tasks.core.stages import STAGES
 
 SITE = Path(__file__).with_name("site")
@@ -28,8 +32,9 @@ REJECT_SAMPLE = 20  # rejected rows shown per (stage, reason), seeded
 SCORES = ("similarity", "perplexity", "mlm_score", *SCORE_COLUMNS, *SUBJECT_COLUMNS, "tried")
 CAPTION_FIELDS = ("caption", "counterfactual", "caption_id", "edit_type", "original_word", "substitute")
 REJECT_FIELDS = ("caption_id", "image_id", "caption", "candidate", "counterfactual", "edited_caption", "edit_type",
-                 "original_word", "substitute", "category", "sample")
-REMOVAL_OUTPUTS = {"removal_masks": "removal_masks", "removal_captions": "removal_captions",
+                 "original_word", "substitute", "category", "sample", *JUDGE_COLUMNS)
+# stages STAGES does not hold (the judge, object removal) -> the `paths` entry each writes, beside its rejects
+OTHER_OUTPUTS = {"judge": "judged", "removal_masks": "removal_masks", "removal_captions": "removal_captions",
                    "removal_gallery": "removal_gallery", "inpaint": "inpainted", "removal_selection": "removal_pairs"}
 
 
@@ -75,21 +80,40 @@ def with_caption_scores(selected: pl.DataFrame, counterfactuals: pl.DataFrame) -
                          on="caption_id", how="left").sort("caption_id")
 
 
-def pair_card(row: dict, read: Callable[[str], bytes], site: Path, validation: str | None = None) -> dict:
-    """A pair's card: captions, edit spans, scores, its images published into `site`, the human verdict."""
+def judgement(row: dict | None) -> dict | None:
+    """A pair's row of the judge's output (`JUDGED`) as its verdict: pass, reason (null when it passes) and P(Yes)
+    per question of `JUDGE_QUESTIONS`; None when it was not judged (no row, or a null verdict: the judge was off)."""
+    if row is None or row["judge_pass"] is None:
+        return None
+    return {"pass": row["judge_pass"], "reason": row["judge_reason"],
+            "p_yes": {question: row[f"judge_{question}"] for question in JUDGE_QUESTIONS}}
+
+
+def agreement(row: dict | None) -> str | None:
+    """"agree" or "disagree": does the judge's pass equal the people's? None unless both judged the pair."""
+    if row is None or row["judge_pass"] is None or row["people_pass"] is None:
+        return None
+    return "agree" if row["judge_pass"] == row["people_pass"] else "disagree"
+
+
+def pair_card(row: dict, read: Callable[[str], bytes], site: Path, validated: bool | None = None,
+              judged: dict | None = None) -> dict:
+    """A pair's card: captions, edit spans, scores, its images published into `site`, the people's verdict
+    (`validated`, None: not labelled), the judge's (from its `judged` row, None: not judged) and their agreement."""
     return plain({
         **{k: row[k] for k in CAPTION_FIELDS}, **{k: row[k] for k in SCORES},
         "span_o": edit_span(row["caption"], row["counterfactual"]),
         "span_c": edit_span(row["counterfactual"], row["caption"]),
         "image_o": publish_image(read, row["image_o"], site), "image_c": publish_image(read, row["image_c"], site),
-        "validation": validation})
+        "validation": None if validated is None else "validated" if validated else "not validated",
+        "judge": judgement(judged), "agreement": agreement(judged)})
 
 
 def pair_cards(selected: pl.DataFrame, counterfactuals: pl.DataFrame, images: Path, site: Path,
-               verdicts: dict[str, bool] | None) -> list[dict]:
-    """One card per accepted pair, by caption_id."""
-    return [pair_card(row, from_store(images), site, None if verdicts is None else
-                      ("validated" if verdicts[row["caption_id"]] else "not validated"))
+               verdicts: dict[str, bool], judged: dict[str, dict]) -> list[dict]:
+    """One card per accepted pair, by caption_id. `verdicts`: caption_id -> validated by people (absent: not
+    labelled); `judged`: caption_id -> its row of the judge's output (absent: not judged)."""
+    return [pair_card(row, from_store(images), site, verdicts.get(row["caption_id"]), judged.get(row["caption_id"]))
             for row in with_caption_scores(selected, counterfactuals).iter_rows(named=True)]
 
 
@@ -163,23 +187,33 @@ def prune(site: Path, data: dict) -> None:
             path.unlink()
 
 
+def people_verdicts(selected: pl.DataFrame, validated: Path) -> dict[str, bool]:
+    """caption_id -> in the human-validated subset, for every selected pair; empty when `validated` is absent."""
+    if not validated.is_file():
+        return {}
+    ids = set(pl.read_parquet(validated)["caption_id"])
+    return {i: i in ids for i in selected["caption_id"]}
+
+
+def judged_rows(judged: Path) -> dict[str, dict]:
+    """caption_id -> its row of the judge's output (`JUDGED`); empty when `judged` is absent (runs before the judge)."""
+    if not judged.is_file():
+        return {}
+    return {row["caption_id"]: row for row in pl.read_parquet(judged).iter_rows(named=True)}
+
+
 def build(params: Params) -> dict:
     """Write the gallery of this run to `paths.gallery`; returns its counts."""
     paths, site = params.paths, Path(params.paths.gallery)
-    validated = Path(paths.validated)
-    verdicts = None
     selected = pl.read_parquet(paths.selected)
-    if validated.is_file():
-        ids = set(pl.read_parquet(validated)["caption_id"])
-        verdicts = {i: i in ids for i in selected["caption_id"]}
     removal = Path(paths.removal_pairs)
     data = {
         "pairs": pair_cards(selected, pl.read_parquet(paths.counterfactual_captions), Path(paths.selected_images),
-                            site, verdicts),
+                            site, people_verdicts(selected, Path(paths.validated)), judged_rows(Path(paths.judged))),
         "removal": removal_cards(pl.read_parquet(removal), Path(paths.inpainted_images), site)
         if removal.is_file() else [],
         "rejects": rejects_view({name: Path(getattr(paths, stage.data)) for name, stage in STAGES.items()}
-                                | {name: Path(getattr(paths, data)) for name, data in REMOVAL_OUTPUTS.items()},
+                                | {name: Path(getattr(paths, data)) for name, data in OTHER_OUTPUTS.items()},
                                 params.gallery.seed),
         "funnel": json.loads(Path(paths.run_metrics).read_text())["funnel"] if Path(paths.run_metrics).is_file()
         else {},

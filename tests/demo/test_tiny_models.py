@@ -8,7 +8,7 @@ from tasks.core.params import TinyModelsParams
 from tasks.demo import tiny_models
 from tests.conftest import DEMO_CAPTIONS
 
-FOLDERS = ("vocab", "mlm", "clm", "diffusion", "clip", "hf_clip", "vilt")
+FOLDERS = ("vocab", "mlm", "clm", "diffusion", "clip", "hf_clip", "vilt", "vlm")
 
 
 def test_same_captions_and_seed_build_identical_folders(tmp_path):
@@ -17,7 +17,8 @@ def test_same_captions_and_seed_build_identical_folders(tmp_path):
         tiny_models.build(DEMO_CAPTIONS, tmp_path / name, TinyModelsParams(seed=seed))
         builds[name] = {folder: content_hash(tmp_path / name / folder) for folder in FOLDERS}
     assert builds["a"] == builds["b"]
-    assert sorted(f for f in FOLDERS if builds["c"][f] != builds["a"][f]) == ["clip", "clm", "diffusion", "hf_clip", "mlm", "vilt"]
+    assert sorted(f for f in FOLDERS if builds["c"][f] != builds["a"][f]) == [
+        "clip", "clm", "diffusion", "hf_clip", "mlm", "vilt", "vlm"]
 
 
 def test_every_text_model_knows_the_caption_words(tmp_path):
@@ -27,7 +28,7 @@ def test_every_text_model_knows_the_caption_words(tmp_path):
 
     tiny_models.build(DEMO_CAPTIONS, tmp_path, TinyModelsParams())
     caption = "a man riding a bicycle down a city street"
-    for folder in ("mlm", "clm", "hf_clip", "vilt"):
+    for folder in ("mlm", "clm", "hf_clip", "vilt", "vlm"):
         tokenizer = AutoTokenizer.from_pretrained(tmp_path / folder)
         tokens = tokenizer.tokenize(caption)
         assert tokenizer.unk_token not in tokens and len(set(tokens)) > 5, (folder, tokens)

@@ -1,13 +1,18 @@
 """The gallery's files: images copied and thumbnailed once by content (a rerun rewrites nothing), pruned when no card
-shows them, the edit span of every edit type, and equal bytes for equal inputs."""
+shows them, the edit span of every edit type, equal bytes for equal inputs, and the VLM judge's verdict on the cards
+with the filter of pairs where it and the people disagree."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import polars as pl
 
-from tasks.core.schemas import COUNTERFACTUALS, SELECTED
+from tasks.core.io import rejects_path
+from tasks.core.schemas import COUNTERFACTUALS, JUDGED, JUDGED_REJECTS, PAIR, SELECTED
 from tasks.image import store
+from tasks.release import gallery
 from tasks.release.gallery import THUMB, build, edit_span
 from tests.conftest import project_params
 
@@ -40,7 +45,7 @@ def write_run(root, rows: int) -> dict[str, str]:
     return {"paths.selected": root / "selected.parquet", "paths.selected_images": images,
             "paths.counterfactual_captions": root / "counterfactuals.parquet", "paths.gallery": root / "gallery",
             "paths.validated": root / "none", "paths.removal_pairs": root / "none", "paths.run_metrics": root / "none",
-            "paths.figures": root / "none"}
+            "paths.figures": root / "none", "paths.judged": root / "none"}
 
 
 def files(site) -> dict[str, tuple[int, bytes]]:
@@ -72,9 +77,7 @@ def test_a_rerun_rewrites_no_image_and_a_new_selection_prunes_the_old_ones(tmp_p
 
 
 def test_the_diff_gallery_shows_each_version_of_every_pair_they_do_not_share(tmp_path):
-    import json
-
-    from tasks.release import diff, gallery
+    from tasks.release import diff
 
     paths = write_run(tmp_path, 4)
     counterfactuals, selected = (pl.read_parquet(paths[f"paths.{k}"]) for k in ("counterfactual_captions", "selected"))
@@ -87,7 +90,113 @@ def test_the_diff_gallery_shows_each_version_of_every_pair_they_do_not_share(tmp
     read = gallery.from_store(paths["paths.selected_images"])
     site = tmp_path / "diff"
     assert gallery.compare(site, "a → b", {"a": (*a[:2], read), "b": (*b[:2], read)}, changes) == 4
-    data = json.loads((site / "data.js").read_text().removeprefix("window.GALLERY = ").rstrip(";\n"))
+    data = site_data(site)
     assert [(c["caption_id"], c["label"], c["change"]) for c in data["pairs"]] == [
         ("c0", "a", "image changed"), ("c0", "b", "image changed"), ("c1", "a", "removed"), ("c3", "b", "added")]
     assert data["pairs"][1]["image_o"]["full"] == f"images/{moved}" and (site / "images" / moved).is_file()
+
+
+def site_data(site) -> dict:
+    """`window.GALLERY` of a written site."""
+    return json.loads((site / "data.js").read_text().removeprefix("window.GALLERY = ").rstrip(";\n"))
+
+
+def judge(p_yes: tuple, passed: bool | None, reason: str | None = None, people: bool | None = None) -> dict:
+    """A judged row's verdict columns: P(Yes) per question (JUDGE_QUESTIONS order), pass, reason, people's pass."""
+    return {"judge_original_o": p_yes[0], "judge_substitute_c": p_yes[1], "judge_substitute_o": p_yes[2],
+            "judge_original_c": p_yes[3], "judge_pass": passed, "judge_reason": reason, "people_pass": people}
+
+
+# c0 judge pass + people reject, c1 judge reject + people pass, c2 both pass, c3 judge pass + not rated by people,
+# c4 judge off (null verdict) + people reject, c5 no judged row + people pass
+JUDGED_ROWS = {"c0": judge((0.9123456789, 0.8, 0.1, 0.05), True, people=False),
+               "c1": judge((0.9, 0.2, 0.1, 0.05), False, "judge_substitute_missing", people=True),
+               "c2": judge((0.7, 0.7, 0.3, 0.3), True, people=True), "c3": judge((0.6, 0.6, 0.2, 0.2), True),
+               "c4": judge((None,) * 4, None, people=False)}
+PEOPLE = {"c0": False, "c1": True, "c2": True, "c4": False, "c5": True}
+DISAGREEMENTS = ["c0", "c1"]
+
+
+def judged_site(root):
+    """The site of a 6-pair run whose cards carry JUDGED_ROWS and PEOPLE; returns the site folder."""
+    paths = write_run(root, 6)
+    frames = [pl.read_parquet(paths[f"paths.{k}"]) for k in ("selected", "counterfactual_captions")]
+    cards = gallery.pair_cards(*frames, paths["paths.selected_images"], root / "site", PEOPLE,
+                               {i: {"caption_id": i, **row} for i, row in JUDGED_ROWS.items()})
+    gallery.write_site(root / "site", {"pairs": cards, "removal": [], "rejects": [], "funnel": {},
+                                       "scores": list(gallery.SCORES)}, [])
+    return root / "site"
+
+
+def test_cards_carry_the_judges_verdict_and_whether_it_agrees_with_the_people(tmp_path):
+    cards = {card["caption_id"]: card for card in site_data(judged_site(tmp_path))["pairs"]}
+    assert cards["c1"]["judge"] == {"pass": False, "reason": "judge_substitute_missing", "p_yes": {
+        "original_o": 0.9, "substitute_c": 0.2, "substitute_o": 0.1, "original_c": 0.05}}
+    assert cards["c0"]["judge"]["p_yes"]["original_o"] == 0.912346  # rounded like every score
+    assert cards["c0"]["judge"]["pass"] is True and cards["c0"]["judge"]["reason"] is None
+    assert cards["c4"]["judge"] is None and cards["c5"]["judge"] is None  # judge off, no row: not judged
+    assert {i: c["validation"] for i, c in cards.items()} == {
+        "c0": "not validated", "c1": "validated", "c2": "validated", "c3": None, "c4": "not validated",
+        "c5": "validated"}
+    assert {i: c["agreement"] for i, c in cards.items()} == {
+        "c0": "disagree", "c1": "disagree", "c2": "agree", "c3": None, "c4": None, "c5": None}
+
+
+def test_the_build_reads_the_judges_output_and_rejects_only_when_there(tmp_path):
+    paths = write_run(tmp_path, 4)
+    judged, selected = tmp_path / "judged.parquet", pl.read_parquet(paths["paths.selected"])
+    pl.DataFrame([{"caption_id": i, **JUDGED_ROWS[i]} for i in ("c0", "c1", "c2", "c3")],
+                 schema=JUDGED).write_parquet(judged)
+    pl.DataFrame([{**{k: v for k, v in selected.row(1, named=True).items() if k in PAIR}, **JUDGED_ROWS["c1"],
+                   "stage": "judge", "reason": "judge_substitute_missing"}],
+                 schema=JUDGED_REJECTS, strict=False).write_parquet(rejects_path(judged))
+    pl.DataFrame({"caption_id": ["c1", "c2"]}).write_parquet(tmp_path / "validated.parquet")
+    overrides = {**paths, "paths.judged": judged, "paths.validated": tmp_path / "validated.parquet"}
+    build(project_params(*(f"{k}={v}" for k, v in overrides.items())))
+    data = site_data(paths["paths.gallery"])
+    # c3's images are not both labelled (people_pass null), though it is outside the validated subset
+    assert {c["caption_id"]: c["agreement"] for c in data["pairs"]} == {
+        "c0": "disagree", "c1": "disagree", "c2": "agree", "c3": None}
+    assert [c["judge"]["reason"] if c["judge"] else None for c in data["pairs"]] == [
+        None, "judge_substitute_missing", None, None]
+    [group] = [g for g in data["rejects"] if g["stage"] == "judge"]
+    assert (group["reason"], group["count"], group["rows"][0]["caption_id"]) == ("judge_substitute_missing", 1, "c1")
+    assert group["rows"][0]["judge_substitute_c"] == 0.2
+
+    build(project_params(*(f"{k}={v}" for k, v in paths.items())))  # a run before the judge: no judge data
+    data = site_data(paths["paths.gallery"])
+    assert all(c["judge"] is None and c["agreement"] is None for c in data["pairs"])
+    assert not [g for g in data["rejects"] if g["stage"] == "judge"]
+
+
+def test_the_judge_filters_in_a_browser(tmp_path):
+    """The disagreement filter shows exactly the pairs where judge and people differ, alone, with the judge filter
+    and from a shared link; the judge filters are hidden in a gallery without judge data."""
+    from tests.browser import page
+
+    index = (judged_site(tmp_path / "judged") / "index.html").as_uri()
+    shown = "cs => cs.map(c => c.dataset.captionId)"
+    with page() as tab:
+        tab.goto(index + "#tab=pairs&agreement=disagree")
+        assert tab.locator("article.card").evaluate_all(shown) == DISAGREEMENTS
+        assert tab.inner_text("#count") == "2 of 6 pairs"
+        c1 = tab.inner_text("article[data-caption-id=c1] .judge")
+        assert "judge: substitute missing" in c1 and "sub@I_c 0.2000" in c1
+        tab.select_option("select[name=judge]", "reject")
+        assert tab.locator("article.card").evaluate_all(shown) == ["c1"]
+        assert "judge=reject" in tab.url and "agreement=disagree" in tab.url
+        tab.select_option("select[name=agreement]", "agree")
+        assert tab.locator("article.card").evaluate_all(shown) == []
+        tab.select_option("select[name=judge]", "none")
+        tab.select_option("select[name=agreement]", "")
+        assert tab.locator("article.card").evaluate_all(shown) == ["c4", "c5"]
+        assert tab.locator(".judge-filter").evaluate_all("ls => ls.map(l => l.hidden)") == [False, False]
+        errors = list(tab.errors)
+
+        plain = tmp_path / "plain"
+        build(project_params(*(f"{k}={v}" for k, v in write_run(plain, 2).items())))
+        tab.goto((plain / "gallery" / "index.html").as_uri() + "#tab=pairs")
+        assert tab.locator(".judge-filter").evaluate_all("ls => ls.map(l => l.hidden)") == [True, True]
+        assert tab.locator("article.card p.judge").count() == 0
+        errors += tab.errors
+    assert errors == []

@@ -6,6 +6,11 @@ const DATA = window.GALLERY;
 const PAGE_SIZE = 48;
 const $ = (selector) => document.querySelector(selector);
 const form = $("#filters");
+// The judge's questions (P(Yes) of each on a card): short label and what it asks.
+const JUDGE_QUESTIONS = {
+  original_o: ["orig@I_o", "does I_o show C_o's word?"], substitute_c: ["sub@I_c", "does I_c show C_c's word?"],
+  substitute_o: ["sub@I_o", "does I_o show the substitute?"], original_c: ["orig@I_c", "does I_c show the original?"],
+};
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -57,6 +62,8 @@ function setUpControls() {
   const changes = [...new Set(DATA.pairs.map((p) => p.change).filter(Boolean))].sort();
   for (const change of changes) form.change.append(el("option", {}, change));
   $("#change-filter").hidden = !changes.length;
+  const judged = DATA.pairs.some((p) => p.judge);
+  for (const label of document.querySelectorAll(".judge-filter")) label.hidden = !judged;
   form.sort.append(el("option", { value: "" }, "caption id"));
   for (const score of DATA.scores) {
     form.sort.append(el("option", {}, score));
@@ -77,6 +84,8 @@ function matches(pair, state) {
     const verdict = pair.validation === null ? "none" : pair.validation;
     if (verdict !== state.validation) return false;
   }
+  if (state.judge && judgeVerdict(pair) !== state.judge) return false;
+  if (state.agreement && pair.agreement !== state.agreement) return false;
   for (const score of DATA.scores) {
     const low = state["min." + score], high = state["max." + score], value = pair[score];
     if ((low || high) && (value === null || value === undefined)) return false;
@@ -112,17 +121,33 @@ function format(value) {
   return value === null || value === undefined ? "–" : Number.isInteger(value) ? String(value) : value.toFixed(4);
 }
 
+// "pass", "reject" or "none" (not judged): what the judge filter matches.
+function judgeVerdict(pair) {
+  return pair.judge ? (pair.judge.pass ? "pass" : "reject") : "none";
+}
+
+function judgeLine(judge) {
+  if (!judge) return null;
+  const verdict = judge.pass ? "pass" : (judge.reason || "reject").replace(/^judge_/, "").replaceAll("_", " ");
+  const answers = Object.entries(JUDGE_QUESTIONS).map(([question, [label, asks]]) =>
+    el("span", { title: asks }, ` ${label} ${format(judge.p_yes[question])}`));
+  return el("p", { class: "judge" },
+    el("span", { class: "verdict " + (judge.pass ? "judge-pass" : "judge-reject") }, "judge: " + verdict),
+    " P(yes):", ...answers);
+}
+
 function pairCard(pair) {
   const scores = el("table", {}, ...DATA.scores.map((s) => el("tr", {}, el("td", {}, s), el("td", {}, format(pair[s])))));
   const verdict = pair.validation === null ? null :
     el("span", { class: "verdict " + pair.validation.replace(" ", "-") }, pair.validation);
   const version = pair.label ? el("p", { class: "version" }, `${pair.label} · ${pair.change}`) : null;
-  return el("article", { class: "card", "data-caption-id": pair.caption_id, "data-edit-type": pair.edit_type },
+  return el("article", { class: "card", "data-caption-id": pair.caption_id, "data-edit-type": pair.edit_type,
+    "data-judge": judgeVerdict(pair), "data-agreement": pair.agreement || "" },
     version, el("div", { class: "images" }, figure(pair.image_o, "I_o"), figure(pair.image_c, "I_c")),
     el("p", {}, el("b", {}, "C_o "), highlighted(pair.caption, pair.span_o, "o")),
     el("p", {}, el("b", {}, "C_c "), highlighted(pair.counterfactual, pair.span_c, "c")),
     el("p", { class: "edit" }, `${pair.edit_type}: ${pair.original_word || "∅"} → ${pair.substitute || "∅"} `, verdict),
-    scores);
+    judgeLine(pair.judge), scores);
 }
 
 function renderPairs(state) {

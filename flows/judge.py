@@ -1,0 +1,109 @@
+"""The judge flow: one cached Prefect task per selected pair asks the VLM its questions; the verdict is applied after
+the cache, so a threshold change re-asks nothing; then the agreement with the people's labels, when there are any.
+
+A pair's key hashes its two images' store paths (pixel hashes), the question texts it is asked, the keyed judge
+params (the model spec), the model's content and the code that asks. Images are read inside the task from
+absolute paths, so a Dask worker on another host asks as a local run does. Outputs: `paths.judged` (every pair's
+four P(Yes) and verdict) with its rejects beside it, `paths.metrics/judge.json` (counters + calibration),
+`paths.plots/judge_roc.{csv,png}`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+from prefect import flow, get_run_logger, task
+from prefect.futures import as_completed
+from prefect.utilities.annotations import unmapped
+
+from flows.progress import StageProgress
+from flows.sharding import stage_metrics
+from flows.workspace import result_store
+from tasks.core.code import identity
+from tasks.core.fields import keyed_dump
+from tasks.core.fingerprints import fingerprint
+from tasks.core.io import plain, read_frame, read_rgb, write_json, write_outputs
+from tasks.core.loading import set_torch_threads
+from tasks.core.params import JudgeParams, Params
+from tasks.core.schemas import JUDGE_COLUMNS, JUDGED, JUDGED_REJECTS, PAIR, SELECTED
+from tasks.core.shards import digest
+from tasks.judge import ask, calibration
+from tasks.judge.verdict import verdicts
+from tasks.release import figures
+from tasks.validation import agreement, labelstudio
+
+CODE = ("tasks.judge.ask:ask",)
+
+
+def pair_key(pair: dict, params: JudgeParams) -> str:
+    settings = {k: v for k, v in keyed_dump(params).items() if k != "templates"}  # the asked texts count instead
+    return "judge-" + digest(pair["image_o"], pair["image_c"], json.dumps(ask.questions(pair, params.templates)),
+                             json.dumps(settings, sort_keys=True), fingerprint(params.model), identity(*CODE).key)
+
+
+@task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
+def ask_pair(pair: dict, images: dict[str, str], params: JudgeParams, torch_threads: int | None,
+             key: str) -> dict[str, float | None]:
+    """P(Yes) of each question about one pair; `images`: side -> absolute PNG path."""
+    set_torch_threads(torch_threads)
+    return ask.ask(pair, {side: read_rgb(Path(path)) for side, path in images.items()}, params)
+
+
+def asked(selected: pl.DataFrame, params: Params) -> tuple[pl.DataFrame, int]:
+    """(caption_id + a `judge_<question>` column per question, pairs asked now rather than read from the cache)."""
+    folder, jp = params.paths.selected_images.absolute(), params.judge
+    pairs = selected.to_dicts()
+    with StageProgress("judge", len(pairs), unit="pairs") as progress:
+        futures = ask_pair.with_options(result_storage=result_store(params)).map(
+            pair=pairs, images=[{"o": str(folder / p["image_o"]), "c": str(folder / p["image_c"])} for p in pairs],
+            params=unmapped(jp), torch_threads=unmapped(params.engine.torch_threads),
+            key=[pair_key(p, jp) for p in pairs])
+        for _ in as_completed(futures):
+            progress.advance()
+    answers = [f.result() for f in futures]
+    frame = pl.DataFrame({"caption_id": selected["caption_id"],
+                          **{column: [a[column.removeprefix("judge_")] for a in answers] for column in JUDGE_COLUMNS}},
+                         schema={"caption_id": pl.String, **dict.fromkeys(JUDGE_COLUMNS, pl.Float64)})
+    return frame, sum(f.state.name != "Cached" for f in futures)
+
+
+def human_labels(params: Params) -> pl.DataFrame:
+    """The people's majority label per rated image (`agreement.image_labels`); none before an export exists."""
+    export = params.paths.labelstudio_export
+    ratings = labelstudio.read_export(export) if export.is_file() else labelstudio.ratings([])
+    return agreement.image_labels(ratings)
+
+
+@flow(name="judge")
+def judge_flow(params: Params) -> dict:
+    """Every selected pair judged (or, disabled, listed with null answers); returns the metrics of judge.json."""
+    paths, jp = params.paths, params.judge
+    selected = read_frame(paths.selected, SELECTED, "selection")
+    labels = human_labels(params)
+    if jp.enabled:
+        judged, computed = asked(selected, params)
+        judged = verdicts(judged, jp.thresholds)
+    else:
+        judged, computed = pl.DataFrame({"caption_id": selected["caption_id"]}).with_columns(
+            [pl.lit(None, JUDGED[name]).alias(name) for name in (*JUDGE_COLUMNS, "judge_pass", "judge_reason")]), 0
+    people = calibration.human_pass(labels).rename({"human_pass": "people_pass"})
+    judged = judged.join(people, on="caption_id", how="left").select(list(JUDGED))
+    failed = selected.select(list(PAIR)).join(judged.filter(~pl.col("judge_pass")), on="caption_id")
+    rejects = failed.select(*[pl.col(c) for c in JUDGED_REJECTS if c not in ("stage", "reason")],
+                            stage=pl.lit("judge"), reason=pl.col("judge_reason"))
+    write_outputs(judged, rejects, paths.judged)
+    calibrated, roc = calibration.calibrate(judged, labels, jp.thresholds) if jp.enabled else ({}, None)
+    roc = roc if roc is not None else pl.DataFrame(schema=calibration.ROC)
+    paths.plots.mkdir(parents=True, exist_ok=True)
+    roc.write_csv(paths.plots / "judge_roc.csv")
+    aucs = {q: m["auc"] for q, m in calibrated["questions"].items()} if calibrated else None
+    figures.save(figures.roc_chart(roc, aucs), paths.plots / "judge_roc.png")
+    metrics = {**stage_metrics("judge", selected.height, judged.filter(pl.col("judge_pass").fill_null(True)),
+                               rejects, enabled=jp.enabled, pairs=selected.height, pairs_asked=computed,
+                               pairs_cached=selected.height - computed if jp.enabled else 0),
+               "agreement": calibrated, "thresholds": dict(jp.thresholds)}
+    write_json(plain(metrics), paths.metrics / "judge.json")
+    get_run_logger().info("judge: %d pairs (%d asked now), %d rejected", selected.height, computed, rejects.height)
+    return metrics

@@ -1,0 +1,88 @@
+"""Asking the VLM judge: a selected pair's yes/no questions and each answer's P(Yes), read from the model's logits.
+
+A pair is asked about the words its edit changed: C_o's (`original_word`) and C_c's (`substitute`), stripped (a
+quantifier edit: the counted phrases; insert: only the inserted phrase, delete: only the deleted one). Each word is
+asked of both images with its edit type's template: I_o shows the original, I_c the substitute, and the two crossed
+questions. A question whose word is empty is not asked (its P(Yes) is None and passes the verdict).
+
+P(Yes) is the softmax over the next-token logits of the two ANSWERS (each read as its first token) after the
+model's own chat prompt: no sampling, so equal inputs give equal answers. The model runs in float32 on CPU and in its
+own dtype (or the spec's) on a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
+from tasks.core.params import JudgeParams
+from tasks.core.specs import ModelSpec
+
+if TYPE_CHECKING:
+    import torch
+
+ANSWERS = ("Yes", "No")
+ASKED = {"original_o": ("o", "original_word"), "substitute_c": ("c", "substitute"),  # question -> (image, word)
+         "substitute_o": ("o", "substitute"), "original_c": ("c", "original_word")}
+
+
+def questions(pair: dict, templates: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """question -> (image side, question text) of one pair (PAIR columns); questions about an empty word left out."""
+    template = templates[pair["edit_type"]]
+    return {name: (side, template.format(word=word)) for name, (side, column) in ASKED.items()
+            if (word := (pair[column] or "").strip())}
+
+
+@load_once
+def load_judge(spec: ModelSpec) -> tuple:
+    """(processor with left padding, model in eval mode, device) for an image-text-to-text model."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    device = resolve_device(spec)
+    dtype = "auto" if spec.dtype == "auto" and device.type == "cuda" else resolve_dtype(spec, device)
+    processor = AutoProcessor.from_pretrained(spec.local(), **hub_kwargs(spec))
+    processor.tokenizer.padding_side = "left"  # the last position of every row is its next token
+    model = AutoModelForImageTextToText.from_pretrained(spec.local(), dtype=dtype, **hub_kwargs(spec))
+    return processor, model.to(device).eval(), device
+
+
+def answer_ids(processor, answers: Sequence[str]) -> list[int]:
+    """The first token id of each answer, as the tokenizer encodes it alone."""
+    ids = [processor.tokenizer.encode(answer, add_special_tokens=False) for answer in answers]
+    if not all(ids) or len({i[0] for i in ids}) < len(ids):
+        raise ValueError(f"answers {list(answers)} need distinct first tokens in {processor.tokenizer.name_or_path}")
+    return [i[0] for i in ids]
+
+
+def prompt(processor, text: str) -> str:
+    """One image and the question, in the model's chat template, ready for the answer's first token."""
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+    return processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
+def p_yes(model: torch.nn.Module, processor, device: torch.device, images: Sequence[np.ndarray],
+          texts: Sequence[str], answers: Sequence[str], batch_size: int) -> list[float]:
+    """P(Yes) of each (image, question), `batch_size` questions per forward pass."""
+    import torch
+
+    ids, found = answer_ids(processor, answers), []
+    for start in range(0, len(texts), batch_size):
+        inputs = processor(text=[prompt(processor, t) for t in texts[start:start + batch_size]],
+                           images=list(images[start:start + batch_size]), return_tensors="pt", padding=True)
+        inputs = {k: v.to(device, model.dtype) if v.is_floating_point() else v.to(device) for k, v in inputs.items()}
+        with torch.inference_mode():
+            logits = model(**inputs, logits_to_keep=1).logits[:, -1, ids].float()
+        found += torch.softmax(logits, dim=-1)[:, 0].tolist()
+    return found
+
+
+def ask(pair: dict, images: dict[str, np.ndarray], params: JudgeParams) -> dict[str, float | None]:
+    """P(Yes) of every question (`JUDGE_QUESTIONS`) about one pair; `images` maps side ("o", "c") to its pixels."""
+    asked = questions(pair, params.templates)
+    processor, model, device = load_judge(params.model)
+    found = p_yes(model, processor, device, [images[side] for side, _ in asked.values()],
+                  [text for _, text in asked.values()], ANSWERS, params.batch_size)
+    return {name: dict(zip(asked, found)).get(name) for name in ASKED}
