@@ -196,7 +196,7 @@ def judge(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> N
 
         check_export(params)
         metrics = _run_flow(judge_flow, params)
-    report_table([{k: v for k, v in metrics.items() if k not in ("agreement", "thresholds")}], None)
+    report_table([{k: v for k, v in metrics.items() if k not in ("model", "agreement", "thresholds")}], None)
     if agreed := metrics["agreement"]:
         console.print(f"agreement with people on {agreed['pairs_compared']} pairs: accuracy {agreed['accuracy']}, "
                       f"Cohen's kappa {agreed['cohen_kappa']}")

@@ -103,7 +103,8 @@ def judge_flow(params: Params) -> dict:
     metrics = {**stage_metrics("judge", selected.height, judged.filter(pl.col("judge_pass").fill_null(True)),
                                rejects, enabled=jp.enabled, pairs=selected.height, pairs_asked=computed,
                                pairs_cached=selected.height - computed if jp.enabled else 0),
-               "agreement": calibrated, "thresholds": dict(jp.thresholds)}
+               "model": fingerprint(jp.model) if jp.enabled else None, "agreement": calibrated,
+               "thresholds": dict(jp.thresholds)}
     write_json(plain(metrics), paths.metrics / "judge.json")
     get_run_logger().info("judge: %d pairs (%d asked now), %d rejected", selected.height, computed, rejects.height)
     return metrics

@@ -13,6 +13,7 @@ from prefect import flow, get_run_logger, task
 
 from flows.evaluation import evaluate_flow
 from flows.image import generate_flow, selection_flow
+from flows.judge import judge_flow
 from flows.release import datasheet_flow, export_flow, mixtures_flow, report_flow
 from flows.removal.captions import removal_captions_flow
 from flows.removal.export import removal_export_flow
@@ -59,6 +60,7 @@ def run_dag(params: Params) -> dict[str, dict]:
         write_json(m, paths.metrics / f"{name}.json")
     validation_tasks_flow(params)
     validation_flow(params)
+    metrics["judge"] = judge_flow.with_options(task_runner=runner)(params)
     if params.profile == "demo":
         removal_inputs_task(params)
     for removal_flow in (removal_masks_flow, removal_captions_flow, inpaint_flow, removal_selection_flow):

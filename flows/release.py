@@ -33,16 +33,17 @@ def report_flow(params: Params) -> dict:
 
 @flow(name="export")
 def export_flow(params: Params) -> int:
-    """The selected pairs as a `datasets` folder of parquet shards (images embedded), and the human-validated ones
-    as a second config (`validated/`); returns the row count."""
+    """The selected pairs as a `datasets` folder of parquet shards (images embedded), the human-validated ones as a
+    second config (`validated/`) and those the VLM judge passes as a third (`judged/`); returns the row count."""
     paths = params.paths
+    judged = pl.read_parquet(paths.judged) if paths.judged.is_file() else None
     rows = export.dataset_rows(pl.read_parquet(paths.selected), pl.read_parquet(paths.counterfactual_captions),
-                               provenance(params))
+                               provenance(params), judged)
     export.write_dataset(rows, paths.selected_images, paths.export, params.export)
     validated = (pl.read_parquet(paths.validated)["caption_id"] if paths.validated.is_file()
                  else pl.Series(dtype=pl.String))
-    export.write_dataset(rows.filter(pl.col("id").is_in(validated)), paths.selected_images, paths.export,
-                         params.export, folder="validated")
+    for folder, chosen in (("validated", pl.col("id").is_in(validated)), ("judged", pl.col("judge_pass"))):
+        export.write_dataset(rows.filter(chosen), paths.selected_images, paths.export, params.export, folder=folder)
     return rows.height
 
 
@@ -68,10 +69,12 @@ def datasheet_flow(params: Params) -> None:
     exported = pl.scan_parquet(paths.export / "data" / "*.parquet").select("id").collect()["id"].to_list()
     found = {name: json.loads(path.read_text()) if path.is_file() else None for name, path in (
         ("evaluation", paths.evaluation_reports / "metrics.json"), ("mixtures", paths.metrics / "mixtures.json"),
-        ("validation", paths.metrics / "validation.json"))}
+        ("validation", paths.metrics / "validation.json"), ("judge", paths.metrics / "judge.json"))}
     sheet = datasheet.write(json.loads(paths.run_metrics.read_text()), pl.read_parquet(paths.counterfactual_captions),
-                            exported, provenance(params), params, found["evaluation"], found["validation"])
+                            exported, provenance(params), params, found["evaluation"], found["validation"],
+                            found["judge"])
     mixture_sizes = found["mixtures"]["sizes"] if found["mixtures"] else None
     validated = found["validation"]["validated_pairs"] if found["validation"] else 0
+    judged = found["judge"]["rows_out"] if found["judge"] and found["judge"]["enabled"] else 0
     (paths.export / "README.md").write_text(card.dataset_card(sheet, len(exported), params.export, mixture_sizes,
-                                                              validated))
+                                                              validated, judged))

@@ -113,7 +113,7 @@ def project_params(*overrides: str):
 
 
 COUNTERS = {"pairs_generated", "samples_rendered", "renders", "renders_cached", "edits_filled", "edits_cached",
-            "shards_computed"}  # in a stage's metrics: what this run computed vs. took from the cache
+            "shards_computed", "pairs_asked", "pairs_cached"}  # in a stage's metrics: computed now vs. from the cache
 
 
 def without_counters(metrics):

@@ -74,7 +74,7 @@ EXPORT: Schema = {  # the published COCO-Counterfactuals columns (I_o, I_c, C_o,
     "position": pl.Int64, "mlm_score": pl.Float64, "similarity": pl.Float64, "perplexity": pl.Float64,
     "sim_text_image_o": pl.Float64, "sim_text_image_c": pl.Float64, "sim_image_image": pl.Float64,
     "clip_dir": pl.Float64, "subject_margin_o": pl.Float64, "subject_margin_c": pl.Float64, "seed": pl.Int64,
-    "p2p_fraction": pl.Float64, "guidance_scale": pl.Float64,
+    "p2p_fraction": pl.Float64, "guidance_scale": pl.Float64, **{c: JUDGED[c] for c in (*JUDGE_COLUMNS, "judge_pass")},
 }
 
 ITM_DELTAS = ("delta_img_r", "delta_txt_r", "delta_img_c", "delta_txt_c")  # paper Fig. 3, in its order

@@ -1,5 +1,5 @@
 """The Hub dataset card (the export folder's README.md): YAML front matter with the dataset's configs (`default`,
-`validated`, the training mixtures), a short intro with the mixtures' sizes, then the generated datasheet."""
+`validated`, `judged`, the training mixtures), a short intro with the mixtures' sizes, then the generated datasheet."""
 
 from __future__ import annotations
 
@@ -34,13 +34,13 @@ def _mixture_configs(sizes: Mapping[str, Mapping[str, int]]) -> tuple[list[dict]
 
 
 def dataset_card(datasheet_md: str, n_rows: int, export: ExportParams,
-                 mixtures: Mapping[str, Mapping[str, int]] | None = None, validated: int = 0) -> str:
+                 mixtures: Mapping[str, Mapping[str, int]] | None = None, validated: int = 0, judged: int = 0) -> str:
     """README.md of the dataset folder: Hub YAML front matter, a short intro (with the training mixtures' sizes
-    when they were built), the datasheet. The `validated` config is listed once it holds a pair."""
-    configs, mixture_table = _mixture_configs(mixtures) if mixtures else ([], "")
-    if validated:
-        configs.insert(0, {"config_name": "validated",
-                           "data_files": [{"split": "train", "path": "validated/train-*.parquet"}]})
+    when they were built), the datasheet. The `validated` (people's) and `judged` (the VLM judge's) configs are
+    listed once they hold a pair (an empty config cannot load)."""
+    mixture_configs, mixture_table = _mixture_configs(mixtures) if mixtures else ([], "")
+    configs = [{"config_name": name, "data_files": [{"split": "train", "path": f"{name}/train-*.parquet"}]}
+               for name, pairs in (("validated", validated), ("judged", judged)) if pairs] + mixture_configs
     meta = {
         "license": export.license, "pretty_name": export.pretty_name, "language": ["en"],
         "task_categories": ["image-to-text", "text-to-image", "zero-shot-image-classification"],

@@ -124,6 +124,39 @@ def _validation(result: Mapping[str, Any] | None) -> str:
             f"caption; the `validated` config).\n\n{markdown_table(('Images', 'Label', 'Count', 'Share'), rows)}")
 
 
+JUDGE_QUESTION_TEXT = {"original_o": "I_o shows C_o's word", "substitute_c": "I_c shows C_c's word",
+                       "substitute_o": "I_o shows C_c's word", "original_c": "I_c shows C_o's word"}
+
+
+def _score(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _judge(result: Mapping[str, Any] | None) -> str:
+    """The VLM judge: its questions, rejects and, against the people's majority labels, its agreement, per-question
+    AUC and κ, and the κ-best thresholds (reported, not applied)."""
+    if not result or not result["enabled"]:
+        return "VLM judge: off in this run (`judge.enabled`)."
+    text = (f"VLM judge ({result['model']}): four yes/no questions per pair (does I_o show C_o's edited word, I_c "
+            "C_c's, and the two crossed), each answered by P(Yes) from the next-token logits of \"Yes\" and \"No\"; "
+            f"{result['rows_out']} of {result['pairs']} pairs pass the thresholds (the `judged` config).")
+    agreed = result["agreement"]
+    if not agreed or not agreed["pairs_compared"]:
+        return text + " No pair has both images labelled by people yet, so its agreement is not measured."
+    rows = [(name, _score(agreed[key])) for name, key in (
+        ("Accuracy", "accuracy"), ("Cohen's kappa", "cohen_kappa"), ("Precision of its rejects", "reject_precision"),
+        ("Recall of people's rejects", "reject_recall"), ("Kappa at the kappa-best thresholds",
+                                                          "kappa_at_best_thresholds"))]
+    questions = [(JUDGE_QUESTION_TEXT[q], m["images"], _score(m["auc"]), _score(m["kappa"]), m["threshold"],
+                  _score(m["best_threshold"], 4), _score(m["best_kappa"])) for q, m in agreed["questions"].items()]
+    return (f"{text}\n\nAgainst the people's majority verdict on {agreed['pairs_compared']} pairs (a pair passes "
+            "when both images were matched to their own caption):\n\n"
+            f"{markdown_table(('Agreement', 'Value'), rows)}\n\nPer question, against the people's labels of "
+            f"{agreed['images_compared']} images (the kappa-best thresholds are reported, never applied):\n\n"
+            + markdown_table(("Question", "Images", "AUC", "Kappa", "Threshold", "Kappa-best threshold",
+                              "Best kappa"), questions))
+
+
 EDIT_TYPE_TEXT = {
     "noun": "one noun swapped for a masked-LM fill (the paper's edit)",
     "lexical": "one adjective or verb swapped for a masked-LM fill with the same part-of-speech tag",
@@ -145,8 +178,9 @@ def _edit_types(by_type: Mapping[str, Mapping[str, int]], types: list[str]) -> s
 
 
 def _limitations(params: Mapping[str, Any]) -> list[str]:
-    demo = ["**Demo profile**: tiny random text, diffusion and CLIP models built offline; counterfactual captions, "
-            "images and CLIP scores are noise that only exercises the pipeline. Do not use it for any evaluation."]
+    demo = ["**Demo profile**: tiny random text, diffusion, CLIP and VLM models built offline; counterfactual "
+            "captions, images, CLIP scores and the judge's answers are noise that only exercises the pipeline. Do not "
+            "use it for any evaluation."]
     covered = ", ".join(params["sites"]["types"])
     return (demo if params.get("profile") == "demo" else []) + [
         f"Each counterfactual makes one edit of the types that ran ({covered}), one span each; multi-site and "
@@ -164,9 +198,11 @@ def _limitations(params: Mapping[str, Any]) -> list[str]:
 def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], params: dict, models: dict[str, str],
                      table: pl.DataFrame, human_share: float, created: str, dp: DatasheetParams,
                      evaluation: Mapping[str, Any] | None = None, validation: Mapping[str, Any] | None = None,
-                     by_edit_type: Mapping[str, Mapping[str, int]] | None = None) -> str:
-    """Markdown datasheet: the seven Gebru et al. sections, filled from this run (`evaluation`, `validation`: the
-    evaluate and validation stages' results, when they ran; `by_edit_type`: the report's per-type funnel)."""
+                     by_edit_type: Mapping[str, Mapping[str, int]] | None = None,
+                     judge: Mapping[str, Any] | None = None) -> str:
+    """Markdown datasheet: the seven Gebru et al. sections, filled from this run (`evaluation`, `validation`, `judge`:
+    the evaluate, validation and judge stages' results, when they ran; `by_edit_type`: the report's per-type
+    funnel)."""
     final = list(funnel.values())[-1] if funnel else 0
     top = [(row["edit_type"], row["original_word"] or "–", row["substitute"] or "–", row["count"],
             f"{row['share']:.1%}") for row in table.head(dp.top_subjects).iter_rows(named=True)]
@@ -210,8 +246,8 @@ def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], par
             "Rows in and out of each stage, and why rows were dropped:\n\n"
             f"{_rejects(stage_metrics)}"),
         "Preprocessing/Cleaning/Labeling": (
-            f"{_validation(validation)}\n\n"
-            "Every filter is automatic and logged as a reject with its reason (above). Images "
+            f"{_validation(validation)}\n\n{_judge(judge)}"
+            "\n\nEvery filter is automatic and logged as a reject with its reason (above). Images "
             "are stored as lossless PNG exactly as generated. All parameters of this run (resolved params.yaml):\n\n"
             f"{_param_lines(params)}"),
         "Uses": (
@@ -233,7 +269,7 @@ def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], par
 
 def write(run: Mapping[str, Any], counterfactuals: pl.DataFrame, exported: list[str], models: dict[str, str],
           params: Params, evaluation: Mapping[str, Any] | None = None,
-          validation: Mapping[str, Any] | None = None) -> str:
+          validation: Mapping[str, Any] | None = None, judge: Mapping[str, Any] | None = None) -> str:
     """Write the datasheet to `paths.datasheet` and return it. Counts come from the report's metrics (`run`: funnel,
     per-stage metrics); `final` is what the export holds."""
     funnel = {step: run["funnel"][step] for step in FUNNEL_STEPS} | {"final": len(exported)}
@@ -243,7 +279,7 @@ def write(run: Mapping[str, Any], counterfactuals: pl.DataFrame, exported: list[
     stages = {stage: run["stages"][stage] for stage in STAGES}  # DAG order (the JSON is key-sorted)
     sheet = render_datasheet(funnel, stages, params.model_dump(mode="json"), models, subjects,
                              human_share(subjects, params.datasheet.human_words), date.today().isoformat(),
-                             params.datasheet, evaluation, validation, run.get("funnel_by_edit_type"))
+                             params.datasheet, evaluation, validation, run.get("funnel_by_edit_type"), judge)
     params.paths.datasheet.parent.mkdir(parents=True, exist_ok=True)
     params.paths.datasheet.write_text(sheet)
     return sheet

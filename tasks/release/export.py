@@ -1,7 +1,8 @@
 """Release: the selected pairs as a `datasets` folder in the Hub layout, optionally pushed to the Hub.
 
 `dataset_rows` gives one row per selected pair, sorted by `id`, in the published COCO-Counterfactuals schema
-(`id, image_0, image_1, caption_0, caption_1`: I_o, I_c, C_o, C_c) followed by provenance columns. `write_dataset`
+(`id, image_0, image_1, caption_0, caption_1`: I_o, I_c, C_o, C_c) followed by provenance columns and the VLM
+judge's four P(Yes) and verdict (null where the judge did not run). `write_dataset`
 writes them as `data/train-{i:05d}-of-{n:05d}.parquet` shards with both PNGs embedded byte for byte as
 `datasets.Image` (struct {bytes, path}, path relative to the image folder); same inputs give byte-identical shards.
 A push needs `repo_id` and an `HF_TOKEN`; the token is only ever handed to `huggingface_hub`.
@@ -20,18 +21,19 @@ import huggingface_hub
 import polars as pl
 
 from tasks.core.params import ExportParams
-from tasks.core.schemas import EXPORT
+from tasks.core.schemas import EXPORT, JUDGE_COLUMNS
 
 log = logging.getLogger(__name__)
 
 IMAGE_COLUMNS = ("image_0", "image_1")
 SCHEMA = EXPORT
-_VALUE_TYPES = {pl.String: "string", pl.Int64: "int64", pl.Float64: "float64"}
+_VALUE_TYPES = {pl.String: "string", pl.Int64: "int64", pl.Float64: "float64", pl.Boolean: "bool"}
 
 
-def dataset_rows(selected: pl.DataFrame, counterfactuals: pl.DataFrame, models: dict[str, str]) -> pl.DataFrame:
+def dataset_rows(selected: pl.DataFrame, counterfactuals: pl.DataFrame, models: dict[str, str],
+                 judged: pl.DataFrame | None = None) -> pl.DataFrame:
     """SCHEMA + one string column per `models` entry (`model_<role>` -> id@revision, `library_<name>` -> version),
-    one row per selected pair.
+    one row per selected pair; the judge's columns from `judged` (`JUDGED`, null for a pair it lacks).
 
     Every selected pair must have both image paths and exactly one counterfactual_captions row.
     """
@@ -41,13 +43,17 @@ def dataset_rows(selected: pl.DataFrame, counterfactuals: pl.DataFrame, models: 
         raise ValueError("selected pairs without stored PNGs: regenerate them (cfgen selection) before exporting")
     caption_scores = counterfactuals.select("caption_id", "position", "mlm_score", "similarity", "perplexity")
     joined = selected.join(caption_scores, on="caption_id", how="left", validate="1:1")
+    if judged is not None:
+        joined = joined.join(judged.select("caption_id", *JUDGE_COLUMNS, "judge_pass"), on="caption_id", how="left",
+                             validate="1:1")
     if joined["position"].null_count():
         missing = joined.filter(pl.col("position").is_null())["caption_id"].to_list()
         raise ValueError(f"selected pairs missing from counterfactual_captions: {missing[:5]}")
     renamed = joined.rename({"caption_id": "id", "image_o": "image_0", "image_c": "image_1",
                              "caption": "caption_0", "counterfactual": "caption_1"})
     return renamed.select(
-        *[pl.col(name).cast(dtype) for name, dtype in SCHEMA.items()],
+        *[pl.col(name).cast(dtype) if name in renamed.columns else pl.lit(None, dtype).alias(name)
+          for name, dtype in SCHEMA.items()],
         *[pl.lit(spec, dtype=pl.String).alias(name) for name, spec in models.items()],
     ).sort("id")
 

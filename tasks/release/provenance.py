@@ -10,10 +10,11 @@ from tasks.core.stages import STAGES
 
 
 def model_ids(params: Params) -> dict[str, str]:
-    """`model_<role>` -> content identity (`fingerprints.fingerprint`) of every model the dataset was made with."""
+    """`model_<role>` -> content identity (`fingerprints.fingerprint`) of every model the dataset was made with (the
+    judge's when it is enabled)."""
     specs = {"mlm": params.candidates.model, "sentence_encoder": params.similarity.model,
              "causal_lm": params.perplexity.model, "diffusion": params.generate.diffusion, "vae": params.generate.vae,
-             "clip": params.generate.clip}
+             "clip": params.generate.clip, "judge": params.judge.model if params.judge.enabled else None}
     return {f"model_{role}": fingerprint(spec) for role, spec in specs.items() if spec is not None}
 
 

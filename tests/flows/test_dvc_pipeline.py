@@ -571,7 +571,8 @@ def subject_rejected(path: Path) -> int:
 
 
 NOUN_SWAP = {"demo/dvc.yaml:tiny_models", "ingest", "sites", "saliency", "candidates", "relations", "similarity",
-             "perplexity", "generate", "selection", "validation_tasks", "validation", "report", "export", "mixtures"}
+             "perplexity", "generate", "selection", "validation_tasks", "validation", "judge", "report", "export",
+             "mixtures"}
 REMOVAL = ["removal_masks", "removal_captions", "inpaint", "removal_selection", "removal_export"]
 
 
@@ -625,6 +626,28 @@ def selected_at(repo: Path, rev: str | None) -> pl.DataFrame:
     if rev is None:
         return pl.read_parquet(repo / "data/processed/selected.parquet")
     return pl.read_parquet(io.BytesIO(read("data/processed/selected.parquet", repo=str(repo), rev=rev, mode="rb")))
+
+
+def test_i_a_judge_threshold_or_its_verdict_code_reruns_the_judge_and_asks_the_vlm_nothing(repo):
+    """The judge stage reruns on its params and code; the per-pair cache holds the answers, so neither a threshold
+    nor an edit of the verdict module asks the VLM again, while the verdict follows the new threshold."""
+    path, env = repo
+    first = metrics(path, "judge")
+    assert first["enabled"] and first["pairs"] > 0
+    set_param(path, "judge.thresholds.original_o", 1.0)  # P(Yes) < 1: every pair's original now reads as missing
+    stages = timed_repro(path, env, "(i1) judge.thresholds.original_o 0.5 -> 1.0")
+    assert stages[0] == "judge" and set(stages) <= {"judge", "export", "datasheet", "gallery"}
+    judged = metrics(path, "judge")
+    assert (judged["pairs_asked"], judged["pairs_cached"]) == (0, first["pairs"])
+    assert judged["rejects"] == {"judge_original_missing": first["pairs"]}
+    with (path / "tasks/judge/verdict.py").open("a") as f:
+        f.write("\n# A comment: the stage's code changed, no answer did.\n")
+    stages = timed_repro(path, env, "(i2) tasks/judge/verdict.py edited", "judge")
+    assert stages == ["judge"] and metrics(path, "judge")["pairs_asked"] == 0
+    set_param(path, "judge.thresholds.original_o", 0.5)
+    assert "judge" in timed_repro(path, env, "(i3) the threshold back")
+    assert without_counters(metrics(path, "judge")) == without_counters(first)
+    commit(path, env, "judge")
 
 
 def test_exp_run_and_dataset_diff(repo):

@@ -55,6 +55,11 @@ def test_card_front_matter_and_load_dataset_with_the_card(tmp_path):
     assert datasets.load_dataset(str(out), "validated", cache_dir=str(tmp_path / "hf-cache"))["train"].num_rows == 1
     no_validated = yaml.safe_load(card.dataset_card(sheet(), 1, params).split("---\n")[1])
     assert [c["config_name"] for c in no_validated["configs"]] == ["default"]  # an empty config cannot load
+    export.write_dataset(rows, image.parent, out, ExportParams(), folder="judged")
+    (out / "README.md").write_text(card.dataset_card(sheet(), rows.height, params, validated=1, judged=1))
+    front = yaml.safe_load((out / "README.md").read_text().split("---\n")[1])
+    assert [c["config_name"] for c in front["configs"]] == ["default", "validated", "judged"]
+    assert datasets.load_dataset(str(out), "judged", cache_dir=str(tmp_path / "hf-cache"))["train"].num_rows == 1
 
 
 def test_the_card_lists_the_mixtures_as_configs_with_their_sizes():

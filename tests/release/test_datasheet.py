@@ -173,3 +173,19 @@ def test_the_edit_types_that_ran_are_tabled_and_counting_edits_carry_the_papers_
     assert "one edit of the types that ran (noun, quantifier)" in text
     nouns_only = sheet(params={**PARAMS, "sites": {"types": ["noun"]}}, by_edit_type={"noun": by_type["noun"]})
     assert "**Counting edits**" not in nouns_only
+
+
+def test_the_judges_agreement_with_people_in_the_labeling_section():
+    question = {"images": 6, "auc": 0.75, "kappa": 0.5, "threshold": 0.5, "best_threshold": 0.25, "best_kappa": 0.6}
+    agreement = {"pairs_compared": 12, "images_compared": 25, "accuracy": 0.75, "cohen_kappa": 0.5,
+                 "reject_precision": 0.8, "reject_recall": 0.6667, "kappa_at_best_thresholds": 0.55,
+                 "questions": dict.fromkeys(("original_o", "substitute_c", "substitute_o", "original_c"), question)}
+    judge = {"enabled": True, "model": "org/vlm@abc", "pairs": 20, "rows_out": 15, "agreement": agreement}
+    labeling = sheet(judge=judge).split("## Preprocessing/Cleaning/Labeling")[1].split("## Uses")[0]
+    assert "VLM judge (org/vlm@abc)" in labeling and "15 of 20 pairs pass" in labeling
+    assert "majority verdict on 12 pairs" in labeling and "| Cohen's kappa | 0.500 |" in labeling
+    assert "| Precision of its rejects | 0.800 |" in labeling and "| Recall of people's rejects | 0.667 |" in labeling
+    assert "| I_c shows C_o's word | 6 | 0.750 | 0.500 | 0.5 | 0.2500 | 0.600 |" in labeling
+    unlabelled = sheet(judge={**judge, "agreement": {**agreement, "pairs_compared": 0}})
+    assert "its agreement is not measured" in unlabelled and "Cohen's kappa" not in unlabelled
+    assert "VLM judge: off in this run" in sheet(judge={**judge, "enabled": False}) and "off in this run" in sheet()

@@ -181,3 +181,18 @@ def test_push_uses_the_token_but_never_writes_or_logs_it(fake_hub, rows, images_
     captured = capsys.readouterr()
     assert SENTINEL not in caplog.text + captured.out + captured.err
     assert "me/cf" in caplog.text
+
+
+def test_dataset_rows_carry_the_judges_answers_and_verdict_null_where_it_did_not_judge():
+    judged = pl.DataFrame([{"caption_id": c, **dict.fromkeys(schemas.JUDGE_COLUMNS, 0.25 * i), "judge_pass": i % 2 == 0,
+                            "judge_reason": None if i % 2 == 0 else "judge_original_missing", "people_pass": None}
+                           for i, c in enumerate(["p0", "p1", "p2"])], schema=schemas.JUDGED)
+    rows = export.dataset_rows(selected_frame(), counterfactual_frame(), MODELS, judged)
+    assert rows.columns == [*export.SCHEMA, "model_mlm", "model_diffusion"]
+    by_id = {row["id"]: row for row in rows.iter_rows(named=True)}
+    assert [by_id[c]["judge_pass"] for c in ("p0", "p1", "p2", "p3", "p4")] == [True, False, True, None, None]
+    assert by_id["p2"]["judge_substitute_o"] == 0.5 and by_id["p3"]["judge_original_o"] is None
+    assert rows.filter(pl.col("judge_pass"))["id"].to_list() == ["p0", "p2"]  # the `judged` config
+    unjudged = export.dataset_rows(selected_frame(), counterfactual_frame(), MODELS)
+    assert unjudged.columns == rows.columns and unjudged["judge_pass"].null_count() == len(IDS)
+    assert export.features(rows)["judge_pass"].dtype == "bool"
