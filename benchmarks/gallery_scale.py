@@ -53,7 +53,7 @@ def build(out: Path, pairs: int) -> Path:
              "counterfactual_captions": out / "counterfactuals.parquet", **{k: out / "none" for k in (
                  "validated", "removal_pairs", "run_metrics", "figures", "captions", "sites", "salient_sites",
                  "candidates", "relations", "similarity", "samples", "removal_masks", "removal_captions",
-                 "removal_gallery", "inpainted")}}
+                 "removal_gallery", "inpainted", "judged")}}
     build_gallery(load_params(ROOT / "params.yaml", [f"paths.{k}={v}" for k, v in paths.items()]))
     return out / "gallery" / "index.html"
 

@@ -53,7 +53,7 @@ def ask_pair(pair: dict, images: dict[str, str], params: JudgeParams, torch_thre
 
 def asked(selected: pl.DataFrame, params: Params) -> tuple[pl.DataFrame, int]:
     """(caption_id + a `judge_<question>` column per question, pairs asked now rather than read from the cache)."""
-    folder, jp = params.paths.selected_images.absolute(), params.judge
+    folder, jp = params.root / params.paths.selected_images, params.judge  # absolute: a worker has another cwd
     pairs = selected.to_dicts()
     with StageProgress("judge", len(pairs), unit="pairs") as progress:
         futures = ask_pair.with_options(result_storage=result_store(params)).map(

@@ -168,6 +168,22 @@ def test_the_saliency_model_needs_a_pin_only_when_enabled(tmp_path, raw):
         "saliency.model: hub model openai/clip-vit-base-patch32 has no pinned revision (the paper profile needs one)")
 
 
+def test_the_judge_model_needs_a_pin_only_when_enabled_and_a_threshold_per_question(tmp_path, raw):
+    path = write(tmp_path, raw)
+    paper = load_params(path, ["profile=paper"])
+    assert not paper.judge.enabled and "judge.model" not in dict(paper.running_models())
+    assert error(path, "profile=paper", "judge.enabled=true") == (
+        "judge.model: hub model Qwen/Qwen2.5-VL-7B-Instruct has no pinned revision (the paper profile needs one)")
+    pinned = load_params(path, ["profile=paper", "judge.enabled=true", f"judge.model.paper.revision={'a' * 40}"])
+    assert dict(pinned.running_models())["judge.model"].revision == "a" * 40
+    assert error(path, "judge.thresholds={original_o: 0.5}").startswith("judge.thresholds: needs exactly "
+                                                                       "one threshold per question")
+    assert error(path, "judge.thresholds.original_o=1.5").startswith("judge.thresholds.original_o:")
+    assert error(path, "judge.templates.noun=Is there one?").startswith("judge.templates: the template "
+                                                                        "of noun has no {word}")
+    assert "thresholds" not in keyed_dump(load_params(path).judge)  # applied after the cache
+
+
 def test_params_yaml_survives_dvcs_round_trip(tmp_path):
     """`dvc exp run -S` rewrites params.yaml with DVC's own YAML serializer, then reads it back."""
     from dvc.utils.serialize import load_yaml, modify_yaml
