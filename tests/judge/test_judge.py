@@ -127,18 +127,22 @@ def selected_pairs(root: Path) -> tuple[pl.DataFrame, Path]:
     return pl.DataFrame(rows, schema=SELECTED), root / "img"
 
 
-def test_the_flow_asks_each_pair_once_and_a_threshold_change_re_asks_nothing(tmp_path, vlms, result_store):
-    selected, images = selected_pairs(tmp_path)
-    write_frame(selected, tmp_path / "selected.parquet")
+def flow_params(root: Path):
+    """The project's params with every judge input and output under `root` (three selected pairs, no export)."""
+    selected, images = selected_pairs(root)
+    write_frame(selected, root / "selected.parquet")
     base = project_params()
-    paths = base.paths.model_copy(update={
-        "selected": tmp_path / "selected.parquet", "selected_images": images, "judged": tmp_path / "judged.parquet",
-        "metrics": tmp_path / "metrics", "plots": tmp_path / "plots",
-        "labelstudio_export": tmp_path / "no_export.json"})
+    return base.model_copy(update={"paths": base.paths.model_copy(update={
+        "selected": root / "selected.parquet", "selected_images": images, "judged": root / "judged.parquet",
+        "metrics": root / "metrics", "plots": root / "plots", "labelstudio_export": root / "no_export.json"})})
+
+
+def test_the_flow_asks_each_pair_once_and_a_threshold_change_re_asks_nothing(tmp_path, vlms, result_store):
+    base = flow_params(tmp_path)
+    selected, images = pl.read_parquet(tmp_path / "selected.parquet"), base.paths.selected_images
 
     def run(model: str = "random", **update) -> dict:
-        params = base.model_copy(update={"paths": paths, "judge": judge_params(vlms[model], **update)})
-        metrics = judge_flow(params)
+        metrics = judge_flow(base.model_copy(update={"judge": judge_params(vlms[model], **update)}))
         assert json.loads((tmp_path / "metrics/judge.json").read_text()) == metrics
         return metrics
 
@@ -172,13 +176,8 @@ def test_the_flow_asks_each_pair_once_and_a_threshold_change_re_asks_nothing(tmp
 
 
 def test_disabled_the_stage_lists_every_pair_with_null_answers(tmp_path, result_store):
-    selected, images = selected_pairs(tmp_path)
-    write_frame(selected, tmp_path / "selected.parquet")
-    base = project_params()
-    paths = base.paths.model_copy(update={
-        "selected": tmp_path / "selected.parquet", "selected_images": images, "judged": tmp_path / "judged.parquet",
-        "metrics": tmp_path / "metrics", "plots": tmp_path / "plots"})
-    metrics = judge_flow(base.model_copy(update={"paths": paths, "judge": base.judge.model_copy(
+    base = flow_params(tmp_path)
+    metrics = judge_flow(base.model_copy(update={"judge": base.judge.model_copy(
         update={"enabled": False, "model": base.judge.model.model_copy(update={"id": "no/such-model"})})}))
     judged = pl.read_parquet(tmp_path / "judged.parquet")
     assert judged.height == 3 and judged["judge_pass"].null_count() == 3
