@@ -114,9 +114,11 @@ def best_threshold(people: np.ndarray, p_yes: np.ndarray, configured: float) -> 
 
 
 def compared_answers(judged: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFrame:
-    """caption_id, question, human, p_yes: every question about a labelled image of a judged pair."""
+    """caption_id, question, human, p_yes: every question the judge asked about a labelled image (an insert asks
+    nothing about the original, a delete nothing about the substitute: their P(Yes) is null)."""
     p_yes = judged.unpivot([f"judge_{q}" for q in JUDGE_QUESTIONS], index="caption_id", variable_name="question",
-                           value_name="p_yes").with_columns(pl.col("question").str.strip_prefix("judge_"))
+                           value_name="p_yes").drop_nulls("p_yes").with_columns(
+        pl.col("question").str.strip_prefix("judge_"))
     return human_answers(labels).join(p_yes, on=["caption_id", "question"])
 
 

@@ -155,3 +155,15 @@ def test_roc_chart_draws_a_curve_per_question_or_says_there_are_no_labels(tmp_pa
     assert legend == (["original_o (AUC 0.75)"] if with_labels else [])
     assert ("no human labels yet" in [t.get_text() for t in ax.texts]) is not with_labels
     figure.savefig(io.BytesIO(), format="png")
+
+
+def test_a_question_the_judge_did_not_ask_is_left_out_not_scored(tmp_path):
+    """An insert asks nothing about the original (null P(Yes)): its original questions count nowhere, while its
+    substitute questions and its pair verdict still do."""
+    labels = labelled(tmp_path, {"ins": ("own", "own"), "a": ("own", "own"), "b": ("other", "other")})
+    p_yes = judged({"ins": (None, 0.9, 0.1, None), "a": PASS, "b": (0.2, 0.3, 0.8, 0.7)})
+    metrics, roc = cal.calibrate(p_yes, labels, THRESHOLDS)
+    assert {q: m["images"] for q, m in metrics["questions"].items()} == {
+        "original_o": 2, "substitute_c": 3, "substitute_o": 3, "original_c": 2}
+    assert metrics["pairs_compared"] == 3 and metrics["accuracy"] == 1.0
+    assert roc["threshold"].is_finite().all() and not roc.filter(pl.col("fpr").is_nan()).height
