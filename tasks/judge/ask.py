@@ -19,6 +19,7 @@ import numpy as np
 
 from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
 from tasks.core.params import JudgeParams
+from tasks.core.schemas import JUDGE_QUESTIONS
 from tasks.core.specs import ModelSpec
 
 if TYPE_CHECKING:
@@ -85,4 +86,4 @@ def ask(pair: dict, images: dict[str, np.ndarray], params: JudgeParams) -> dict[
     processor, model, device = load_judge(params.model)
     found = p_yes(model, processor, device, [images[side] for side, _ in asked.values()],
                   [text for _, text in asked.values()], ANSWERS, params.batch_size)
-    return {name: dict(zip(asked, found)).get(name) for name in ASKED}
+    return {name: dict(zip(asked, found)).get(name) for name in JUDGE_QUESTIONS}
