@@ -48,7 +48,7 @@ def ask_pair(pair: dict, images: dict[str, str], params: JudgeParams, torch_thre
              key: str) -> dict[str, float | None]:
     """P(Yes) of each question about one pair; `images`: side -> absolute PNG path."""
     set_torch_threads(torch_threads)
-    return ask.ask(pair, {side: read_rgb(Path(path)) for side, path in images.items()}, params)
+    return ask.ask(pair, {side: read_rgb(Path(path)).copy() for side, path in images.items()}, params)  # writable
 
 
 def asked(selected: pl.DataFrame, params: Params) -> tuple[pl.DataFrame, int]:

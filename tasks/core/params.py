@@ -255,7 +255,7 @@ class JudgeParams(Frozen):
                                                        "substitute (insert / delete: the inserted / deleted phrase)")
     thresholds: dict[str, Unit] = unkeyed(dict.fromkeys(JUDGE_QUESTIONS, 0.5), "P(Yes) at which each question "
                                           "counts as answered yes (applied after the cache)")
-    batch_size: int = unkeyed(8, "questions per forward pass", ge=1)
+    batch_size: int = unkeyed(4, "questions per forward pass; one task asks one pair's (at most 4)", ge=1)
 
     @field_validator("templates")
     @classmethod

@@ -75,7 +75,7 @@ def p_yes(model: torch.nn.Module, processor, device: torch.device, images: Seque
                            images=list(images[start:start + batch_size]), return_tensors="pt", padding=True)
         inputs = {k: v.to(device, model.dtype) if v.is_floating_point() else v.to(device) for k, v in inputs.items()}
         with torch.inference_mode():
-            logits = model(**inputs, logits_to_keep=1).logits[:, -1, ids].float()
+            logits = model(**inputs, logits_to_keep=1, use_cache=False).logits[:, -1, ids].float()
         found += torch.softmax(logits, dim=-1)[:, 0].tolist()
     return found
 
