@@ -7,7 +7,8 @@ reversal nothing; (d) fewer steps regenerates every pair; batch sizes render not
 the 2 new samples per pair, then nothing; an edit two imports below generate re-renders everything, an edit of the
 report module nothing; (g) an object-removal alpha reruns only the removal stages (+ evaluate, datasheet) and
 fills only new edits; (h) switching the relations filter off reruns from relations and renders only changed
-pairs; `dvc exp run -S` behaves the same, and `cfgen diff` compares two versions.
+pairs; (i) a judge threshold or an edit of its verdict code reruns the judge and asks the VLM nothing;
+`dvc exp run -S` behaves the same, and `cfgen diff` compares two versions.
 
 The first repro is traced: every stage's code `deps` are exactly the project files its command imports
 (PYTHONPROFILEIMPORTTIME), its `params:` cover exactly the keys it reads and its deps and outs every data file it
@@ -383,6 +384,30 @@ def test_a_second_repro_does_nothing(repo):
     assert "up to date" in sh(path, "dvc", "status", env=env)
 
 
+def test_i_a_judge_threshold_or_its_verdict_code_reruns_the_judge_and_asks_the_vlm_nothing(repo):
+    """(i), on the up-to-date DAG (a) leaves: the judge stage reruns on its params and code; the per-pair cache holds
+    the answers, so neither a threshold nor an edit of the verdict module asks the VLM again, while the verdict
+    follows the new thresholds; nothing upstream reruns."""
+    path, env = repo
+    first = metrics(path, "judge")
+    assert first["enabled"] and first["pairs"] > 0 and first["rows_out"] > 0  # the demo's thresholds pass some
+    thresholds = yaml.safe_load((path / "params.yaml").read_text())["judge"]["thresholds"]
+    for question in ("original_o", "substitute_c"):  # P(Yes) < 1: every pair's asked word now reads as missing
+        set_param(path, f"judge.thresholds.{question}", 1.0)
+    stages = timed_repro(path, env, "(i1) the judge's expected-yes thresholds 1.0")
+    assert stages[0] == "judge" and set(stages) <= {"judge", "export", "datasheet", "gallery"}
+    judged = metrics(path, "judge")
+    assert (judged["pairs_asked"], judged["pairs_cached"], judged["rows_out"]) == (0, first["pairs"], 0)
+    assert set(judged["rejects"]) <= {"judge_original_missing", "judge_substitute_missing"}
+    with (path / "tasks/judge/verdict.py").open("a") as f:
+        f.write("\n# A comment: the stage's code changed, no answer did.\n")
+    stages = timed_repro(path, env, "(i2) tasks/judge/verdict.py edited", "judge")
+    assert stages == ["judge"] and metrics(path, "judge")["pairs_asked"] == 0
+    set_param(path, "judge.thresholds", thresholds)
+    timed_repro(path, env, "(i3) the thresholds back")
+    commit(path, env, "judge")
+
+
 def test_the_export_and_datasheet_record_the_library_versions_of_the_cache_keys(repo):
     from importlib.metadata import version
 
@@ -626,29 +651,6 @@ def selected_at(repo: Path, rev: str | None) -> pl.DataFrame:
     if rev is None:
         return pl.read_parquet(repo / "data/processed/selected.parquet")
     return pl.read_parquet(io.BytesIO(read("data/processed/selected.parquet", repo=str(repo), rev=rev, mode="rb")))
-
-
-def test_i_a_judge_threshold_or_its_verdict_code_reruns_the_judge_and_asks_the_vlm_nothing(repo):
-    """The judge stage reruns on its params and code; the per-pair cache holds the answers, so neither a threshold
-    nor an edit of the verdict module asks the VLM again, while the verdict follows the new thresholds."""
-    path, env = repo
-    first = metrics(path, "judge")
-    assert first["enabled"] and first["pairs"] > 0 and first["rows_out"] > 0  # the demo's thresholds pass some
-    thresholds = yaml.safe_load((path / "params.yaml").read_text())["judge"]["thresholds"]
-    for question in ("original_o", "substitute_c"):  # P(Yes) < 1: every pair's asked word now reads as missing
-        set_param(path, f"judge.thresholds.{question}", 1.0)
-    stages = timed_repro(path, env, "(i1) the judge's expected-yes thresholds 1.0")
-    assert stages[0] == "judge" and set(stages) <= {"judge", "export", "datasheet", "gallery"}
-    judged = metrics(path, "judge")
-    assert (judged["pairs_asked"], judged["pairs_cached"], judged["rows_out"]) == (0, first["pairs"], 0)
-    assert set(judged["rejects"]) <= {"judge_original_missing", "judge_substitute_missing"}
-    with (path / "tasks/judge/verdict.py").open("a") as f:
-        f.write("\n# A comment: the stage's code changed, no answer did.\n")
-    stages = timed_repro(path, env, "(i2) tasks/judge/verdict.py edited", "judge")
-    assert stages == ["judge"] and metrics(path, "judge")["pairs_asked"] == 0
-    set_param(path, "judge.thresholds", thresholds)
-    timed_repro(path, env, "(i3) the thresholds back")
-    commit(path, env, "judge")
 
 
 def test_exp_run_and_dataset_diff(repo):
