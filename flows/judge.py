@@ -20,6 +20,7 @@ from prefect.utilities.annotations import unmapped
 
 from flows.progress import StageProgress
 from flows.sharding import stage_metrics
+from flows.validation import read_ratings
 from flows.workspace import result_store
 from tasks.core.code import identity
 from tasks.core.fields import keyed_dump
@@ -32,7 +33,7 @@ from tasks.core.shards import digest
 from tasks.judge import ask, calibration
 from tasks.judge.verdict import verdicts
 from tasks.release import figures
-from tasks.validation import agreement, labelstudio
+from tasks.validation import agreement
 
 CODE = ("tasks.judge.ask:ask",)
 
@@ -69,19 +70,12 @@ def asked(selected: pl.DataFrame, params: Params) -> tuple[pl.DataFrame, int]:
     return frame, sum(f.state.name != "Cached" for f in futures)
 
 
-def human_labels(params: Params) -> pl.DataFrame:
-    """The people's majority label per rated image (`agreement.image_labels`); none before an export exists."""
-    export = params.paths.labelstudio_export
-    ratings = labelstudio.read_export(export) if export.is_file() else labelstudio.ratings([])
-    return agreement.image_labels(ratings)
-
-
 @flow(name="judge")
 def judge_flow(params: Params) -> dict:
     """Every selected pair judged (or, disabled, listed with null answers); returns the metrics of judge.json."""
     paths, jp = params.paths, params.judge
     selected = read_frame(paths.selected, SELECTED, "selection")
-    labels = human_labels(params)
+    labels = agreement.image_labels(read_ratings(params))  # the people's majority label per image
     if jp.enabled:
         judged, computed = asked(selected, params)
         judged = verdicts(judged, jp.thresholds)
@@ -94,8 +88,8 @@ def judge_flow(params: Params) -> dict:
     rejects = failed.select(*[pl.col(c) for c in JUDGED_REJECTS if c not in ("stage", "reason")],
                             stage=pl.lit("judge"), reason=pl.col("judge_reason"))
     write_outputs(judged, rejects, paths.judged)
-    calibrated, roc = calibration.calibrate(judged, labels, jp.thresholds) if jp.enabled else ({}, None)
-    roc = roc if roc is not None else pl.DataFrame(schema=calibration.ROC)
+    calibrated, roc = (calibration.calibrate(judged, labels, jp.thresholds) if jp.enabled
+                       else ({}, pl.DataFrame(schema=calibration.ROC)))
     paths.plots.mkdir(parents=True, exist_ok=True)
     roc.write_csv(paths.plots / "judge_roc.csv")
     aucs = {q: m["auc"] for q, m in calibrated["questions"].items()} if calibrated else None

@@ -36,15 +36,21 @@ def check_export(params: Params) -> None:
         agreement.check_images(labelstudio.read_export(paths.labelstudio_export), images)
 
 
+def read_ratings(params: Params) -> pl.DataFrame:
+    """The Label Studio export's ratings (`labelstudio.RATINGS`); none before anything is exported, as for an export
+    without annotations."""
+    export = params.paths.labelstudio_export
+    if export.is_file():
+        return labelstudio.read_export(export)
+    get_run_logger().info("no Label Studio export at %s yet", export)
+    return labelstudio.ratings([])
+
+
 @flow(name="validation")
 def validation_flow(params: Params) -> dict:
     """The validation results (`paths.metrics/validation.json`) and the validated caption_ids (`paths.validated`)."""
     paths = params.paths
-    if paths.labelstudio_export.is_file():
-        ratings = labelstudio.read_export(paths.labelstudio_export)
-    else:  # nothing exported yet: no ratings, as for an export without annotations
-        get_run_logger().info("validation: no Label Studio export at %s yet", paths.labelstudio_export)
-        ratings = labelstudio.ratings([])
+    ratings = read_ratings(params)
     images = labelstudio.image_keys(pl.read_parquet(paths.selected))
     result = agreement.summary(ratings, images, params.validation.overlap)
     validated = agreement.validated(agreement.image_labels(ratings))

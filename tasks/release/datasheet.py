@@ -52,6 +52,10 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|")
 
 
+def _score(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
 def markdown_table(header: tuple[str, ...], rows: list[tuple]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows])
@@ -117,7 +121,7 @@ def _validation(result: Mapping[str, Any] | None) -> str:
         return "Human validation (Label Studio): no annotations yet."
     rows = [(r["images"], r["label"], r["count"], f"{r['share']:.1%}" if r["share"] is not None else "n/a")
             for r in result["table1"]]
-    kappa = f"{result['fleiss_kappa']:.3f}" if result["fleiss_kappa"] is not None else "n/a"
+    kappa = _score(result["fleiss_kappa"])
     return (f"Human validation (Label Studio, paper Table 1): {result['coverage']['rated']} of "
             f"{result['coverage']['images']} images rated; Fleiss' kappa {kappa} on {result['overlap_images']} images "
             f"rated three times; {result['validated_pairs']} pairs validated (both images matched to their own "
@@ -126,10 +130,6 @@ def _validation(result: Mapping[str, Any] | None) -> str:
 
 JUDGE_QUESTION_TEXT = {"original_o": "I_o shows C_o's word", "substitute_c": "I_c shows C_c's word",
                        "substitute_o": "I_o shows C_c's word", "original_c": "I_c shows C_o's word"}
-
-
-def _score(value: float | None, digits: int = 3) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 def _judge(result: Mapping[str, Any] | None) -> str:
