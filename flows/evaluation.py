@@ -2,9 +2,9 @@
 `evaluate.models` evaluates only that model and an unchanged rerun evaluates none; and, once the object-removal
 strategy has made pairs, each model's ODmAP@k on them (its own task: a removal change never re-evaluates R@k).
 
-A model's key hashes the pairs it scores (captions and image store paths, which are pixel hashes), the real images'
-bytes, the validated subset, the keyed evaluate params, the model's content (a cross-encoder's also that of the
-bi-encoder whose top candidates it re-ranks) and the evaluation code. Images are read from disk a batch at a time,
+A model's key (`tasks.core.keys`) hashes the pairs it scores (`model_content`), the keyed evaluate params, the
+model's content (a cross-encoder's also that of the bi-encoder whose top candidates it re-ranks) and the evaluation
+code (`model_unit`). Images are read from disk a batch at a time,
 inside each model's task; every file's existence is checked before any model runs. Outputs: the Δ
 rows (`paths.evaluation`), `metrics.json` (dvc metrics) and `itm_deltas.png` under `paths.evaluation_reports`.
 """
@@ -16,17 +16,17 @@ import logging
 from pathlib import Path
 
 import polars as pl
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger
 
+from flows.caching import unit_task
 from flows.workspace import result_store
-from tasks.core.code import identity
+from tasks.core import keys
 from tasks.core.fields import keyed_dump
-from tasks.core.fingerprints import content_hash, fingerprint
+from tasks.core.fingerprints import content_hash
 from tasks.core.io import plain, source_image_paths, write_frame, write_json
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import Params
 from tasks.core.schemas import EVALUATION, ITM_DELTAS
-from tasks.core.shards import digest
 from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.evaluation import evaluate as stage
 from tasks.release import figures
@@ -34,40 +34,35 @@ from tasks.release import figures
 log = logging.getLogger(__name__)
 
 
-def model_identity(spec: ClipSpec | ItmSpec, params: Params) -> tuple[str, ...]:
-    """What makes a model's scores: its spec and content, and a re-ranking cross-encoder's bi-encoder's."""
+def model_unit(name: str, entry: str, spec: ClipSpec | ItmSpec, params: Params) -> keys.Unit:
+    """A model's scores: the keyed evaluate settings, its spec and content, and a re-ranking cross-encoder's
+    bi-encoder's."""
     first = params.evaluate.first_stage(spec)
-    return spec.model_dump_json(), fingerprint(spec), *((first.model_dump_json(), fingerprint(first)) if first else ())
-
-
-def model_key(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, real: list[str | None],
-              validated: list[str] | None, params: Params) -> str:
     settings = {k: v for k, v in keyed_dump(params.evaluate).items() if k != "models"}
+    specs = [spec, *([first] if first else [])]
+    return keys.unit(name, [f"{stage.__name__}:{entry}"], {"settings": settings, "models": [keyed_dump(s) for s in specs]},
+                     specs)
+
+
+def model_content(selected: pl.DataFrame, real: list[str | None], validated: list[str] | None, screening: bool) -> str:
+    """The pairs a model scores (captions and image store paths, which are pixel hashes), the real images' bytes
+    (each hashed once per run), the validated subset and whether the model is the one that screened the pairs."""
     pairs = selected.select("caption_id", "caption", "counterfactual", "image_o", "image_c").write_ndjson()
-    return f"evaluate-{name}-" + digest(pairs, json.dumps(settings, sort_keys=True), *model_identity(spec, params),
-                                        json.dumps([content_hash(Path(k)) if k else None for k in real]),
-                                        json.dumps(sorted(validated) if validated is not None else None),
-                                        str(spec == params.generate.clip), identity(f"{stage.__name__}:evaluate").key)
+    return keys.digest(pairs, json.dumps([content_hash(Path(k)) if k else None for k in real]),
+                       json.dumps(sorted(validated) if validated is not None else None), str(screening))
 
 
-@task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
+@unit_task
 def evaluate_model(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, real: list[str | None],
-                   validated: list[str] | None, params: Params, key: str) -> tuple:
+                   validated: list[str] | None, params: Params, unit: keys.Unit, content: str) -> tuple:
     set_torch_threads(params.engine.torch_threads)
     read = stage.reader(params.paths.selected_images)
     return stage.evaluate(name, spec, selected, read, real, validated, params.evaluate, params.generate.clip)
 
 
-def odmap_key(name: str, spec: ClipSpec | ItmSpec, queries: pl.DataFrame, gallery: pl.DataFrame,
-              params: Params) -> str:
-    settings = json.dumps({k: v for k, v in keyed_dump(params.evaluate).items() if k != "models"}, sort_keys=True)
-    return f"odmap-{name}-" + digest(queries.write_ndjson(), gallery.write_ndjson(), settings,
-                                     *model_identity(spec, params), identity(f"{stage.__name__}:od_map").key)
-
-
-@task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
+@unit_task
 def odmap_model(spec: ClipSpec | ItmSpec, queries: pl.DataFrame, gallery: pl.DataFrame, params: Params,
-                key: str) -> dict:
+                unit: keys.Unit, content: str) -> dict:
     set_torch_threads(params.engine.torch_threads)
     return stage.od_map(spec, queries, gallery, stage.reader(params.paths.inpainted_images), params.evaluate)
 
@@ -83,7 +78,8 @@ def removal_metrics(params: Params) -> dict[str, dict] | None:
     stage.require_files(paths.inpainted_images / k for k in queries["image_1"])
     log.info("evaluate: ODmAP over %d test queries and %d gallery captions", queries.height, gallery.height)
     odmap = odmap_model.with_options(result_storage=result_store(params))
-    return {name: odmap(spec, queries, gallery, params, odmap_key(name, spec, queries, gallery, params))
+    content = keys.digest(queries.write_ndjson(), gallery.write_ndjson())
+    return {name: odmap(spec, queries, gallery, params, model_unit(f"odmap-{name}", "od_map", spec, params), content)
             for name, spec in params.evaluate.models.items()}
 
 
@@ -98,7 +94,8 @@ def evaluate_flow(params: Params) -> dict:
     odmap = removal_metrics(params)  # after the selected images' check, before any R@k model
     evaluate = evaluate_model.with_options(result_storage=result_store(params))
     futures = {name: evaluate.submit(name, spec, selected, real, validated, params,
-                                     model_key(name, spec, selected, real, validated, params))
+                                     model_unit(f"evaluate-{name}", "evaluate", spec, params),
+                                     model_content(selected, real, validated, spec == params.generate.clip))
                for name, spec in params.evaluate.models.items()}
     results = {name: future.result() for name, future in futures.items()}
     metrics = {"models": {name: m for name, (m, _) in results.items()}, **stage.summary(selected, real, validated)}

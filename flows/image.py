@@ -25,6 +25,7 @@ from prefect.utilities.annotations import unmapped
 from flows.progress import StageProgress
 from flows.sharding import stage_metrics
 from flows.workspace import result_store
+from tasks.core import keys
 from tasks.core.io import read_frame, read_rgb, write_outputs
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import GenerateParams, Params, SelectionParams
@@ -43,11 +44,11 @@ def sample_records(params: Params) -> PairRecords:
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def generate_pairs(pairs: pl.DataFrame, params: GenerateParams, selection_params: SelectionParams | None,
-                   records: PairRecords, torch_threads: int | None,
+                   records: PairRecords, unit: keys.Unit, torch_threads: int | None,
                    progress: StageProgress | None) -> tuple[pl.DataFrame, pl.DataFrame, int, int]:
     """(score rows, rejects, samples rendered now, pairs that rendered any) of a chunk of caption pairs."""
     set_torch_threads(torch_threads)
-    screening = generate.Screening(params, records, progress or (lambda n: None))
+    screening = generate.Screening(params, records, progress or (lambda n: None), unit=unit)
     kept, rejects = generate.run(pairs, screening, selection_params)
     return kept, rejects, screening.rendered, len(screening.rendered_pairs)
 
@@ -63,7 +64,8 @@ def generate_flow(pairs_path: Path, output: Path, params: Params) -> dict:
     with StageProgress("generate", pairs.height * gen.n_samples, unit="samples") as progress:
         futures = generate_pairs.map(
             pairs=chunks, params=unmapped(gen), selection_params=unmapped(selection_params),
-            records=unmapped(sample_records(params)), torch_threads=unmapped(params.engine.torch_threads),
+            records=unmapped(sample_records(params)), unit=unmapped(render.sample_unit(gen)),
+            torch_threads=unmapped(params.engine.torch_threads),
             progress=unmapped(progress if local else None))
         sizes = {f.task_run_id: c.height for f, c in zip(futures, chunks)}
         for future in as_completed(futures):
@@ -85,31 +87,35 @@ def canonical_images(records: PairRecords) -> Path:
     return records.root.parent / "canonical"
 
 
-def stored_canonical(records: PairRecords, job: dict) -> dict | None:
-    """A canonical render job's measurement from its pair's record, while its PNGs are kept (else None)."""
-    measured = records.read(job["record"]).get(job["key"])
+def stored_canonical(records: PairRecords, record: str, key: str) -> dict | None:
+    """A canonical render's measurement from its pair's record, while its PNGs are kept (else None)."""
+    measured = records.read(record).get(key)
     folder = canonical_images(records)
     return measured if measured and all((folder / png).is_file() for png in measured["pngs"]) else None
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def render_canonicals(jobs: list[dict], params: GenerateParams, records: PairRecords,
-                      torch_threads: int | None) -> int:
-    """Render each job's sample alone (`render.canonical`), keep its PNGs and append its measurement, with their
-    paths, to its pair's record under the job's key; a job another run rendered meanwhile is skipped. Returns the
-    renders done."""
+def render_canonicals(jobs: list[tuple[dict, Sample]], params: GenerateParams, records: PairRecords,
+                      unit: keys.Unit, torch_threads: int | None) -> list[tuple[dict, bool]]:
+    """Each (pair, sample)'s canonical render (`render.canonical`: the sample alone) and whether it was rendered now:
+    from the pair's record while its PNGs are kept, else rendered, its PNGs kept and its measurement, with their
+    paths, appended to the record."""
+    unit.check()
     set_torch_threads(torch_threads)
-    models, rendered = None, 0
-    for job in jobs:
-        with records.locked(job["record"]):
-            if stored_canonical(records, job):
+    models, found = None, []
+    for pair, sample in jobs:
+        record = render.record_key(pair, unit)
+        key = f"canonical-{render.sample_key(record, sample)}"
+        with records.locked(record):
+            if measured := stored_canonical(records, record, key):
+                found.append((measured, False))
                 continue
             models = models or render.load_models(params)
-            measured = render.canonical(job["pair"], job["sample"], params, models)
-            pngs = [store.write_png(canonical_images(records), image) for image in measured.pop("images")]
-            records.append(job["record"], {job["key"]: {**measured, "pngs": pngs}})
-            rendered += 1
-    return rendered
+            measured = render.canonical(pair, sample, params, models)
+            measured["pngs"] = [store.write_png(canonical_images(records), image) for image in measured.pop("images")]
+            records.append(record, {key: measured})
+            found.append((measured, True))
+    return found
 
 
 @flow(name="selection", task_runner=ThreadPoolTaskRunner(max_workers=1))
@@ -117,22 +123,18 @@ def selection_flow(scores_path: Path, output: Path, selected_images: Path, param
     """One winner per caption pair, canonically rendered, its PNGs under `selected_images` (rewritten every run)."""
     scores = read_frame(scores_path, SAMPLES, "generate")
     gen, records, counts = params.generate, sample_records(params), Counter()
+    unit = render.sample_unit(gen)
     folder = canonical_images(records)
 
     def render_canonical(pairs: list[dict], samples: list[Sample]) -> list[dict]:
-        """Canonical renders from the pair records; the missing ones rendered in chunks of `pairs_per_task`."""
-        jobs = [{"pair": p, "sample": s, "record": (record := render.record_key(p, gen)),
-                 "key": f"canonical-{render.sample_key(record, s)}"} for p, s in zip(pairs, samples)]
-        found = [stored_canonical(records, job) for job in jobs]
-        todo = [job for job, measured in zip(jobs, found) if measured is None]
-        chunks = [todo[i:i + gen.pairs_per_task] for i in range(0, len(todo), gen.pairs_per_task)]
-        rendered = sum(future.result() for future in render_canonicals.map(
-            jobs=chunks, params=unmapped(gen), records=unmapped(records),
-            torch_threads=unmapped(params.engine.torch_threads)))
-        counts.update(rendered=rendered, cached=len(jobs) - rendered)
-        # read again: those rendered now
-        found = [measured or stored_canonical(records, job) for job, measured in zip(jobs, found)]
-        return [{**m, "images": np.stack([read_rgb(folder / png) for png in m["pngs"]])} for m in found]
+        """Canonical renders, from the pair records or rendered, in chunks of `pairs_per_task`."""
+        jobs = list(zip(pairs, samples))
+        found = [result for future in render_canonicals.map(
+            jobs=[jobs[i:i + gen.pairs_per_task] for i in range(0, len(jobs), gen.pairs_per_task)],
+            params=unmapped(gen), records=unmapped(records), unit=unmapped(unit),
+            torch_threads=unmapped(params.engine.torch_threads)) for result in future.result()]
+        counts.update(rendered=sum(now for _, now in found), cached=sum(not now for _, now in found))
+        return [{**m, "images": np.stack([read_rgb(folder / png) for png in m["pngs"]])} for m, _ in found]
 
     shutil.rmtree(selected_images, ignore_errors=True)
     contested = selection.ranked(scores, params.selection)["caption_id"].n_unique()

@@ -14,22 +14,22 @@ import json
 from pathlib import Path
 
 import polars as pl
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
+from flows.caching import unit_task
 from flows.progress import StageProgress
 from flows.sharding import stage_metrics
 from flows.validation import read_ratings
 from flows.workspace import result_store
-from tasks.core.code import identity
+from tasks.core import keys
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
 from tasks.core.io import plain, read_frame, read_rgb, write_json, write_outputs
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import JudgeParams, Params
 from tasks.core.schemas import JUDGE_COLUMNS, JUDGED, JUDGED_REJECTS, PAIR, SELECTED
-from tasks.core.shards import digest
 from tasks.judge import ask, calibration
 from tasks.judge.verdict import verdicts
 from tasks.release import figures
@@ -38,15 +38,20 @@ from tasks.validation import agreement
 CODE = ("tasks.judge.ask:ask",)
 
 
-def pair_key(pair: dict, params: JudgeParams) -> str:
-    settings = {k: v for k, v in keyed_dump(params).items() if k != "templates"}  # the asked texts count instead
-    return "judge-" + digest(pair["image_o"], pair["image_c"], json.dumps(ask.questions(pair, params.templates)),
-                             json.dumps(settings, sort_keys=True), fingerprint(params.model), identity(*CODE).key)
+def judge_unit(params: JudgeParams) -> keys.Unit:
+    """The keyed judge params but the templates (the texts a pair is asked count instead), the model, the code."""
+    settings = {k: v for k, v in keyed_dump(params).items() if k != "templates"}
+    return keys.unit("judge", CODE, settings, [params.model])
 
 
-@task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
-def ask_pair(pair: dict, images: dict[str, str], params: JudgeParams, torch_threads: int | None,
-             key: str) -> dict[str, float | None]:
+def pair_content(pair: dict, params: JudgeParams) -> str:
+    """A pair's two images' store paths (pixel hashes) and the question texts it is asked."""
+    return keys.digest(pair["image_o"], pair["image_c"], json.dumps(ask.questions(pair, params.templates)))
+
+
+@unit_task
+def ask_pair(pair: dict, images: dict[str, str], params: JudgeParams, torch_threads: int | None, unit: keys.Unit,
+             content: str) -> dict[str, float | None]:
     """P(Yes) of each question about one pair; `images`: side -> absolute PNG path."""
     set_torch_threads(torch_threads)
     return ask.ask(pair, {side: read_rgb(Path(path)).copy() for side, path in images.items()}, params)  # writable
@@ -59,8 +64,8 @@ def asked(selected: pl.DataFrame, params: Params) -> tuple[pl.DataFrame, int]:
     with StageProgress("judge", len(pairs), unit="pairs") as progress:
         futures = ask_pair.with_options(result_storage=result_store(params)).map(
             pair=pairs, images=[{"o": str(folder / p["image_o"]), "c": str(folder / p["image_c"])} for p in pairs],
-            params=unmapped(jp), torch_threads=unmapped(params.engine.torch_threads),
-            key=[pair_key(p, jp) for p in pairs])
+            params=unmapped(jp), torch_threads=unmapped(params.engine.torch_threads), unit=unmapped(judge_unit(jp)),
+            content=[pair_content(p, jp) for p in pairs])
         for _ in as_completed(futures):
             progress.advance()
     answers = [f.result() for f in futures]

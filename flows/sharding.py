@@ -13,17 +13,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
-from prefect import task
 from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import unmapped
 from pydantic import BaseModel
 
+from flows.caching import unit_task
 from flows.progress import StageProgress
 from flows.workspace import result_store
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import Params
-from tasks.core.shards import content_shards, shard_keys
+from tasks.core import keys
+from tasks.core.shards import content_shards, shard_content
 from tasks.core.specs import model_specs
 from tasks.core.stages import Stage
 
@@ -49,8 +50,8 @@ def stage_metrics(stage: str, rows_in: int, kept: pl.DataFrame, rejects: pl.Data
             **extra}
 
 
-@task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
-def run_shard(stage: Stage, shard: pl.DataFrame, section: BaseModel, key: str,
+@unit_task
+def run_shard(stage: Stage, shard: pl.DataFrame, section: BaseModel, unit: keys.Unit, content: str,
               torch_threads: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One shard through a stage; the models come from the stage's per-process loader cache."""
     set_torch_threads(torch_threads)
@@ -70,10 +71,11 @@ def run_sharded(stage: Stage, frame: pl.DataFrame, params: Params) -> ShardedRes
     """Map a stage over content-defined shards (on the current flow's task runner) and concatenate in order."""
     section, engine = stage.section(params), params.engine
     shards = content_shards(frame, engine.shard_size)
-    keys = shard_keys(stage, shards, section)
+    specs = [spec for _, spec in model_specs(section)]
     with StageProgress(stage.name, len(shards), unit="shards") as progress:
         futures = run_shard.with_options(name=stage.name, result_storage=result_store(params)).map(
-            shard=shards, key=keys, stage=unmapped(stage), section=unmapped(section),
+            shard=shards, content=[shard_content(s) for s in shards], stage=unmapped(stage),
+            section=unmapped(section), unit=unmapped(keys.unit(stage.name, stage.entries, section, specs)),
             torch_threads=unmapped(engine.torch_threads))
         for _ in as_completed(futures):
             progress.advance()

@@ -7,3 +7,7 @@ agreement), `removal` (the object-removal strategy), `release` (report, export, 
 (the tiny offline models and synthetic COCO set). Nothing here imports `flows` or Prefect; `tests/test_layering.py`
 holds every package to the imports its docstring allows.
 """
+
+from tasks.core.source import record_imports
+
+record_imports()  # code identities are of the code this process runs (`tasks.core.source`)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tasks.core import code
+from tasks.core import source
 from tests.conftest import ROOT
 
 ALLOWED = {  # package -> project packages/modules it may import
@@ -36,7 +36,7 @@ def violations(root: Path) -> list[str]:
     found = []
     for path in sorted((root / "tasks").rglob("*.py")):
         module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
-        names = code.imported(module, path)
+        names = source.imported(module, path)
         project = {n for n in names if within(n, "tasks") and n != "tasks"}
         for package, allowed in ALLOWED.items():
             if within(module, package):

@@ -1,6 +1,6 @@
 """The inpaint stage: one Prefect task per edit, keyed by the real image's bytes, the edit (boxes, removed classes,
-prompts), the keyed inpaint params, the model's content (for the `inpaint` fill) and the code, so a rerun fills only
-edits never seen and a killed run resumes from the ones it had finished."""
+prompts), the inpaint params its fill reads, the model's content (for the `inpaint` fill) and the code, so a rerun
+fills only edits never seen and a killed run resumes from the ones it had finished."""
 
 from __future__ import annotations
 
@@ -11,37 +11,41 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 from PIL import Image
-from prefect import flow, task
+from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from flows.caching import unit_task
 from flows.progress import StageProgress
 from flows.removal import finish
 from flows.workspace import result_store
-from tasks.core.code import identity
+from tasks.core import keys
 from tasks.core.fields import keyed_dump
-from tasks.core.fingerprints import fingerprint
 from tasks.core.io import read_frame, read_rgb
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import Params
 from tasks.core.removal_params import InpaintParams
 from tasks.core.schemas import INPAINTED, INPAINTED_REJECTS, REMOVAL_CAPTIONS
-from tasks.core.shards import digest
 from tasks.image.store import write_png
 from tasks.removal import inpaint
 
 EDIT_FIELDS = ("image_id", "width", "height", "removed", "boxes", "caption_id", "edited_caption")
 
 
-def edit_key(image_0: str, edit: dict, params: InpaintParams) -> str:
-    """The real image's store path (a hash of its pixels) + the edit + keyed params + model content + code."""
-    model = [fingerprint(params.model)] if params.fill == "inpaint" else []
-    fields = json.dumps({k: edit[k] for k in EDIT_FIELDS}, sort_keys=True)
-    return "inpaint-" + digest(image_0, fields, json.dumps(keyed_dump(params), sort_keys=True), *model,
-                               identity(f"{inpaint.__name__}:fill", f"{inpaint.__name__}:load_models").key)
+def fill_unit(params: InpaintParams) -> keys.Unit:
+    """The fill's params (`inpaint.read_fields`), its model (the `inpaint` fill's only) and the code."""
+    model = [params.model] if params.fill == "inpaint" else []
+    read = {name: value for name, value in keyed_dump(params).items() if name in inpaint.read_fields(params.fill)}
+    return keys.unit("inpaint", [f"{inpaint.__name__}:fill", f"{inpaint.__name__}:load_models"], read, model)
 
 
-@task(cache_key_fn=lambda context, parameters: parameters["key"], persist_result=True)
-def fill_edit(source: Path, edit: dict, params: InpaintParams, key: str, torch_threads: int | None) -> np.ndarray:
+def edit_content(image_0: str, edit: dict) -> str:
+    """The real image's store path (a hash of its pixels) + the edit."""
+    return keys.digest(image_0, json.dumps({k: edit[k] for k in EDIT_FIELDS}, sort_keys=True))
+
+
+@unit_task
+def fill_edit(source: Path, edit: dict, params: InpaintParams, unit: keys.Unit, content: str,
+              torch_threads: int | None) -> np.ndarray:
     """I_1 of one edit (`inpaint.fill`); cached by content."""
     set_torch_threads(torch_threads)
     return inpaint.fill(read_rgb(source), edit, params, inpaint.load_models(params))
@@ -72,17 +76,18 @@ def inpaint_flow(params: Params) -> dict:
     rows = list(usable.iter_rows(named=True))
     sources = [paths.removal_images / e["file_name"] for e in rows]
     shutil.rmtree(paths.inpainted_images, ignore_errors=True)
-    image_0, keys = {}, []
+    image_0, contents = {}, []
     for source, edit in zip(sources, rows):
         if source not in image_0:
             original = read_rgb(source)
             image_0[source] = write_png(paths.inpainted_images, original)
-        keys.append(edit_key(image_0[source], edit, section))
+        contents.append(edit_content(image_0[source], edit))
     image_1 = []
     with StageProgress("inpaint", len(rows), unit="edits") as progress:
         fill = fill_edit.with_options(result_storage=result_store(params))
-        futures = [fill.submit(s, e, section, k, params.engine.torch_threads)
-                   for s, e, k in zip(sources, rows, keys)]
+        unit = fill_unit(section)
+        futures = [fill.submit(s, e, section, unit, c, params.engine.torch_threads)
+                   for s, e, c in zip(sources, rows, contents)]
         for future in futures:
             image_1.append(write_png(paths.inpainted_images, future.result()))
             progress.advance()

@@ -1,15 +1,12 @@
-"""Code identity, read from source and never by importing: what DVC tracks per stage and what a cache key holds.
+"""Code identity (`identity(*entries)`): what makes a cached unit's output, besides its input and params.
 
-Two granularities:
-- `closure(module)` / `files(module)`: every project module a module can import, directly or through imports of
-  imports, at module level or inside functions; the files a DVC stage depends on.
-- `identity(*entries)`: what makes a cached unit's output: the functions it runs (`"module:name"`, read from the
-  source, so a decorator or a patched name never moves the key), followed by name through every project function,
-  class and constant they reach (imports of imports included), each as its normalised syntax tree (no comments,
-  docstrings, annotations or formatting), plus the installed versions of the libraries that code imports. A param
-  *definition* (a pydantic model) counts by name only: param values are keyed per stage, so a field added for
-  another stage changes no key. A docstring or comment edit changes no key; an edit to anything the unit executes
-  does; so does another version of a library it calls.
+It follows, by name, the functions a unit runs (`"module:name"`, read from the source as this process imported it:
+`tasks.core.source`; a decorator or a patched name never moves it) through every project function, class and
+constant they reach (imports of imports included), each as its normalised syntax tree: no comments, docstrings,
+annotations or formatting, and no text of a log call or an exception message. Beside the code: the installed
+versions of the distributions that code imports and of everything they require, and the NLTK data a reached module
+names in `NLTK_RESOURCES` (`tasks.core.environment`). A param *definition* (a pydantic model) counts by name only:
+param values are keyed per unit, so a field added for another stage changes no key.
 """
 
 from __future__ import annotations
@@ -17,153 +14,59 @@ from __future__ import annotations
 import ast
 import copy
 import hashlib
-import importlib.metadata
-import importlib.util
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-PROJECT_PACKAGES = ("tasks", "flows")
+from tasks.core.environment import data_hashes, library_versions
+from tasks.core.source import PROJECT_PACKAGES, Module, import_bindings, is_docstring, read_module, source_file
+
 PARAM_BASES = {("pydantic", "BaseModel")}  # a class deriving from one of these is a param definition
-
-
-def source_file(module: str) -> Path | None:
-    """The `.py` file of a project module or package (its `__init__.py`) under ROOT, or None for anything else."""
-    if module.split(".")[0] not in PROJECT_PACKAGES:
-        return None
-    base = ROOT.joinpath(*module.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
-
-
-@lru_cache(maxsize=512)
-def _parse(path: Path, stamp: tuple[int, int]) -> ast.Module:
-    return ast.parse(path.read_bytes(), str(path))
-
-
-def parse(path: Path) -> ast.Module:
-    """The file's syntax tree, parsed again only when its size or mtime changed."""
-    stat = path.stat()
-    return _parse(path, (stat.st_mtime_ns, stat.st_size))
-
-
-def _from_module(node: ast.ImportFrom, module: str, path: Path) -> str:
-    """The absolute module a `from ... import` names (relative imports resolved against `module`)."""
-    if not node.level:
-        return node.module
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    return importlib.util.resolve_name("." * node.level + (node.module or ""), package)
-
-
-def import_bindings(module: str, path: Path, nodes: list[ast.stmt]) -> dict[str, tuple[str, str | None]]:
-    """Local name -> (module, attribute or None) for the import statements among `nodes` (relative imports resolved
-    against `module`; `import a.b` binds `a`)."""
-    bound = {}
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                bound[alias.asname or alias.name.split(".")[0]] = (alias.name if alias.asname
-                                                                   else alias.name.split(".")[0], None)
-        elif isinstance(node, ast.ImportFrom):
-            base = _from_module(node, module, path)
-            bound.update({alias.asname or alias.name: (base, alias.name) for alias in node.names})
-    return bound
-
-
-def imported(module: str, path: Path) -> set[str]:
-    """Every absolute name the import statements of one file name, at any depth (`from pkg import x` names `pkg` and
-    `pkg.x`; relative imports resolved against `module`)."""
-    found = set()
-    for node in ast.walk(parse(path)):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = _from_module(node, module, path)
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
-    return found
-
-
-def closure(module: str) -> tuple[str, ...]:
-    """`module` and every project module reachable through its imports (parent packages included), sorted."""
-    seen, todo = set(), [module]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        parents = [name.rsplit(".", i)[0] for i in range(1, name.count(".") + 1)]
-        todo.extend(parents + sorted(n for n in imported(name, source_file(name)) if source_file(n)))
-    return tuple(sorted(seen))
-
-
-def files(module: str) -> list[str]:
-    """The closure's source files relative to ROOT (POSIX), as `dvc.yaml` lists them."""
-    return sorted(source_file(m).relative_to(ROOT).as_posix() for m in closure(module))
+LOGGERS = {"log", "logger", "logging", "warnings"}  # receivers of a log call, besides get_run_logger() / getLogger()
+LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log"}
+DATA = "NLTK_RESOURCES"  # a module-level tuple of the NLTK resources a module reads
 
 
 # --- identity: the functions a unit runs -------------------------------------------------------------------------
 
 
-@dataclass
-class Module:
-    """One project module's top level: what each name is bound to, and the statements that run on import."""
-
-    name: str
-    definitions: dict[str, list[ast.stmt]]
-    imports: dict[str, tuple[str, str | None]]
-    effects: list[ast.stmt]
-
-
-def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Top-level statements, with the blocks of `if` / `try` (conditional imports and definitions) inlined."""
-    for node in body:
-        if isinstance(node, (ast.If, ast.Try)):
-            handlers = [s for h in getattr(node, "handlers", []) for s in h.body]
-            yield from _top_level(node.body + node.orelse + handlers + getattr(node, "finalbody", []))
-        else:
-            yield node
+def _is_log_call(node: ast.AST) -> bool:
+    """`log.info(...)`, `warnings.warn(...)`, `get_run_logger().info(...)` and the like."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in LOG_METHODS):
+        return False
+    receiver = node.func.value
+    if isinstance(receiver, ast.Call) and isinstance(receiver.func, (ast.Name, ast.Attribute)):
+        return getattr(receiver.func, "id", getattr(receiver.func, "attr", None)) in {"get_run_logger", "getLogger"}
+    return isinstance(receiver, ast.Name) and receiver.id in LOGGERS
 
 
-def _bound_names(node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> set[str] | None:
-    """The names an assignment binds, or None when it also assigns to anything else (an attribute, an item)."""
-    nodes = [n for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) for n in ast.walk(t)]
-    if not all(isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Starred, ast.expr_context)) for n in nodes):
-        return None
-    return {n.id for n in nodes if isinstance(n, ast.Name)}
+class _Blank(ast.NodeTransformer):
+    """Every string literal and f-string made one empty string: messages, not behaviour."""
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.Constant:
+        return ast.Constant("")
+
+    def visit_Constant(self, node: ast.Constant) -> ast.Constant:
+        return ast.Constant("") if isinstance(node.value, str) else node
 
 
-def read_module(name: str) -> Module:
-    path = source_file(name)
-    statements = list(_top_level(parse(path).body))
-    definitions: dict[str, list[ast.stmt]] = {}
-    effects = []
-    for node in statements:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            definitions.setdefault(node.name, []).append(node)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and (bound := _bound_names(node)):
-            for target in bound:
-                definitions.setdefault(target, []).append(node)
-        elif not isinstance(node, (ast.Import, ast.ImportFrom)) and not _is_docstring(node):
-            effects.append(node)
-    return Module(name, definitions, import_bindings(name, path, statements), effects)
-
-
-def _is_docstring(node: ast.stmt) -> bool:
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+def _blank_arguments(call: ast.Call) -> None:
+    """The call's arguments without their text, in place."""
+    call.args = [_Blank().visit(argument) for argument in call.args]
+    for keyword in call.keywords:
+        keyword.value = _Blank().visit(keyword.value)
 
 
 def normalised(node: ast.AST) -> str:
-    """The node's syntax tree without docstrings, annotations, positions or comments: what runs, not how it reads."""
+    """The node's syntax tree without docstrings, annotations, positions, comments, or the text of log calls and
+    exception messages: what runs, not how it reads."""
     node = copy.deepcopy(node)
     for sub in ast.walk(node):
+        if _is_log_call(sub):
+            _blank_arguments(sub)
+        elif isinstance(sub, ast.Raise) and isinstance(sub.exc, ast.Call):
+            _blank_arguments(sub.exc)
         if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)):
-            if sub.body and _is_docstring(sub.body[0]):
+            if sub.body and is_docstring(sub.body[0]):
                 sub.body = sub.body[1:] or [ast.Pass()]
         if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
             sub.returns = None
@@ -201,11 +104,14 @@ class Walk:
 
     parts: dict[str, str] = field(default_factory=dict)  # "module:name" -> normalised source (or a param marker)
     libraries: set[str] = field(default_factory=set)  # top-level import names outside the project
+    data: set[str] = field(default_factory=set)  # NLTK resources
     modules: dict[str, Module] = field(default_factory=dict)
 
     def module(self, name: str) -> Module:
         if name not in self.modules:
             self.modules[name] = module = read_module(name)
+            for node in module.definitions.get(DATA, []):
+                self.data.update(ast.literal_eval(node.value))
             if module.effects:
                 self.parts[f"{name}:<effects>"] = "".join(normalised(n) for n in module.effects)
             for node in module.effects:
@@ -290,27 +196,16 @@ class Walk:
         return False
 
 
-@cache
-def _distributions() -> dict[str, list[str]]:
-    return importlib.metadata.packages_distributions()
-
-
-def library_versions(top_level: set[str]) -> dict[str, str]:
-    """Distribution name -> installed version, for the non-stdlib top-level modules `top_level`, read now."""
-    found = {}
-    for name in sorted(top_level - set(sys.stdlib_module_names)):
-        for distribution in _distributions().get(name, []):
-            found[distribution.lower()] = importlib.metadata.version(distribution)
-    return dict(sorted(found.items()))
-
-
 @dataclass(frozen=True)
 class Identity:
-    """`key`: a hash over the reached code and library versions; `libraries`: those versions; `parts`: what it hashed
-    per definition (for explaining a key change)."""
+    """`key`: a hash over the reached code, library versions and data; `libraries`, `data`: those versions and data
+    hashes; `imported`: the versions of the distributions the code imports by name (provenance); `parts`: what it
+    hashed per definition (for explaining a key change)."""
 
     key: str
     libraries: dict[str, str]
+    imported: dict[str, str]
+    data: dict[str, str]
     parts: dict[str, str]
 
 
@@ -319,10 +214,13 @@ def identity(*entries: str) -> Identity:
     walk = Walk()
     for entry in sorted(set(entries)):
         walk.definition(*entry.split(":"))
-    libraries, parts = library_versions(walk.libraries), dict(sorted(walk.parts.items()))
+    libraries, data = library_versions(walk.libraries), data_hashes(walk.data)
+    parts = dict(sorted(walk.parts.items()))
     h = hashlib.blake2b(digest_size=16)
     for name, part in parts.items():
         h.update(f"{name}\0{part}\0".encode())
     for distribution, version in libraries.items():
         h.update(f"{distribution}=={version}\0".encode())
-    return Identity(h.hexdigest(), libraries, parts)
+    for resource, digest in data.items():
+        h.update(f"{resource}#{digest}\0".encode())
+    return Identity(h.hexdigest(), libraries, library_versions(walk.libraries, requirements=False), data, parts)

@@ -18,11 +18,21 @@ def unkeyed(default: Any, description: str, **constraints: Any) -> Any:
 
 
 def keyed_dump(model: BaseModel) -> dict[str, Any]:
-    """`model.model_dump(mode="json")` without its unkeyed fields, at every depth: what enters a cache key."""
+    """`model.model_dump(mode="json")` without its unkeyed fields, at every depth (models inside mappings and lists
+    too): what enters a cache key."""
     dump = model.model_dump(mode="json")
-    return {name: keyed_dump(value) if isinstance(value := getattr(model, name), BaseModel) else dump[name]
-            for name, field in type(model).model_fields.items()
+    return {name: _keyed(getattr(model, name), dump[name]) for name, field in type(model).model_fields.items()
             if not (isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("keyed") is False)}
+
+
+def _keyed(value: Any, dumped: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return keyed_dump(value)
+    if isinstance(value, dict):
+        return {k: _keyed(v, dumped[k]) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_keyed(v, d) for v, d in zip(value, dumped)]
+    return dumped
 
 
 def _penn_tag(tag: str) -> str:

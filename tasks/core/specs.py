@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 PACKAGE_SCHEME = "pkg:"
 
@@ -72,14 +72,17 @@ class Rooted(Frozen):
         return self._root or Path.cwd()
 
 
+PLACEMENT = {"keyed": False}  # keyed as resolved where the model runs (`keys.placement`), never as written
+
+
 class ModelSpec(Rooted):
     """A model's identity (hub id or local path + pinned revision) and where/how it runs. Keys and provenance use
     `id` as written; `local()` is where this process loads a path from."""
 
     id: str
     revision: str | None = None
-    device: str = "auto"
-    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    device: str = Field("auto", json_schema_extra=PLACEMENT)
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field("auto", json_schema_extra=PLACEMENT)
 
     def local(self, value: str | None = None) -> str:
         """`value` (default: `id`; or this spec's `pretrained` / `config`) as this process loads it (`resolve_path`

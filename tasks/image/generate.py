@@ -19,6 +19,7 @@ from typing import Protocol
 
 import polars as pl
 
+from tasks.core import keys
 from tasks.core.params import GenerateParams, SelectionParams
 from tasks.core.schemas import PAIR, SAMPLES, SAMPLES_REJECTS
 from tasks.image import render, selection
@@ -41,22 +42,26 @@ class SampleCache(Protocol):
 @dataclass
 class Screening:
     """One stage run: its params, sample cache, progress callback, models (loaded on the first render unless given,
-    so a run whose samples are all cached loads none), the samples rendered and the pairs that rendered any."""
+    so a run whose samples are all cached loads none), sample unit (built here unless shipped: it refuses stale
+    code), the samples rendered and the pairs that rendered any."""
 
     params: GenerateParams
     cache: SampleCache
     progress: Progress = lambda n: None
     models: render.ImageModels | None = None
+    unit: keys.Unit | None = None
     rendered: int = 0
     rendered_pairs: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.batcher = render.batcher(render.identity(self.params), self.params.batch_samples)
+        self.unit = self.unit or render.sample_unit(self.params)
+        self.unit.check()
+        self.batcher = render.batcher(self.unit.shared, self.params.batch_samples)
 
     def measure(self, pair: dict, indices: range) -> list[dict]:
         """Measurements of samples `indices` of `pair`: from the cache, or rendered now and cached."""
         samples = [plan_sample(self.params, pair["caption_id"], i) for i in indices]
-        record = render.record_key(pair, self.params)
+        record = render.record_key(pair, self.unit)
         keys = [render.sample_key(record, s) for s in samples]
         with self.cache.locked(record):
             found = self._render(pair, record, samples, keys)

@@ -3,10 +3,10 @@
 A sample's measurement is `{nan, max_pixel_o, max_pixel_c, <SCORE_COLUMNS>, <SUBJECT_COLUMNS>}` (scores None when a
 decoded image had NaN/inf); black_threshold is applied to it afterwards (`reject_reason`), so it never enters a cache
 key. `sample_key` hashes everything that fixes a sample's pixels and scores — C_o, C_c, the edit (type, original
-word, substitute: the subject prompts), its seed, p2p fraction and guidance scale, the keyed generate params, model
-identities, device, dtype, the code a render and its measurement execute and the versions of the libraries it calls
-(`code.identity`) — and nothing else (no batch size, no n_samples). All but the sample's own values make the pair's
-`record_key`: the samples of a pair share one record (`records.PairRecords`).
+word, substitute: the subject prompts), its seed, p2p fraction and guidance scale, and the sample unit
+(`sample_unit`: keyed generate params, model contents, the diffusion and CLIP models' placement, the code a render
+and its measurement execute with its libraries) — and nothing else (no batch size, no n_samples). All but the
+sample's own values make the pair's `record_key`: the samples of a pair share one record (`records.PairRecords`).
 `canonical` renders one sample alone: the reproducible path whose pixels and scores are what the dataset exports.
 """
 
@@ -21,12 +21,10 @@ from functools import cache
 
 import torch
 
-from tasks.core.code import identity as code_identity
-from tasks.core.fields import keyed_dump
-from tasks.core.fingerprints import model_fingerprints
-from tasks.core.loading import resolve_device, resolve_dtype
+from tasks.core import keys
 from tasks.core.params import GenerateParams
 from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS
+from tasks.core.specs import model_specs
 from tasks.core.stages import STAGES
 from tasks.image.sampling import Diffusion, Prompts, Rendered, Sample, encode_prompts, load_diffusion, render
 from tasks.image.scoring import ClipScorer, load_clip, pair_scores
@@ -45,21 +43,16 @@ def load_models(params: GenerateParams) -> ImageModels:
                        load_clip(params.clip))
 
 
-@cache
-def identity(params: GenerateParams) -> str:
-    """What fixes a sample besides its own values: keyed params, model contents, device, dtype, code, libraries."""
-    device, code = resolve_device(params.diffusion), code_identity(*STAGES["generate"].entries)
-    return json.dumps({
-        "params": keyed_dump(params), "models": model_fingerprints(params),
-        "device": device.type, "dtype": str(resolve_dtype(params.diffusion, device)), "code": code.key,
-    }, sort_keys=True)
+def sample_unit(params: GenerateParams) -> keys.Unit:
+    """What fixes a sample besides its own values; the VAE runs where the diffusion model does."""
+    return keys.unit("generate", STAGES["generate"].entries, params, [spec for _, spec in model_specs(params)],
+                     placed=(params.diffusion, params.clip))
 
 
-def record_key(pair: dict, params: GenerateParams) -> str:
-    """The pair's sample record (`records.PairRecords`): C_o, C_c, the edit and `identity(params)`."""
-    payload = json.dumps([identity(params), pair["caption"], pair["counterfactual"], pair["edit_type"],
-                          pair["original_word"], pair["substitute"]])
-    return hashlib.blake2b(payload.encode(), digest_size=20).hexdigest()
+def record_key(pair: dict, unit: keys.Unit) -> str:
+    """The pair's sample record (`records.PairRecords`): C_o, C_c, the edit and the sample unit."""
+    return unit.digest(json.dumps([pair["caption"], pair["counterfactual"], pair["edit_type"], pair["original_word"],
+                                   pair["substitute"]]))
 
 
 def sample_key(record: str, sample: Sample) -> str:
@@ -94,8 +87,8 @@ class Batcher:
 
 
 @cache
-def batcher(identity: str, batch_samples: int) -> Batcher:
-    """One per process and `identity(params)` (models, device, dtype, size...): the largest batch that fits is found
+def batcher(shared: str, batch_samples: int) -> Batcher:
+    """One per process and sample unit (`Unit.shared`: models, size...): the largest batch that fits is found
     once, after at most log2(batch_samples) OOMs, and every later pair starts from it."""
     return Batcher(batch_samples)
 

@@ -19,9 +19,9 @@ def model_ids(params: Params) -> dict[str, str]:
 
 
 def library_versions() -> dict[str, str]:
-    """`library_<distribution>` -> installed version of every library the stages' cached units call: the versions
-    their cache keys hold (`code.identity`)."""
-    libraries = identity(*(entry for stage in STAGES.values() for entry in stage.entries)).libraries
+    """`library_<distribution>` -> installed version of every library the stages' cached units import by name (their
+    cache keys hold these and everything they require: `code.identity`)."""
+    libraries = identity(*(entry for stage in STAGES.values() for entry in stage.entries)).imported
     return {f"library_{name}": version for name, version in libraries.items()}
 
 

@@ -14,7 +14,7 @@ from PIL import Image, ImageFilter
 
 from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
 from tasks.core.removal_params import InpaintParams
-from tasks.core.shards import digest
+from tasks.core.keys import digest
 from tasks.core.specs import ModelSpec
 from tasks.removal.masks import union_mask
 
@@ -50,6 +50,15 @@ def load_inpainter(spec: ModelSpec):
         requires_safety_checker=False, **hub_kwargs(spec))
     pipe.set_progress_bar_config(disable=True)
     return pipe.to(device)
+
+
+FILL_FIELDS = {"zero": (), "mean": (), "blur": ("blur_radius",),
+               "inpaint": ("model", "size", "steps", "guidance_scale", "prompt", "negative_prompt", "seed")}
+
+
+def read_fields(fill: str) -> tuple[str, ...]:
+    """The `InpaintParams` fields that fix a `fill`'s output (every fill reads its mask's `dilate`)."""
+    return ("fill", "dilate", *FILL_FIELDS[fill])
 
 
 def load_models(params: InpaintParams):

@@ -27,6 +27,7 @@ from tasks.core.errors import UserError
 from tasks.core.params import RelationsParams
 
 SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
+NLTK_RESOURCES = ("corpora/wordnet",)  # in the cache keys
 
 
 def load_models(params: RelationsParams) -> None:

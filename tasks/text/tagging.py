@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import nltk
 
+NLTK_RESOURCES = ("tokenizers/punkt_tab/english", "taggers/averaged_perceptron_tagger_eng")  # in the cache keys
 # word_tokenize rewrites double quotes as Penn Treebank quotes (and an opening '' as ``); the source has '"' or ''.
 _QUOTE_TOKENS = {"``": ('"', "``", "''"), "''": ('"', "''")}
 

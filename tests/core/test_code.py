@@ -4,11 +4,12 @@ runs. Every test edits real source files (a copy of the project) or puts a real 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tasks.core import code
+from tasks.core import code, source
 from tasks.core.stages import STAGES
 
 SAMPLE = STAGES["generate"].entries  # a sample's render and measurement
@@ -81,8 +82,66 @@ def test_another_installed_library_version_changes_it(tmp_path, monkeypatch):
     upgraded = sample_identity()
     assert upgraded.libraries["diffusers"] == "99.0.0" != base.libraries["diffusers"]
     assert upgraded.key != base.key
-    assert {k: v for k, v in upgraded.libraries.items() if k != "diffusers"} == \
-        {k: v for k, v in base.libraries.items() if k != "diffusers"}
+    assert {k: v for k, v in upgraded.imported.items() if k != "diffusers"} == \
+        {k: v for k, v in base.imported.items() if k != "diffusers"}
+
+
+def test_a_library_reached_only_through_another_counts(tmp_path, monkeypatch):
+    """torchvision runs open_clip's preprocessing; no project module imports it by name."""
+    base = sample_identity()
+    assert "torchvision" in base.libraries and "torchvision" not in base.imported
+    assert {"tokenizers", "safetensors", "ftfy"} <= base.libraries.keys()
+    info = tmp_path / "site" / "torchvision-99.0.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torchvision\nVersion: 99.0.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    upgraded = sample_identity()
+    assert upgraded.libraries["torchvision"] == "99.0.0" and upgraded.key != base.key
+
+
+def test_log_and_exception_texts_change_nothing_their_code_does(project_copy):
+    base = sample_identity().key
+    render, p2p = project_copy / "tasks/image/render.py", project_copy / "tasks/image/p2p.py"
+    replace(render, '"CUDA out of memory: batch_samples halved to %d"', '"OOM: now %d samples a batch"')
+    replace(p2p, '"P2PAttnProcessor supports plain SD attention layers only"', 'f"unsupported layer {attn}"')
+    assert sample_identity().key == base
+    replace(render, "self.size //= 2", "self.size //= 3")
+    assert sample_identity().key != base
+
+
+def test_a_statement_in_the_p2p_processors_call_changes_it(project_copy):
+    base = sample_identity().key
+    replace(project_copy / "tasks/image/p2p.py", "        residual = hidden_states\n",
+            "        residual = hidden_states\n        hidden_states = hidden_states * 1\n")
+    assert sample_identity().key != base
+
+
+def test_the_nltk_data_a_stage_reads_is_keyed_by_content(tmp_path, monkeypatch):
+    import nltk
+
+    sites = code.identity(*STAGES["sites"].entries)
+    assert set(sites.data) == {"tokenizers/punkt_tab/english", "taggers/averaged_perceptron_tagger_eng"}
+    assert code.identity(*STAGES["relations"].entries).data.keys() == {"corpora/wordnet"}
+    assert not sample_identity().data
+    copy = tmp_path / "nltk_data"
+    for name in sites.data:
+        shutil.copytree(nltk.data.find(name).path, copy / name)
+    monkeypatch.setattr(nltk.data, "path", [str(copy), *nltk.data.path])
+    assert code.identity(*STAGES["sites"].entries).key == sites.key  # the same bytes elsewhere
+    weights = next((copy / "taggers/averaged_perceptron_tagger_eng").glob("*weights*"))
+    weights.write_bytes(weights.read_bytes() + b" ")
+    assert code.identity(*STAGES["sites"].entries).key != sites.key
+
+
+def test_a_process_keys_the_code_it_imported_not_the_file_edited_since(project_copy, monkeypatch):
+    """A long-lived process (a Dask worker) after a `git pull`: its key stays the code it runs."""
+    p2p = project_copy / "tasks/image/p2p.py"
+    base = sample_identity().key
+    monkeypatch.setitem(source.IMPORTED, p2p, p2p.read_bytes())  # as `source.record_imports` records an import
+    replace(p2p, "        residual = hidden_states\n", "        residual = hidden_states * 1\n")
+    assert sample_identity().key == base
+    monkeypatch.delitem(source.IMPORTED, p2p)  # a fresh process imports the edited file
+    assert sample_identity().key != base
 
 
 @pytest.mark.parametrize("stage", ["candidates", "perplexity", "similarity"])

@@ -7,13 +7,16 @@ import pytest
 
 from tasks.core.fingerprints import ModelNotFound, fingerprint
 from tasks.core.params import CandidatesParams, SitesParams
-from tasks.core.shards import content_shards, shard_keys
-from tasks.core.specs import ModelSpec
+from tasks.core.keys import unit
+from tasks.core.shards import content_shards, shard_content
+from tasks.core.specs import ModelSpec, model_specs
 from tasks.core.stages import STAGES
 
 
 def shard_key(stage, shard: pl.DataFrame, section, *extra: str) -> str:
-    return shard_keys(stage, [shard], section, *extra)[0]
+    """A caption shard's key as `flows.sharding.run_sharded` builds it."""
+    return unit(stage.name, stage.entries, section, [s for _, s in model_specs(section)]).key(shard_content(shard),
+                                                                                             *extra)
 
 
 def frame(ids: list[str]) -> pl.DataFrame:
@@ -78,8 +81,6 @@ def test_cache_key_changes_with_rows_and_keyed_params():
     assert shard_key(sites, frame(ids(4)), SitesParams()) != base
     assert shard_key(sites, shard, SitesParams(noun_tags=("NN",))) != base
     assert shard_key(sites, shard, SitesParams(), "extra") != base
-    assert shard_keys(sites, [shard, frame(ids(4))], SitesParams()) == [  # the shared part computed once
-        base, shard_key(sites, frame(ids(4)), SitesParams())]
 
 
 def test_cache_key_changes_with_the_code_the_stage_executes(project_copy, tmp_path):

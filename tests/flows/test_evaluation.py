@@ -8,7 +8,8 @@ import json
 
 import polars as pl
 
-from flows.evaluation import evaluate_flow, model_key, odmap_key
+from flows.evaluation import evaluate_flow, model_content, model_unit
+from tasks.core.keys import digest
 from tasks.core.io import write_frame
 from tasks.core.params import EvaluateParams
 from tasks.core.schemas import EVALUATION
@@ -64,14 +65,17 @@ def test_a_cross_encoders_keys_follow_the_bi_encoder_it_reranks(tmp_path, eval_s
 
     def keys(models: dict, **settings) -> dict[str, tuple[str, str]]:
         params = base.model_copy(update={"evaluate": EvaluateParams(models=models, **settings)})
-        return {name: (model_key(name, spec, selected, [None] * 3, None, params),
-                       odmap_key(name, spec, queries, gallery, params)) for name, spec in models.items()}
+        pairs = model_content(selected, [None] * 3, None, False)
+        removal = digest(queries.write_ndjson(), gallery.write_ndjson())
+        return {name: (model_unit(f"evaluate-{name}", "evaluate", spec, params).key(pairs),
+                       model_unit(f"odmap-{name}", "od_map", spec, params).key(removal))
+                for name, spec in models.items()}
 
     hf_clip, vilt, clip = eval_specs["hf_clip"], eval_specs["vilt"], eval_specs["clip"]
     first = keys({"hf_clip": hf_clip, "clip": clip, "vilt": vilt})
     assert keys({"clip": clip, "hf_clip": hf_clip, "vilt": vilt}) != first  # the first bi-encoder listed re-ranks
     assert keys({"hf_clip": hf_clip, "clip": clip, "vilt": vilt}, rerank_with="hf_clip") != first  # a setting
-    other_hf_clip = hf_clip.model_copy(update={"dtype": "float32"})
+    other_hf_clip = hf_clip.model_copy(update={"dtype": "bfloat16"})  # runs otherwise than `auto` on a CPU
     moved = keys({"hf_clip": other_hf_clip, "clip": clip, "vilt": vilt})
     assert moved["clip"] == first["clip"] and moved["vilt"] != first["vilt"]
     exact = keys({"hf_clip": hf_clip, "vilt": vilt}, rerank_k=None)
