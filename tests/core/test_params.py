@@ -135,6 +135,11 @@ def test_keyed_dump_leaves_out_what_never_changes_a_cached_unit(tmp_path, raw):
     assert keyed_dump(load_params(path, ["generate.steps=5"]).generate) != keyed
     assert keyed_dump(load_params(path).engine) == {}
     assert "batch_size" not in keyed_dump(load_params(path).similarity)
+    placed = ["generate.diffusion.device=cuda:0", "generate.diffusion.dtype=float16", "generate.clip.device=cpu",
+              "evaluate.models.clip.device=cpu"]  # placement is keyed as resolved where a model runs
+    assert keyed_dump(load_params(path, placed).generate) == keyed
+    assert keyed_dump(load_params(path, placed).evaluate) == keyed_dump(load_params(path).evaluate)
+    assert not {"device", "dtype"} & set(keyed_dump(load_params(path).evaluate)["models"]["clip"])
 
 
 def test_perplexity_weighs_exactly_the_edit_types_that_run(tmp_path, raw):

@@ -83,3 +83,23 @@ def test_only_what_a_sample_runs_or_calls_renders_again(project, tmp_path):
     assert rendered(project()) == 0
     records = [p for p in (project.results / "samples").rglob("*") if p.is_file()]
     assert len(records) == 3 * 2  # three code/library states x two pairs: one record file each
+
+
+def test_what_does_not_change_pixels_renders_nothing_and_what_runs_them_does(project, tmp_path):
+    """The must-shows of the one key builder, each a real `cfgen generate` on 2 pairs."""
+    root, pairs_generated = project.root, lambda metrics: metrics["pairs_generated"]
+    assert pairs_generated(project()) == 2
+    render = root / "tasks/image/render.py"
+    edit(render, '"CUDA out of memory: batch_samples halved to %d"', '"out of GPU memory, %d samples a batch now"')
+    assert pairs_generated(project()) == 0  # a log message
+    assert pairs_generated(project("generate.diffusion.demo.device=cpu", "generate.clip.demo.device=cpu")) == 0
+    # `auto` resolves to cpu here (`keys.placement`)
+
+    site = tmp_path / "site" / "torchvision-99.0.0.dist-info"  # reached only through open_clip's preprocessing
+    site.mkdir(parents=True)
+    (site / "METADATA").write_text("Metadata-Version: 2.1\nName: torchvision\nVersion: 99.0.0\n")
+    assert pairs_generated(project(path=str(tmp_path / "site"))) == 2
+
+    edit(root / "tasks/image/p2p.py", "        residual = hidden_states\n",
+         "        residual = hidden_states\n        hidden_states = hidden_states + 0\n")  # inside P2P's __call__
+    assert pairs_generated(project()) == 2
