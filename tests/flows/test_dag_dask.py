@@ -245,13 +245,13 @@ def cluster(tmp_path_factory, prefect_server) -> Iterator[Cluster]:
     yield from dask_cluster(tmp_path_factory.mktemp("dask"))
 
 
-def cfgen(folder: Path, *args: str, log: str) -> subprocess.Popen:
+def cfgen(folder: Path, *args: str, log: str, code: Path | None = None) -> subprocess.Popen:
     """The real `cfgen` in `folder`, in its own session (a SIGKILL of its group reaches it alone), on the test's
-    Prefect server with `folder/store` as its result store."""
+    Prefect server with `folder/store` as its result store (`code`: a copy of the project's packages to run)."""
     from prefect.settings import PREFECT_API_URL
 
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(),
-           "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(folder / "store")}
+           "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(folder / "store"), **({"PYTHONPATH": str(code)} if code else {})}
     with (folder / log).open("w") as out:
         return subprocess.Popen([str(CFGEN), *args], cwd=folder, env=env, start_new_session=True,
                                 stdout=out, stderr=subprocess.STDOUT)
@@ -374,6 +374,34 @@ def test_a_step_command_maps_its_shards_over_the_cluster(tmp_path, local, cluste
     assert metrics["shards"] == metrics["shards_computed"] == shards, metrics
     assert same_bytes(local_folder, folder, str(paths.sites.parent), "sites.*parquet") == [
         str(paths.sites), str(paths.sites.with_suffix(".rejects.parquet"))]
+
+
+def test_a_worker_started_before_a_code_change_refuses_its_tasks(tmp_path, prefect_server):
+    """A real `dask worker` and `cfgen sites` running one copy of the project; the copy's sites code changes (a `git
+    pull` the worker was not restarted for): the worker refuses the new keys' shards in one line, renders nothing."""
+    code = tmp_path / "code"
+    for package in ("tasks", "flows"):
+        shutil.copytree(ROOT / package, code / package, ignore=shutil.ignore_patterns("__pycache__"))
+    clusters = dask_cluster(tmp_path / "cluster", {"worker-old": {"PYTHONPATH": str(code)}})
+    cluster = next(clusters)
+    try:
+        folder, paths = folder_with_captions(cluster.folder), project_params().paths
+        finish(cfgen(folder, "ingest", str(paths.captions_source), str(paths.captions), log="ingest.log", code=code),
+               folder / "ingest.log")
+        command = ("sites", str(paths.captions), str(paths.sites), "--metrics", "sites.json",
+                   *on_cluster_options(cluster))
+        finish(cfgen(folder, *command, log="before.log", code=code), folder / "before.log")
+        assert json.loads((folder / "sites.json").read_text())["shards_computed"] > 0
+        sites = code / "tasks/text/sites.py"
+        sites.write_text(sites.read_text().replace("        sites.extend(found)\n",
+                                                   "        sites.extend(found[:])\n"))
+        after = cfgen(folder, *command, log="after.log", code=code)
+        assert after.wait(timeout=300) == 2, (folder / "after.log").read_text()[-4000:]
+        lines = (folder / "after.log").read_text().strip().splitlines()
+        assert lines[-1] == "error: restart the workers: they run other code than this checkout (sites)", lines[-5:]
+        assert sum("Traceback" in line for line in lines) == 0
+    finally:
+        clusters.close()
 
 
 @pytest.fixture
