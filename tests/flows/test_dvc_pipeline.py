@@ -155,13 +155,13 @@ def test_every_stage_lists_exactly_the_code_it_imports(repo):
     demo = yaml.safe_load((path / "demo/dvc.yaml").read_text())["stages"]  # DVC names them by file
     stages = yaml.safe_load((path / "dvc.yaml").read_text())["stages"] | {f"demo/dvc.yaml:{name}": stage
                                                                           for name, stage in demo.items()}
-    from tasks.core import code
+    from tasks.core import source
     from tasks.core.stages import STAGES
 
     traced = imported_files((path / ".cache/imports.log").read_text())
     assert set(traced) == set(stages)
     for stage in traced.keys() & STAGES.keys():  # run_shard imports the logic module by name, in a worker thread
-        traced[stage] |= set(code.files(STAGES[stage].logic))
+        traced[stage] |= set(source.files(STAGES[stage].logic))
     wrong = {}
     for stage, files in traced.items():
         listed = {d for d in stages[stage]["deps"] if isinstance(d, str) and d.startswith(("tasks/", "flows/"))

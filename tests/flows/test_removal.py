@@ -12,7 +12,7 @@ from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_setti
 from flows.evaluation import removal_metrics
 from flows.removal.captions import removal_captions_flow
 from flows.removal.export import removal_export_flow
-from flows.removal.inpaint import inpaint_flow
+from flows.removal.inpaint import fill_unit, inpaint_flow
 from flows.removal.masks import removal_masks_flow
 from flows.removal.selection import removal_selection_flow
 from tasks.core.specs import ClipSpec, ModelSpec
@@ -95,3 +95,15 @@ def test_a_run_killed_mid_inpaint_resumes_to_the_same_result(params, result_stor
         uninterrupted = inpaint_flow(params)  # an empty cache: every edit filled in one go
     assert uninterrupted["edits_filled"] == resumed["rows_out"]
     assert pl.read_parquet(params.paths.inpainted).equals(kept)  # the same rows, pixel-addressed image paths
+
+
+def test_an_inpaint_key_holds_only_what_its_fill_reads():
+    """`zero` reads no model and no prompt: another model or step count fills nothing again; `blur` reads its radius;
+    every fill reads the mask's dilation."""
+    zero = project_params().inpaint.model_copy(update={"fill": "zero"})
+    elsewhere = zero.model_copy(update={"steps": 3, "blur_radius": 2.0, "model": ModelSpec(id="/nowhere/inpainter")})
+    assert fill_unit(elsewhere).shared == fill_unit(zero).shared  # (the absent model is never fingerprinted)
+    assert fill_unit(zero.model_copy(update={"dilate": 2})).shared != fill_unit(zero).shared
+    blur = zero.model_copy(update={"fill": "blur"})
+    assert fill_unit(blur).shared not in {fill_unit(zero).shared, fill_unit(blur.model_copy(
+        update={"blur_radius": 2.0})).shared}
