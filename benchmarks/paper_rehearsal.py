@@ -138,7 +138,7 @@ def main(out: Path, captions: Annotated[int, typer.Option(help="captions read")]
          removal_images: Annotated[int, typer.Option(help="images of the synthetic object-removal input")] = 8
          ) -> None:
     """Rehearse the paper profile end to end on random weights of the published shapes (see the module docstring)."""
-    from flows.server import prefect_api
+    from flows.engine.server import prefect_api
     from tasks.demo import paper_shapes
 
     out, size = out.resolve(), size or (512 if in_fresh_process(gpu) else 128)

@@ -36,7 +36,7 @@ def repro(project: Path, env: dict, *args: str) -> float:
 def main(out: Path, pass_rate: Annotated[float, typer.Option(help="the plan's --pass-rate")] = 0.5,
          repeats: Repeats = 3) -> None:
     """Plan the demo's image stages, run them, and compare (see the module docstring)."""
-    from flows.server import prefect_api
+    from flows.engine.server import prefect_api
 
     out = out.resolve()
     project = commit(copy_checkout(out / "project"), "plan accuracy")

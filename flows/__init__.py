@@ -4,6 +4,6 @@ temporary Prefect server, progress reporting, the scheduled deployment and datas
 
 from pathlib import Path
 
-from flows.workspace import share_result_store
+from flows.engine.workspace import share_result_store
 
 share_result_store(Path.cwd())

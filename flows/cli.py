@@ -19,7 +19,7 @@ import typer
 from rich.logging import RichHandler
 
 from flows.commands import ParamOption, ParamsFile, check_models, register
-from flows.console import VERBOSE, console, report_table, stop_on_sigterm, user_errors
+from flows.engine.console import VERBOSE, console, report_table, stop_on_sigterm, user_errors
 from tasks.core.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
 from tasks.core.io import check_distinct, check_input, check_outputs
@@ -48,18 +48,18 @@ def _check_source(source: Path) -> None:
 
 def _run_flow(flow_fn: Callable, params: Params, *args: Any) -> Any:
     """`flow_fn(*args, params)` on the engine's task runner, under one Prefect API for the whole command."""
-    from flows.server import prefect_api
-    from flows.sharding import task_runner
+    from flows.engine.server import prefect_api
+    from flows.engine.sharding import task_runner
 
     with prefect_api(), on_cluster(params):
         return flow_fn.with_options(task_runner=task_runner(params))(*args, params)
 
 
 def on_cluster(params: Params) -> contextlib.AbstractContextManager:
-    """With `engine.dask_address`: a scheduler lost mid-run becomes one line (`flows.cluster`)."""
+    """With `engine.dask_address`: a scheduler lost mid-run becomes one line (`flows.engine.cluster`)."""
     if not params.engine.dask_address:
         return contextlib.nullcontext()
-    from flows.cluster import scheduler_loss_is_one_line
+    from flows.engine.cluster import scheduler_loss_is_one_line
 
     return scheduler_loss_is_one_line(params.engine.dask_address)
 
@@ -252,8 +252,8 @@ def run(source: Annotated[str | None, typer.Option(help="caption file (default: 
         extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
         params = load_params(params_file, [*(param or []), *extra])
         _check_source(params.paths.captions_source)
+        from flows.engine.server import prefect_api
         from flows.pipeline import dataset_flow
-        from flows.server import prefect_api
 
         with prefect_api(), on_cluster(params):
             console.print_json(data=dataset_flow(source, profile, str(params_file), param or []))
@@ -288,7 +288,7 @@ def diff(rev_a: str, rev_b: str, params_file: ParamsFile = PARAMS_FILE) -> None:
 @app.command("with-server", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def with_server(ctx: typer.Context) -> None:
     """Run a command (e.g. `dvc repro`) with one temporary Prefect server shared by all its processes."""
-    from flows.server import run_with_server
+    from flows.engine.server import run_with_server
 
     with user_errors():
         if not ctx.args:

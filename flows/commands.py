@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.console import console, user_errors
+from flows.engine.console import console, user_errors
 from tasks.core.config import PARAMS_FILE, load_params
 from tasks.core.params import Params
 
@@ -42,7 +42,7 @@ def paths_command(flow: str, doc: str, show: Callable[[Any], None], check: Calla
             params = load_params(params_file, param or [])
             if check is not None:
                 check(params)
-            from flows.server import prefect_api
+            from flows.engine.server import prefect_api
 
             with prefect_api():
                 result = _load(flow)(params)

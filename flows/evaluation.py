@@ -18,8 +18,8 @@ from pathlib import Path
 import polars as pl
 from prefect import flow, get_run_logger
 
-from flows.caching import unit_task
-from flows.workspace import result_store
+from flows.engine.caching import unit_task
+from flows.engine.workspace import result_store
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import content_hash

@@ -22,9 +22,9 @@ from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import unmapped
 
-from flows.progress import StageProgress
-from flows.sharding import stage_metrics
-from flows.workspace import result_store
+from flows.engine.progress import StageProgress
+from flows.engine.sharding import stage_metrics
+from flows.engine.workspace import result_store
 from tasks.core import keys
 from tasks.core.io import read_frame, read_rgb, write_outputs
 from tasks.core.loading import set_torch_threads

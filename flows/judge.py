@@ -18,11 +18,11 @@ from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
-from flows.caching import unit_task
-from flows.progress import StageProgress
-from flows.sharding import stage_metrics
+from flows.engine.caching import unit_task
+from flows.engine.progress import StageProgress
+from flows.engine.sharding import stage_metrics
+from flows.engine.workspace import result_store
 from flows.validation import read_ratings
-from flows.workspace import result_store
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint

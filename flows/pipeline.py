@@ -11,6 +11,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
+from flows.engine.sharding import task_runner
 from flows.evaluation import evaluate_flow
 from flows.image import generate_flow, selection_flow
 from flows.judge import judge_flow
@@ -20,7 +21,6 @@ from flows.removal.export import removal_export_flow
 from flows.removal.inpaint import inpaint_flow
 from flows.removal.masks import removal_masks_flow
 from flows.removal.selection import removal_selection_flow
-from flows.sharding import task_runner
 from flows.text import ingest_task, stage_flow
 from flows.validation import validation_flow, validation_tasks_flow
 from tasks.core.config import PARAMS_FILE, load_params

@@ -29,8 +29,8 @@ import polars as pl
 from rich.filesize import decimal
 from rich.table import Table
 
-from flows.console import console
-from flows.workspace import result_store
+from flows.engine.console import console
+from flows.engine.workspace import result_store
 from tasks.core.errors import UserError
 from tasks.core.params import Params
 from tasks.core.schemas import COUNTERFACTUALS, SAMPLES
@@ -145,7 +145,7 @@ def image_bench(params: Params, pairs: list[dict], bench_steps: int) -> dict:
 def startup_seconds(params: Params, params_file: Path, overrides: list[str]) -> dict[str, float]:
     """Wall seconds of each image stage's `cfgen` command on an empty input (selection reads generate's empty
     output), under this command's Prefect API."""
-    from flows.server import prefect_api
+    from flows.engine.server import prefect_api
 
     flags = ["--params-file", str(params_file), *(a for o in overrides for a in ("-p", o))]
     with tempfile.TemporaryDirectory() as tmp, prefect_api() as url:

@@ -13,7 +13,7 @@ import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.sharding import run_sharded, stage_metrics
+from flows.engine.sharding import run_sharded, stage_metrics
 from tasks.core.fingerprints import content_hash
 from tasks.core.io import read_frame, source_image_paths, write_outputs
 from tasks.core.params import Params, PathsParams

@@ -77,3 +77,15 @@ def test_a_forbidden_import_is_reported(tmp_path):
         "tasks.release.report imports tasks.core.loading.load_pretrained",
         "tasks.text.tagging imports tasks.image", "tasks.text.tagging imports tasks.image.render",
     ]
+
+
+def test_the_engine_imports_no_stage_flow_and_none_of_its_modules_imports_itself_back():
+    """`flows/engine` (server, cluster, sharding, workspace, progress, ...) stands apart from the stage flows, and no
+    two of its modules import each other, even inside functions (packages' `__init__` aside)."""
+    engine = sorted(f"flows.engine.{p.stem}" for p in (ROOT / "flows/engine").glob("*.py") if p.stem != "__init__")
+    assert {"flows.engine.server", "flows.engine.temporary_server", "flows.engine.cluster"} <= set(engine)
+    for module in engine:
+        reached = {m for m in source.closure(module) if m.startswith("flows.") and m != module
+                   and source.source_file(m).name != "__init__.py"}
+        assert all(m in engine for m in reached), f"{module} imports the stage flows {sorted(set(reached) - set(engine))}"
+        assert not [m for m in reached if module in source.closure(m)], f"{module} is in an import cycle"

@@ -14,10 +14,10 @@ from PIL import Image
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.caching import unit_task
-from flows.progress import StageProgress
+from flows.engine.caching import unit_task
+from flows.engine.progress import StageProgress
+from flows.engine.workspace import result_store
 from flows.removal import finish
-from flows.workspace import result_store
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
 from tasks.core.io import read_frame, read_rgb

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageFilter
 
+from tasks.core.keys import digest
 from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
 from tasks.core.removal_params import InpaintParams
-from tasks.core.keys import digest
 from tasks.core.specs import ModelSpec
 from tasks.removal.masks import union_mask
 

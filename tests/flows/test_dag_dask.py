@@ -177,9 +177,16 @@ def task_runs_meant_for_dask(flow_run_ids) -> list:
     """Every task run of these flow runs and, where they are subflows, of every flow run beside them whose tasks
     `engine.dask_address` sends to the cluster (caption stages, generate, selection), wherever they ran."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterId,
-                                                FlowRunFilterParentFlowRunId, TaskRunFilter, TaskRunFilterFlowRunId,
-                                                TaskRunFilterSubFlowRuns)
+    from prefect.client.schemas.filters import (
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterId,
+        FlowRunFilterParentFlowRunId,
+        TaskRunFilter,
+        TaskRunFilterFlowRunId,
+        TaskRunFilterSubFlowRuns,
+    )
     from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
 
     with get_client(sync_client=True) as client:
@@ -461,11 +468,11 @@ def test_a_killed_worker_costs_its_batch_in_flight_and_a_lost_scheduler_one_line
 
 
 def test_the_paper_profile_refuses_workers_without_exactly_one_gpu(tmp_path, prefect_server):
-    """Through `flows.sharding.task_runner`, as every command builds it: a worker that sees no GPU and one that sees
+    """Through `flows.engine.sharding.task_runner`, as every command builds it: a worker that sees no GPU and one that sees
     two (CUDA_VISIBLE_DEVICES) are refused in one line naming each; the worker pinned to one GPU is not named."""
     from prefect import task
 
-    from flows.sharding import task_runner
+    from flows.engine.sharding import task_runner
     from tasks.core.errors import UserError
 
     workers = {"no-gpu": {"CUDA_VISIBLE_DEVICES": ""}, "two-gpus": {"CUDA_VISIBLE_DEVICES": "0,1"},

@@ -9,8 +9,8 @@ import json
 import polars as pl
 
 from flows.evaluation import evaluate_flow, model_content, model_unit
-from tasks.core.keys import digest
 from tasks.core.io import write_frame
+from tasks.core.keys import digest
 from tasks.core.params import EvaluateParams
 from tasks.core.schemas import EVALUATION
 from tasks.evaluation import evaluate as stage

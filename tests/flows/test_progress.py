@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from flows.progress import StageProgress, artifact_key, format_eta
+from flows.engine.progress import StageProgress, artifact_key, format_eta
 
 LINE = re.compile(r"work: (\d+)/(\d+) samples \((\d+)%\), ETA (\?|\d+s|\d+m\d\ds|\d+h\d\dm\d\ds)$")
 

@@ -1,4 +1,4 @@
-"""flows.server: no Prefect server outlives the command that started it (real processes, real servers, no mocks)."""
+"""flows.engine.server: no Prefect server outlives the command that started it (real processes, real servers, no mocks)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from flows.server import PrefectUnavailable, prefect_api, run_with_server
+from flows.engine.server import PrefectUnavailable, prefect_api, run_with_server
 from tests.conftest import ROOT, project_params
 
 DRIVER = textwrap.dedent("""
     import time
     from prefect import flow
-    from flows.console import stop_on_sigterm
-    from flows.server import prefect_api
+    from flows.engine.console import stop_on_sigterm
+    from flows.engine.server import prefect_api
 
     @flow
     def trivial():
@@ -157,7 +157,7 @@ def test_unreachable_api_url_fails_fast_in_one_line():
 def test_a_stage_command_on_a_running_server_never_imports_the_server_code():
     """prefect.server costs seconds to import, in every stage process of a `dvc repro`: only a command that starts its
     own server may import it."""
-    script = "import sys, flows.cli, flows.server, flows.text, flows.image, flows.release, flows.pipeline; " \
+    script = "import sys, flows.cli, flows.engine.server, flows.text, flows.image, flows.release, flows.pipeline; " \
              "print(sorted(m for m in sys.modules if m.startswith('prefect.server.api')))"
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
@@ -166,7 +166,7 @@ def test_a_stage_command_on_a_running_server_never_imports_the_server_code():
 @pytest.mark.slow
 def test_server_that_cannot_start_fails_in_one_line_with_its_last_stderr_line(tmp_path, prefect_home):
     script = "\n".join([
-        "from flows.server import PrefectUnavailable, prefect_api",
+        "from flows.engine.server import PrefectUnavailable, prefect_api",
         "try:",
         "    with prefect_api(timeout=60): pass",
         "except PrefectUnavailable as e:",
@@ -207,7 +207,7 @@ def test_run_with_server_shares_one_server_and_stops_it(monkeypatch, capfd):
 
 ONE_FLOW = textwrap.dedent("""
     from prefect import flow
-    from flows.server import prefect_api
+    from flows.engine.server import prefect_api
 
     @flow
     def trivial():
@@ -247,7 +247,7 @@ def test_a_loopback_prefect_api_is_refused_for_a_scheduler_on_another_host(sched
     """Before any connection: the flow's workers on other hosts could not report to it."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.sharding import task_runner
+    from flows.engine.sharding import task_runner
     from tasks.core.errors import UserError
 
     params = project_params(f"engine.dask_address={scheduler}")

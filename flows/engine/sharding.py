@@ -18,12 +18,12 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import unmapped
 from pydantic import BaseModel
 
-from flows.caching import unit_task
-from flows.progress import StageProgress
-from flows.workspace import result_store
+from flows.engine.caching import unit_task
+from flows.engine.progress import StageProgress
+from flows.engine.workspace import result_store
+from tasks.core import keys
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import Params
-from tasks.core import keys
 from tasks.core.shards import content_shards, shard_content
 from tasks.core.specs import model_specs
 from tasks.core.stages import Stage
@@ -31,13 +31,13 @@ from tasks.core.stages import Stage
 
 def task_runner(params: Params):
     """Local by default (one shard at a time: the models already use every core); the Dask cluster at
-    `engine.dask_address` when one is set (`flows.cluster`: under the paper profile, one GPU per worker)."""
+    `engine.dask_address` when one is set (`flows.engine.cluster`: under the paper profile, one GPU per worker)."""
     engine = params.engine
     if not engine.dask_address:
         return ThreadPoolTaskRunner(max_workers=1)
     from prefect.settings import PREFECT_API_URL
 
-    from flows.cluster import ClusterTaskRunner, check_api_reachable
+    from flows.engine.cluster import ClusterTaskRunner, check_api_reachable
 
     check_api_reachable(engine.dask_address, PREFECT_API_URL.value() or "")
     pinned = all(spec.device != "auto" for _, spec in model_specs(params)) if params.profile == "paper" else None

@@ -32,7 +32,7 @@ import sqlalchemy
 from prefect.server.api.server import SubprocessASGIServer, subprocess_server_logger
 from prefect.settings import get_current_settings
 
-from flows.server import PrefectUnavailable, death_signal
+from flows.engine.process import PrefectUnavailable, death_signal
 
 
 def setup_lock_path() -> Path:

@@ -5,7 +5,7 @@ Invariant: **no Prefect server outlives the command that started it.**
 - `prefect_api()` uses `PREFECT_API_URL` when it is set (and fails in one line if nothing answers there); otherwise it
   starts ONE `TemporaryServer` for the whole command (killed by the kernel if this process dies) and stops it when
   the block exits. Enter it from the main thread: the death signal follows the starting *thread*.
-- `flows.console.stop_on_sigterm()` turns SIGTERM into `SystemExit(143)` so `with` blocks and atexit hooks run (the
+- `flows.engine.console.stop_on_sigterm()` turns SIGTERM into `SystemExit(143)` so `with` blocks and atexit hooks run (the
   server is stopped cleanly, results and logs are flushed) instead of the process dying on the spot.
 - `run_with_server(command)` runs another command (`dvc repro`) under one such server: every process it starts
   inherits `PREFECT_API_URL`, so they all share one server instead of one temporary server each.
@@ -14,50 +14,22 @@ Invariant: **no Prefect server outlives the command that started it.**
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import httpx
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
-from tasks.core.errors import UserError
+from flows.engine.process import PrefectUnavailable, death_signal
 
 if TYPE_CHECKING:  # prefect.server takes seconds to import: only a command that starts a server imports it
-    from flows.temporary_server import TemporaryServer
+    from flows.engine.temporary_server import TemporaryServer
 
 HEALTH_TIMEOUT_S = 3.0
-
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-class PrefectUnavailable(UserError):
-    """No Prefect API to talk to; the message is one line meant for the user."""
-
-
-def death_signal(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
-    """A `preexec_fn` that makes the child receive `sig` when its parent (thread) dies; None off Linux.
-
-    libc and `prctl` are resolved here, in the parent, so the forked child only makes the call.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    parent = os.getpid()
-
-    def preexec() -> None:
-        if prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
-            os._exit(127)
-        if os.getppid() != parent:  # the parent died between fork() and prctl(): nobody will signal us
-            os._exit(128 + sig)
-
-    return preexec
-
 
 def check_reachable(url: str, timeout: float = HEALTH_TIMEOUT_S) -> None:
     """Raise PrefectUnavailable (one line) unless `{url}/health` answers."""
@@ -122,7 +94,7 @@ def prefect_api(timeout: float = 60) -> Iterator[str]:
         check_reachable(configured)
         yield configured
         return
-    from flows.temporary_server import TemporaryServer
+    from flows.engine.temporary_server import TemporaryServer
 
     server = TemporaryServer()
     server.start(timeout)
