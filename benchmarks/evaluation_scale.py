@@ -60,7 +60,7 @@ def synthetic_pairs(n: int) -> tuple[list[tuple[str, str]], list[str], list[str]
 
 
 def measure_bi_encoder(n: int, dim: int, ks: tuple[int, ...]) -> dict:
-    from tasks.core.params import EvaluateParams
+    from tasks.core.release_params import EvaluateParams
     from tasks.evaluation import evaluate
 
     base = rss_mib()
@@ -100,7 +100,7 @@ def measure_rerank(n: int, dim: int, ks: tuple[int, ...], rerank_k: int) -> dict
     import numpy as np
     import torch
 
-    from tasks.core.params import EvaluateParams
+    from tasks.core.release_params import EvaluateParams
     from tasks.evaluation import evaluate
     from tasks.evaluation.scorers import CrossEncoder
 
@@ -134,7 +134,7 @@ def end_to_end(n: int, rerank_k: int, out: Path) -> dict:
     import numpy as np
     import polars as pl
 
-    from tasks.core.params import EvaluateParams
+    from tasks.core.release_params import EvaluateParams
     from tasks.core.schemas import SELECTED
     from tasks.demo.tiny_eval import build_tiny_hf_clip, build_tiny_vilt
     from tasks.demo.tiny_images import build_tiny_clip

@@ -36,7 +36,7 @@ PAIRS = [("a dog sitting on a couch", "a cat sitting on a couch"),
 
 
 def generate_params(folder: Path, clip: Path | None, opts: dict):
-    from tasks.core.params import GenerateParams
+    from tasks.core.image_params import GenerateParams
     from tasks.core.specs import ModelSpec
     from tasks.demo.tiny_images import build_tiny_clip
 
@@ -126,7 +126,7 @@ def adaptive_cost(folder: Path, clip: Path, opts: dict, adaptive: bool) -> dict:
     The random CLIP's scores are noise, so selection keeps clip_dir >= 0: about half of the samples pass."""
     import polars as pl
 
-    from tasks.core.params import AdaptiveParams, SelectionParams
+    from tasks.core.image_params import AdaptiveParams, SelectionParams
     from tasks.core.schemas import PAIR
     from tasks.image import generate, selection
     from tasks.image.records import PairRecords

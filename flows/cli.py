@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.logging import RichHandler
 
-from flows.commands import ParamOption, ParamsFile, check_models, register
+from flows.commands import ParamOption, ParamsFile, check_models, check_source, register
 from flows.engine.console import VERBOSE, console, report_table, stop_on_sigterm, user_errors
 from tasks.core.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
@@ -39,11 +39,6 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="tracebac
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Prefect API call otherwise
     VERBOSE["on"] = verbose
     stop_on_sigterm()
-
-
-def _check_source(source: Path) -> None:
-    if not source.is_file():
-        raise UserError(f"caption file {source} does not exist")
 
 
 def _run_flow(flow_fn: Callable, params: Params, *args: Any) -> Any:
@@ -82,7 +77,7 @@ def captions(source: Path, output: Path, param: ParamOption = None, params_file:
     TSV file."""
     with user_errors():
         params = load_params(params_file, param or [])
-        _check_source(source)
+        check_source(source)
         check_distinct(source, output)
         check_outputs(output, metrics)
         for name in CAPTION_STEPS:
@@ -97,7 +92,7 @@ def captions(source: Path, output: Path, param: ParamOption = None, params_file:
 def ingest(source: Path, output: Path, metrics: MetricsOption = None) -> None:
     """Step 1: COCO caption JSON or `caption_id<TAB>caption` TSV -> captions parquet (+ rejects)."""
     with user_errors():
-        _check_source(source)
+        check_source(source)
         check_distinct(source, output)
         check_outputs(output, metrics)
         from flows.text import ingest_task
@@ -145,30 +140,6 @@ def selection(scores: Path, output: Path, selected_images: ImagesOption = Path("
 
 
 @app.command()
-def plan(source: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
-         workers: Annotated[int, typer.Option(min=1, help="GPU workers the run will have")] = 1,
-         sample: Annotated[int, typer.Option(min=1, help="captions run through the caption stages")] = 200,
-         pass_rate: Annotated[float | None, typer.Option(min=0.0, max=1.0, help="share of screening samples that "
-                                                         "pass selection (default: measured on paths.samples)")] = None,
-         bench_steps: Annotated[int, typer.Option(min=1, help="denoising steps each benchmark render takes")] = 2,
-         output: Annotated[Path, typer.Option(help="the plan as JSON")] = Path("reports/plan.json")) -> None:
-    """Pre-flight before GPU spend: models present offline, devices, a micro-benchmark on this device, and the run's
-    caption pairs, UNet rows, GPU-hours, disk and wall time on K workers. Exit code 1 when it may not start."""
-    with user_errors():
-        params = load_params(params_file, param or [])
-        _check_source(source)
-        check_outputs(output)
-        from flows.plan import make_plan, show_plan
-        from tasks.core.io import write_json
-
-        report = make_plan(source, params, params_file, param or [], workers, sample, pass_rate, bench_steps)
-        write_json(report, output)
-    show_plan(report)
-    if not report["ready"]:
-        raise typer.Exit(1)
-
-
-@app.command()
 def gallery(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
     """The static pair gallery (paths.gallery): every accepted pair, the rejects of every stage, the object-removal
     pairs and the run's funnel; open its index.html from the file system or any static host."""
@@ -202,33 +173,6 @@ def judge(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> N
                       f"Cohen's kappa {agreed['cohen_kappa']}")
 
 
-@app.command("tiny-models")
-def tiny_models(source: Path, output: Path, param: ParamOption = None,
-                params_file: ParamsFile = PARAMS_FILE) -> None:
-    """Build the demo profile's tiny random models from a caption file (offline, seeded, deterministic)."""
-    with user_errors():
-        params = load_params(params_file, param or [])
-        _check_source(source)
-        from tasks.demo.tiny_models import build
-
-        build(source, output, params.tiny_models)
-        console.print(f"tiny models written to {output}")
-
-
-@app.command("synthetic-coco")
-def synthetic_coco(output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-    """Build the demo's COCO-format object-removal input (offline, seeded, deterministic)."""
-    with user_errors():
-        params = load_params(params_file, param or [])
-        if params.profile != "demo":
-            raise UserError(f"profile {params.profile} reads the demo's synthetic COCO: point paths.removal_instances, "
-                            "removal_captions_source and removal_images at COCO val2017")
-        from tasks.demo.synthetic_coco import build
-
-        build(output, params.synthetic_coco)
-        console.print(f"synthetic COCO written to {output}")
-
-
 register(app)
 
 
@@ -251,7 +195,7 @@ def run(source: Annotated[str | None, typer.Option(help="caption file (default: 
     with user_errors():
         extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
         params = load_params(params_file, [*(param or []), *extra])
-        _check_source(params.paths.captions_source)
+        check_source(params.paths.captions_source)
         from flows.engine.server import prefect_api
         from flows.pipeline import dataset_flow
 

@@ -11,6 +11,8 @@ import typer
 
 from flows.engine.console import console, user_errors
 from tasks.core.config import PARAMS_FILE, load_params
+from tasks.core.errors import UserError
+from tasks.core.io import check_outputs
 from tasks.core.params import Params
 
 ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
@@ -23,6 +25,11 @@ def check_models(section: Any) -> None:
     from tasks.core.fingerprints import model_fingerprints
 
     model_fingerprints(section)
+
+
+def check_source(source: Path) -> None:
+    if not source.is_file():
+        raise UserError(f"caption file {source} does not exist")
 
 
 def _load(target: str) -> Callable:
@@ -61,6 +68,54 @@ def _check_inpaint(params: Params) -> None:
         check_models(params.inpaint)
 
 
+def plan(source: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
+         workers: Annotated[int, typer.Option(min=1, help="GPU workers the run will have")] = 1,
+         sample: Annotated[int, typer.Option(min=1, help="captions run through the caption stages")] = 200,
+         pass_rate: Annotated[float | None, typer.Option(min=0.0, max=1.0, help="share of screening samples that "
+                                                         "pass selection (default: measured on paths.samples)")] = None,
+         bench_steps: Annotated[int, typer.Option(min=1, help="denoising steps each benchmark render takes")] = 2,
+         output: Annotated[Path, typer.Option(help="the plan as JSON")] = Path("reports/plan.json")) -> None:
+    """Pre-flight before GPU spend: models present offline, devices, a micro-benchmark on this device, and the run's
+    caption pairs, UNet rows, GPU-hours, disk and wall time on K workers. Exit code 1 when it may not start."""
+    with user_errors():
+        params = load_params(params_file, param or [])
+        check_source(source)
+        check_outputs(output)
+        from flows.plan import make_plan, show_plan
+        from tasks.core.io import write_json
+
+        report = make_plan(source, params, params_file, param or [], workers, sample, pass_rate, bench_steps)
+        write_json(report, output)
+    show_plan(report)
+    if not report["ready"]:
+        raise typer.Exit(1)
+
+
+def tiny_models(source: Path, output: Path, param: ParamOption = None,
+                params_file: ParamsFile = PARAMS_FILE) -> None:
+    """Build the demo profile's tiny random models from a caption file (offline, seeded, deterministic)."""
+    with user_errors():
+        params = load_params(params_file, param or [])
+        check_source(source)
+        from tasks.demo.tiny_models import build
+
+        build(source, output, params.tiny_models)
+        console.print(f"tiny models written to {output}")
+
+
+def synthetic_coco(output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+    """Build the demo's COCO-format object-removal input (offline, seeded, deterministic)."""
+    with user_errors():
+        params = load_params(params_file, param or [])
+        if params.profile != "demo":
+            raise UserError(f"profile {params.profile} reads the demo's synthetic COCO: point paths.removal_instances, "
+                            "removal_captions_source and removal_images at COCO val2017")
+        from tasks.demo.synthetic_coco import build
+
+        build(output, params.synthetic_coco)
+        console.print(f"synthetic COCO written to {output}")
+
+
 PATHS_COMMANDS = {  # name: (module:flow, help, show the result, check(params) run before any server starts)
     "evaluate": ("flows.evaluation:evaluate_flow", "Zero-shot retrieval R@k and ITM score differences of every "
                  "`evaluate.models` entry on the selected pairs (and ODmAP@k on the object-removal pairs).",
@@ -93,6 +148,8 @@ PATHS_COMMANDS = {  # name: (module:flow, help, show the result, check(params) r
 
 
 def register(app: typer.Typer) -> None:
-    """Add the tables' commands to `app`."""
+    """Add the tables' commands and the tools' (plan, tiny-models, synthetic-coco) to `app`."""
     for name, (flow, doc, show, check) in PATHS_COMMANDS.items():
         app.command(name)(paths_command(flow, doc, show, check))
+    for name, command in (("plan", plan), ("tiny-models", tiny_models), ("synthetic-coco", synthetic_coco)):
+        app.command(name)(command)

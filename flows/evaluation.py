@@ -40,8 +40,8 @@ def model_unit(name: str, entry: str, spec: ClipSpec | ItmSpec, params: Params) 
     first = params.evaluate.first_stage(spec)
     settings = {k: v for k, v in keyed_dump(params.evaluate).items() if k != "models"}
     specs = [spec, *([first] if first else [])]
-    return keys.unit(name, [f"{stage.__name__}:{entry}"], {"settings": settings, "models": [keyed_dump(s) for s in specs]},
-                     specs)
+    read = {"settings": settings, "models": [keyed_dump(s) for s in specs]}
+    return keys.unit(name, [f"{stage.__name__}:{entry}"], read, specs)
 
 
 def model_content(selected: pl.DataFrame, real: list[str | None], validated: list[str] | None, screening: bool) -> str:

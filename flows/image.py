@@ -26,9 +26,10 @@ from flows.engine.progress import StageProgress
 from flows.engine.sharding import stage_metrics
 from flows.engine.workspace import result_store
 from tasks.core import keys
+from tasks.core.image_params import GenerateParams, SelectionParams
 from tasks.core.io import read_frame, read_rgb, write_outputs
 from tasks.core.loading import set_torch_threads
-from tasks.core.params import GenerateParams, Params, SelectionParams
+from tasks.core.params import Params
 from tasks.core.schemas import PAIR, SAMPLES
 from tasks.core.shards import content_shards
 from tasks.image import generate, render, selection, store

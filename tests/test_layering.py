@@ -87,5 +87,5 @@ def test_the_engine_imports_no_stage_flow_and_none_of_its_modules_imports_itself
     for module in engine:
         reached = {m for m in source.closure(module) if m.startswith("flows.") and m != module
                    and source.source_file(m).name != "__init__.py"}
-        assert all(m in engine for m in reached), f"{module} imports the stage flows {sorted(set(reached) - set(engine))}"
+        assert reached <= set(engine), f"{module} imports the stage flows {sorted(reached - set(engine))}"
         assert not [m for m in reached if module in source.closure(m)], f"{module} is in an import cycle"

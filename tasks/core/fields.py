@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
@@ -47,6 +47,7 @@ def ordered(pair: tuple[float, float]) -> tuple[float, float]:
     return pair
 
 
+EditType = Literal["noun", "lexical", "quantifier", "insert", "delete"]  # schemas.EDIT_TYPES
 PosTag = Annotated[str, AfterValidator(_penn_tag)]
 Cosine = Annotated[float, Field(ge=-1.0, le=1.0)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]

@@ -22,7 +22,7 @@ import polars as pl
 
 from tasks.core.errors import UserError
 from tasks.core.io import read_rgb
-from tasks.core.params import EvaluateParams
+from tasks.core.release_params import EvaluateParams
 from tasks.core.schemas import EVALUATION
 from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.evaluation import itm, odmap

@@ -22,7 +22,7 @@ from functools import cache
 import torch
 
 from tasks.core import keys
-from tasks.core.params import GenerateParams
+from tasks.core.image_params import GenerateParams
 from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS
 from tasks.core.specs import model_specs
 from tasks.core.stages import STAGES

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.core.params import SelectionParams
+from tasks.core.image_params import SelectionParams
 from tasks.core.schemas import PAIR, SCORE_COLUMNS, SELECTED, SELECTED_REJECTS, SUBJECT_COLUMNS
 from tasks.image import store
 from tasks.image.render import reject_reason

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
-from tasks.core.params import JudgeParams
+from tasks.core.release_params import JudgeParams
 from tasks.core.schemas import JUDGE_QUESTIONS
 from tasks.core.specs import ModelSpec
 

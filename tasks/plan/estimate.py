@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from tasks.core.params import GenerateParams
+from tasks.core.image_params import GenerateParams
 
 IMAGE_STAGES = ("generate", "selection")
 

@@ -7,21 +7,18 @@ redacted, so the text holds no machine-specific path and no credential.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 from datetime import date
 from typing import Any
 
 import polars as pl
 
-from tasks.core.params import DatasheetParams, Params
+from tasks.core.params import Params
+from tasks.core.release_params import DatasheetParams
 from tasks.core.schemas import ITM_DELTAS
 from tasks.core.stages import STAGES
+from tasks.release.markdown import markdown_table, param_lines, public, score
 from tasks.release.report import FUNNEL_STEPS, TYPE_STEPS
-
-_ABSOLUTE = re.compile(r"(?<![\w.~:/\\-])(?:~|[A-Za-z]:)?[/\\][^\s`'\"|]+")
-_SECRET_KEY = re.compile(r"token|secret|password", re.IGNORECASE)
 
 
 def altered_subjects(counterfactuals: pl.DataFrame, selected_ids: list[str] | None) -> pl.DataFrame:
@@ -41,43 +38,6 @@ def human_share(table: pl.DataFrame, human_words: tuple[str, ...]) -> float:
     words = pl.Series(list(human_words), dtype=pl.String).str.to_lowercase().implode()
     human = table.filter(pl.col("original_word").is_in(words) | pl.col("substitute").is_in(words))["count"].sum()
     return human / total if total else 0.0
-
-
-def public(text: str) -> str:
-    """`text` with every absolute path (`/…`, `~/…`, `C:\\…`) cut to `…/<last component>`."""
-    return _ABSOLUTE.sub(lambda m: "…/" + re.split(r"[/\\]", m.group(0).rstrip("/\\"))[-1], text)
-
-
-def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|")
-
-
-def _score(value: float | None, digits: int = 3) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def markdown_table(header: tuple[str, ...], rows: list[tuple]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows])
-
-
-def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested params -> {"dotted.key": leaf}; an empty mapping is a leaf."""
-    out = {}
-    for key, value in params.items():
-        if isinstance(value, Mapping) and value:
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
-def _param_lines(params: Mapping[str, Any]) -> str:
-    lines = []
-    for key, value in flatten(params).items():
-        shown = "<redacted>" if _SECRET_KEY.search(key) else value if isinstance(value, str) else json.dumps(value)
-        lines.append(f"{key} = {shown}")
-    return "```\n" + "\n".join(lines) + "\n```"
 
 
 def _funnel(funnel: dict[str, int]) -> str:
@@ -121,7 +81,7 @@ def _validation(result: Mapping[str, Any] | None) -> str:
         return "Human validation (Label Studio): no annotations yet."
     rows = [(r["images"], r["label"], r["count"], f"{r['share']:.1%}" if r["share"] is not None else "n/a")
             for r in result["table1"]]
-    kappa = _score(result["fleiss_kappa"])
+    kappa = score(result["fleiss_kappa"])
     return (f"Human validation (Label Studio, paper Table 1): {result['coverage']['rated']} of "
             f"{result['coverage']['images']} images rated; Fleiss' kappa {kappa} on {result['overlap_images']} images "
             f"rated three times; {result['validated_pairs']} pairs validated (both images matched to their own "
@@ -143,12 +103,12 @@ def _judge(result: Mapping[str, Any] | None) -> str:
     agreed = result["agreement"]
     if not agreed or not agreed["pairs_compared"]:
         return text + " No pair has both images labelled by people yet, so its agreement is not measured."
-    rows = [(name, _score(agreed[key])) for name, key in (
+    rows = [(name, score(agreed[key])) for name, key in (
         ("Accuracy", "accuracy"), ("Cohen's kappa", "cohen_kappa"), ("Precision of its rejects", "reject_precision"),
         ("Recall of people's rejects", "reject_recall"), ("Kappa at the kappa-best thresholds",
                                                           "kappa_at_best_thresholds"))]
-    questions = [(JUDGE_QUESTION_TEXT[q], m["images"], _score(m["auc"]), _score(m["kappa"]), m["threshold"],
-                  _score(m["best_threshold"], 4), _score(m["best_kappa"])) for q, m in agreed["questions"].items()]
+    questions = [(JUDGE_QUESTION_TEXT[q], m["images"], score(m["auc"]), score(m["kappa"]), m["threshold"],
+                  score(m["best_threshold"], 4), score(m["best_kappa"])) for q, m in agreed["questions"].items()]
     return (f"{text}\n\nAgainst the people's majority verdict on {agreed['pairs_compared']} pairs (a pair passes "
             "when both images were matched to their own caption):\n\n"
             f"{markdown_table(('Agreement', 'Value'), rows)}\n\nPer question, against the people's labels of "
@@ -249,7 +209,7 @@ def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], par
             f"{_validation(validation)}\n\n{_judge(judge)}"
             "\n\nEvery filter is automatic and logged as a reject with its reason (above). Images "
             "are stored as lossless PNG exactly as generated. All parameters of this run (resolved params.yaml):\n\n"
-            f"{_param_lines(params)}"),
+            f"{param_lines(params)}"),
         "Uses": (
             "Intended: zero-shot evaluation of image-text matching and retrieval on hard negatives, and training "
             "data augmentation, as in the paper. Not intended: any use that treats the generated images as real "

@@ -20,7 +20,7 @@ import datasets
 import huggingface_hub
 import polars as pl
 
-from tasks.core.params import ExportParams
+from tasks.core.release_params import ExportParams
 from tasks.core.schemas import EXPORT, JUDGE_COLUMNS
 
 log = logging.getLogger(__name__)

@@ -23,8 +23,8 @@ import torch
 from transformers import AutoModelForMaskedLM, BatchEncoding, PreTrainedTokenizerBase
 
 from tasks.core import schemas
+from tasks.core.caption_params import CandidatesParams
 from tasks.core.loading import load_pretrained
-from tasks.core.params import CandidatesParams
 from tasks.text import tagging
 from tasks.text.quantities import recounts
 

@@ -23,8 +23,8 @@ import polars as pl
 from nltk.corpus import wordnet
 
 from tasks.core import schemas
+from tasks.core.caption_params import RelationsParams
 from tasks.core.errors import UserError
-from tasks.core.params import RelationsParams
 
 SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
 NLTK_RESOURCES = ("corpora/wordnet",)  # in the cache keys

@@ -9,8 +9,8 @@ import polars as pl
 from sentence_transformers import SentenceTransformer
 
 from tasks.core import schemas
+from tasks.core.caption_params import SimilarityParams
 from tasks.core.loading import hub_kwargs, load_once, resolve_device
-from tasks.core.params import SimilarityParams
 from tasks.core.specs import ModelSpec
 
 SCHEMA, REJECTS_SCHEMA = schemas.SIMILARITY, schemas.rejects(schemas.SIMILARITY)

@@ -22,7 +22,7 @@ import nltk
 import polars as pl
 
 from tasks.core import schemas
-from tasks.core.params import SitesParams
+from tasks.core.caption_params import SitesParams
 from tasks.text.tagging import Token, tag_caption
 
 SCHEMA, REJECTS_SCHEMA = schemas.SITES, schemas.SITES_REJECTS

@@ -31,9 +31,10 @@ def test_a_sample_follows_the_functions_it_runs_and_only_those():
     assert {"tasks.image.p2p:share_maps", "tasks.image.p2p:P2PAttnProcessor", "tasks.image.sampling:render",
             "tasks.image.scoring:ClipScorer", "tasks.core.schemas:SCORE_COLUMNS"} <= parts.keys()
     assert "tasks.image.sampling:plan_sample" not in parts  # the seeds are values of the key, not its code
-    assert code.identity("tasks.core.params:GenerateParams").parts == {"tasks.core.params:GenerateParams":
-                                                                       "param definition"}
-    assert not any(name.startswith(("tasks.text.", "tasks.release.", "tasks.core.params:")) for name in parts)
+    generate = "tasks.core.image_params:GenerateParams"
+    assert code.identity(generate).parts == {generate: "param definition"}
+    assert not any(name.startswith(("tasks.text.", "tasks.release.", "tasks.core.params:", "tasks.core.image_params:"))
+                   for name in parts)
     assert {"torch", "diffusers", "transformers", "open_clip_torch"} <= sample_identity().libraries.keys()
 
 
@@ -46,7 +47,8 @@ def test_comments_docstrings_formatting_and_param_definitions_change_nothing(pro
     replace(params, "Every knob of the engine", "Each knob of the engine")
     replace(project_copy / "tasks/core/removal_params.py", "class RemovalMasksParams(Frozen):",
             "class RemovalMasksParams(Frozen):  # a comment\n    extra_knob: int = 3")
-    replace(params, '"average caption pairs per Prefect task', '"mean caption pairs per Prefect task')
+    replace(project_copy / "tasks/core/image_params.py", '"average caption pairs per Prefect task',
+            '"mean caption pairs per Prefect task')
     assert sample_identity().key == base
 
 

@@ -5,9 +5,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tasks.core.caption_params import CandidatesParams, SitesParams
 from tasks.core.fingerprints import ModelNotFound, fingerprint
 from tasks.core.keys import unit
-from tasks.core.params import CandidatesParams, SitesParams
 from tasks.core.shards import content_shards, shard_content
 from tasks.core.specs import ModelSpec, model_specs
 from tasks.core.stages import STAGES

@@ -12,7 +12,7 @@ import pytest
 
 from tasks.core.errors import UserError
 from tasks.core.io import read_rgb, source_image_paths
-from tasks.core.params import EvaluateParams
+from tasks.core.release_params import EvaluateParams
 from tasks.evaluation import evaluate
 from tasks.evaluation.retrieval import RetrievalSet
 from tasks.evaluation.scorers import BiEncoder, CrossEncoder, Images, load_scorer

@@ -468,8 +468,8 @@ def test_a_killed_worker_costs_its_batch_in_flight_and_a_lost_scheduler_one_line
 
 
 def test_the_paper_profile_refuses_workers_without_exactly_one_gpu(tmp_path, prefect_server):
-    """Through `flows.engine.sharding.task_runner`, as every command builds it: a worker that sees no GPU and one that sees
-    two (CUDA_VISIBLE_DEVICES) are refused in one line naming each; the worker pinned to one GPU is not named."""
+    """Through `flows.engine.sharding.task_runner`, as every command builds it: a worker that sees no GPU and one that
+    sees two (CUDA_VISIBLE_DEVICES) are refused in one line naming each; the worker pinned to one GPU is not named."""
     from prefect import task
 
     from flows.engine.sharding import task_runner

@@ -11,7 +11,7 @@ import polars as pl
 from flows.evaluation import evaluate_flow, model_content, model_unit
 from tasks.core.io import write_frame
 from tasks.core.keys import digest
-from tasks.core.params import EvaluateParams
+from tasks.core.release_params import EvaluateParams
 from tasks.core.schemas import EVALUATION
 from tasks.evaluation import evaluate as stage
 from tests.conftest import project_params

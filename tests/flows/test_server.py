@@ -1,4 +1,5 @@
-"""flows.engine.server: no Prefect server outlives the command that started it (real processes, real servers, no mocks)."""
+"""flows.engine.server: no Prefect server outlives the command that started it (real processes, real servers, no
+mocks)."""
 
 from __future__ import annotations
 

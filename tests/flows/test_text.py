@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from flows.text import captions_flow, stage_flow
+from tasks.core.caption_params import SitesParams
 from tasks.core.io import rejects_path, write_frame
-from tasks.core.params import EngineParams, SitesParams
+from tasks.core.params import EngineParams
 from tasks.core.shards import content_shards
 from tasks.text.ingest import read_captions
 from tasks.text.relations import relation

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 import torch
 
-from tasks.core.params import SelectionParams
+from tasks.core.image_params import SelectionParams
 from tasks.core.schemas import SCORE_COLUMNS
 from tasks.image import render, sampling, selection
 from tasks.image.records import PairRecords

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.core.params import SelectionParams
+from tasks.core.image_params import SelectionParams
 from tasks.core.schemas import SAMPLES
 from tasks.image import selection
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from tasks.core.params import ExportParams
+from tasks.core.release_params import ExportParams
 from tasks.release import card, export
 from tests.release.test_datasheet import sheet
 

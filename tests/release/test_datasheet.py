@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 
 from tasks.core.config import load_params
-from tasks.core.params import DatasheetParams
-from tasks.release import datasheet
+from tasks.core.release_params import DatasheetParams
+from tasks.release import markdown
 from tasks.release.datasheet import altered_subjects, human_share, render_datasheet
 from tests.conftest import ROOT
 
@@ -96,7 +96,7 @@ def test_datasheet_lists_the_resolved_params_of_a_real_params_file(profile):
     """What the datasheet flow passes: a whole `Params`, resolved for its profile, dumped as JSON types."""
     params = load_params(ROOT / "params.yaml", [f"profile={profile}"])
     text = sheet(params=params.model_dump(mode="json"))
-    for key, value in datasheet.flatten(params.model_dump(mode="json")).items():
+    for key, value in markdown.flatten(params.model_dump(mode="json")).items():
         assert re.search(rf"^{re.escape(key)} = ", text, flags=re.MULTILINE), key
     assert f"generate.size = {params.generate.size}" in text
     assert f"candidates.model.id = {params.candidates.model.id}" in text
@@ -119,7 +119,7 @@ def test_datasheet_has_no_absolute_paths_or_secrets():
     ("https://huggingface.co/x", "https://huggingface.co/x"), ("pkg:gt_minilm/model", "pkg:gt_minilm/model"),
 ])
 def test_public_cuts_absolute_paths_only(text, expected):
-    assert datasheet.public(text) == expected
+    assert markdown.public(text) == expected
 
 
 def test_demo_limitation_only_for_the_demo_profile():

@@ -12,7 +12,7 @@ from PIL import Image
 
 from tasks.core import schemas
 from tasks.core.config import load_params
-from tasks.core.params import ExportParams
+from tasks.core.release_params import ExportParams
 from tasks.release import card, datasheet, export
 from tests.conftest import ROOT
 

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from tasks.core import schemas
-from tasks.core.params import SelectionParams
+from tasks.core.image_params import SelectionParams
 from tasks.core.schemas import SCORE_COLUMNS
 from tasks.image import selection
 from tasks.release import figures, report

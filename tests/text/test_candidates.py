@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 import torch
 
-from tasks.core.params import CandidatesParams, SitesParams
+from tasks.core.caption_params import CandidatesParams, SitesParams
 from tasks.core.specs import ModelSpec
 from tasks.text import candidates
 from tasks.text import sites as site_stage

@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tasks.core.params import PerplexityParams, SitesParams
+from tasks.core.caption_params import PerplexityParams, SitesParams
 from tasks.core.specs import ModelSpec
 from tasks.text import ingest, perplexity, similarity
 from tasks.text import sites as site_stage

@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 from nltk.corpus import wordnet
 
+from tasks.core.caption_params import RelationsParams
 from tasks.core.errors import UserError
-from tasks.core.params import RelationsParams
 from tasks.core.schemas import CANDIDATES
 from tasks.text import relations
 from tests.conftest import requires_nltk

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from PIL import Image
 from polars.testing import assert_frame_equal
 
-from tasks.core.params import SaliencyParams
+from tasks.core.caption_params import SaliencyParams
 from tasks.core.schemas import SITES, SITES_REJECTS
 from tasks.demo.tiny_eval import build_tiny_hf_clip
 from tasks.text import saliency

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.core.params import SimilarityParams
+from tasks.core.caption_params import SimilarityParams
 from tasks.core.specs import ModelSpec
 from tasks.text import candidates, similarity
 from tests.conftest import MINILM

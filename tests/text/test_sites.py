@@ -7,7 +7,7 @@ import nltk
 import polars as pl
 import pytest
 
-from tasks.core.params import SitesParams
+from tasks.core.caption_params import SitesParams
 from tasks.text import sites as stage
 from tasks.text.ingest import read_captions
 from tests.conftest import DEMO_CAPTIONS, requires_nltk

@@ -1,0 +1,87 @@
+"""Params sections of the caption stages: sites, saliency, candidates, relations, similarity, perplexity."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from tasks.core.fields import Cosine, EditType, PosTag, Unit, unkeyed
+from tasks.core.specs import Frozen, ItmSpec, ModelSpec
+
+
+class SitesParams(Frozen):
+    """Which edit types run and where each may edit C_o (`tasks.text.sites`); `types: [noun]` is the paper's method."""
+
+    types: tuple[EditType, ...] = Field(("noun",), min_length=1)
+    noun_tags: tuple[PosTag, ...] = Field(("NN", "NNS"), description="noun sites (the paper: singular and plural "
+                                                                     "common nouns); insert sites precede them")
+    lexical_tags: tuple[PosTag, ...] = Field(("JJ", "VBD", "VBG", "VBN", "VBP", "VBZ"),
+                                             description="lexical sites: adjectives and verbs, swapped tag for tag")
+    delete_grammar: str = Field("PP: {<IN><DT|PRP\\$|CD|JJ.*>*<NN.*>+}",
+                                description="NLTK RegexpParser grammar of the deletable phrases (PP chunks)")
+    kept_prepositions: tuple[str, ...] = Field(("of",), description="phrases headed by these are never deleted "
+                                                                    "(a slice of pizza)")
+
+
+class SaliencyParams(Frozen):
+    """Saliency-chosen edit sites (AutoCAD, Wen et al.): where `paths.source_images` holds a caption's real image I_o
+    and the image-text model matches it confidently (`cos(E_T(C_o), E_I(I_o)) >= min_score`), only sites on the top
+    `top_share` of its words by ||d s(I_o, C_o) / d e_token|| (a word: the max over its sub-tokens) stay; every other
+    caption keeps all its sites. Off, or without source images, the stage passes its sites through."""
+
+    enabled: bool = False
+    model: ItmSpec = ItmSpec(id="openai/clip-vit-base-patch32", model_class="CLIPModel")
+    top_share: Unit = Field(0.3, gt=0.0, description="pi: the share of a caption's words kept as edit sites")
+    min_score: Cosine = Field(0.25, description="rank only captions the model matches at least this well")
+
+
+class CandidatesParams(Frozen):
+    model: ModelSpec
+    top_k: int = Field(10, ge=1)
+    batch_size: int = unkeyed(64, "masked sites per forward pass", ge=1)
+    keep_tags: tuple[PosTag, ...] = Field(("NN", "NNS", "NNP"), description="a noun fill must be tagged one of these")
+    insert_tags: tuple[PosTag, ...] = Field(("JJ",), description="an inserted word must be tagged one of these")
+    numbers: tuple[str, ...] = Field(("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
+                                     min_length=2, description="counting words in order (a / an count as the first): "
+                                                               "a quantifier moves one step down and one up")
+
+
+class RelationsParams(Frozen):
+    """Which WordNet relations between the original word and its substitute reject a candidate (`tasks.text.relations`);
+    `reject: []` and `reject_human_pairs: false` keep every candidate (the paper's method)."""
+
+    reject: tuple[Literal["synonym", "hyponym", "hypernym"], ...] = ("synonym", "hyponym", "hypernym")
+    reject_human_pairs: bool = False
+    human_words: tuple[str, ...] = ("girl", "boy", "man", "men", "woman", "guy", "kid", "person", "people", "child",
+                                    "children", "couple", "group", "lady")
+    wordnet_version: str = "3.0"
+
+
+class SimilarityParams(Frozen):
+    """Keeps `lower < cos(C_o, C_c) <= upper`, both in [-1, 1]."""
+
+    model: ModelSpec
+    lower: Cosine = 0.8
+    upper: Cosine = 0.91
+    batch_size: int = unkeyed(128, "sentences per forward pass", ge=1)
+
+    @field_validator("upper")
+    @classmethod
+    def _above_lower(cls, upper: float, info: ValidationInfo) -> float:
+        if "lower" in info.data and not info.data["lower"] < upper:
+            raise ValueError(f"must be > lower ({info.data['lower']}), got {upper}")
+        return upper
+
+
+class PerplexityParams(Frozen):
+    """Each caption's C_c is the lowest-perplexity candidate of one edit type, drawn per caption (by a hash of its
+    id) with weights `type_shares` among the types it has candidates of (`Params` gives each type that runs one:
+    1 unless set)."""
+
+    model: ModelSpec
+    type_shares: dict[EditType, Annotated[float, Field(gt=0.0)]] = {"noun": 1.0}
+    batch_tokens: int = unkeyed(1024, "tokens per forward pass (whole captions' tries, packed in rows of <= 256)",
+                                ge=1)
+    shared_prefix: bool = unkeyed(True, "compute a token prefix shared by a caption's candidates once; False scores "
+                                        "each candidate alone (the reference method; equal within float rounding)")

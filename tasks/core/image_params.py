@@ -1,0 +1,77 @@
+"""Params sections of the image stages: generate (paired Prompt-to-Prompt over-generation, adaptive mode) and
+selection."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
+from tasks.core.fields import VAE_FACTOR, Cosine, Unit, ordered, unkeyed
+from tasks.core.specs import ClipSpec, Frozen, ModelSpec
+
+
+class AdaptiveParams(Frozen):
+    """Over-generation in rounds of `round_samples`, stopping a pair once `min_accepted` samples pass selection's
+    thresholds."""
+
+    enabled: bool = False
+    min_accepted: int = Field(1, ge=1)
+    round_samples: int = Field(10, ge=1)
+
+
+class GenerateParams(Frozen):
+    """Paired Prompt-to-Prompt sampling. `guidance_scale` and `p2p_fraction` are U(lo, hi) ranges drawn per sample."""
+
+    diffusion: ModelSpec = ModelSpec(id="stable-diffusion-v1-5/stable-diffusion-v1-5")
+    vae: ModelSpec | None = Field(ModelSpec(id="stabilityai/sd-vae-ft-mse"),
+                                  description="replaces the diffusion folder's vae/ (None keeps it); only its id and "
+                                              "revision count: it runs on the diffusion spec's device and dtype")
+    clip: ClipSpec = ClipSpec()
+    size: int = Field(512, ge=VAE_FACTOR, multiple_of=VAE_FACTOR, description="image height and width in pixels")
+    steps: int = Field(100, ge=1, description="Euler-ancestral steps")
+    n_samples: int = unkeyed(100, "samples (seeds) per caption pair; each sample is cached alone", ge=1)
+    guidance_scale: Annotated[tuple[float, float], AfterValidator(ordered)] = (7.5, 15.0)
+    p2p_fraction: Annotated[tuple[Unit, Unit], AfterValidator(ordered)] = (0.1, 0.9)
+    subject_prompt: str = Field("a photo of a {word}", description="the both-subjects check's CLIP prompt for a "
+                                                                    "swapped noun (`{word}`: C_o's or C_c's)")
+    seed: int = 0
+    batch_samples: int = unkeyed(4, "samples per UNet call (4 rows each); after a CUDA OOM the halved size is "
+                                    "kept for the rest of the process", ge=1)
+    pairs_per_task: int = unkeyed(8, "average caption pairs per Prefect task (content-defined, like caption shards): "
+                                     "the unit a Dask worker takes", ge=1)
+    channels_last: bool = Field(False, description="UNet and VAE in channels_last memory format (GPU tensor cores)")
+    compile_unet: bool = Field(False, description="torch.compile the UNet: slow first call, faster steps after")
+    black_threshold: int = unkeyed(4, "an image with every pixel <= this is black (applied after the cache)",
+                                   ge=0, le=255)
+    clip_batch_size: int = unkeyed(32, "images per CLIP forward pass", ge=1)
+    adaptive: AdaptiveParams = unkeyed(AdaptiveParams(), "when to stop sampling a pair; each sample is cached alone")
+
+
+Margin = Annotated[float, Field(ge=-2.0, le=2.0)]  # a difference of two cosines
+
+
+class SelectionParams(Frozen):
+    """CLIP thresholds in [-1, 1], all inclusive (`score >= min`), and the both-subjects check (paper App. A.3: both
+    altered subjects shown), exclusive (`margin > min`, so a tie fails); among passing samples the highest clip_dir
+    wins."""
+
+    min_text_image_o: Cosine = Field(0.2, description="sim(C_o, I_o)")
+    min_text_image_c: Cosine = Field(0.2, description="sim(C_c, I_c)")
+    min_image_image: Cosine = Field(0.7, description="sim(I_o, I_c)")
+    min_clip_dir: Cosine = Field(0.2, description="cos(E_I(I_c) - E_I(I_o), E_T(C_c) - E_T(C_o))")
+    min_subject_margin_o: Margin | None = Field(0.0, description="the both-subjects check on I_o: s(I_o, prompt("
+                                                "original)) - s(I_o, prompt(substitute)) must exceed it; None: off")
+    min_subject_margin_c: Margin | None = Field(0.0, description="on I_c: s(I_c, prompt(substitute)) - "
+                                                "s(I_c, prompt(original)) must exceed it; None: off")
+
+    def thresholds(self) -> dict[str, float]:
+        """Score column -> inclusive minimum."""
+        return {"sim_text_image_o": self.min_text_image_o, "sim_text_image_c": self.min_text_image_c,
+                "sim_image_image": self.min_image_image, "clip_dir": self.min_clip_dir}
+
+    def subject_margins(self) -> dict[str, float]:
+        """Subject-margin column -> exclusive minimum, for the checks that are on (a null margin passes: the edit
+        swapped no noun)."""
+        margins = {"subject_margin_o": self.min_subject_margin_o, "subject_margin_c": self.min_subject_margin_c}
+        return {name: minimum for name, minimum in margins.items() if minimum is not None}
