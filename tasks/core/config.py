@@ -49,7 +49,12 @@ def load_params(path: Path = PARAMS_FILE, overrides: Sequence[str] = ()) -> Para
         parts = key.strip().split(".")
         if not sep or not all(parts):
             raise ParamsError(f"override {pair!r} is not key=value")
-        raw = _set(raw, parts, yaml.safe_load(value), [])
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            raise ParamsError(f"override {pair!r}: the value is not valid YAML ({getattr(e, 'problem', None) or e})"
+                              ) from None
+        raw = _set(raw, parts, parsed, [])
     profile = raw.get("profile")
     if profile not in PROFILES:
         raise ParamsError(f"profile: must be one of {', '.join(PROFILES)}, got {profile!r}")

@@ -38,6 +38,7 @@ from tasks.core.removal_params import (
     RemovalSelectionParams,
     SyntheticCocoParams,
 )
+from tasks.core.schemas import EDIT_TYPES
 from tasks.core.specs import ClipSpec, Frozen, ModelSpec, Rooted, model_specs
 
 PROFILES = ("demo", "paper")
@@ -151,13 +152,17 @@ class Params(Rooted):
     @classmethod
     def _shares_follow_types(cls, data: Any) -> Any:
         """`perplexity.type_shares` weighs exactly the `sites.types` that run: a type without a weight weighs 1, the
-        weight of a type that does not run is dropped. So `sites.types` alone chooses the types."""
+        weight of a type that does not run is dropped (a key that is no edit type is an error, not dropped). So
+        `sites.types` alone chooses the types."""
         if not isinstance(data, dict) or not isinstance(data.get("perplexity", {}), dict):
             return data
         types = (data.get("sites") or {}).get("types", SitesParams.model_fields["types"].default)
         shares = data.get("perplexity", {}).get("type_shares")
         if not isinstance(types, list | tuple) or not isinstance(shares, dict | None):
             return data
+        if unknown := sorted(set(shares or {}) - set(EDIT_TYPES)):
+            raise ValueError(f"perplexity.type_shares: {', '.join(map(repr, unknown))} is not an edit type (one of "
+                             f"{', '.join(EDIT_TYPES)})")
         shares = {t: (shares or {}).get(t, 1.0) for t in types}
         return {**data, "perplexity": {**data.get("perplexity", {}), "type_shares": shares}}
 

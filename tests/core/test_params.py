@@ -276,3 +276,13 @@ def test_relative_model_paths_point_into_the_project_wherever_they_are_used(tmp_
     assert keyed_dump(loaded[0].generate) == keyed_dump(loaded[1].generate)
     hub = loaded[0].generate.clip.model_copy(update={"id": "org/model"})
     assert hub.local() == "org/model"  # no such folder: a hub id, as written
+
+
+def test_a_malformed_override_and_a_misspelt_edit_type_are_one_line_each(tmp_path, raw):
+    path = write(tmp_path, raw)
+    assert error(path, "sites.types=[noun") == ("override 'sites.types=[noun': the value is not valid YAML (expected "
+                                                "',' or ']', but got '<stream end>')")
+    assert "'lexicl' is not an edit type (one of noun, lexical, quantifier, insert, delete)" in error(
+        path, "perplexity.type_shares={lexicl: 2}")
+    assert load_params(path, ["perplexity.type_shares={lexical: 2}", "sites.types=[noun]"]).perplexity.type_shares \
+        == {"noun": 1.0}  # a real type that does not run is still dropped
