@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from collections.abc import Callable
@@ -9,9 +10,12 @@ from pathlib import Path
 
 import polars as pl
 from dvc.api import read
+from dvc.exceptions import OutputNotFoundError, PathMissingError
 from dvc.repo.experiments.utils import resolve_name
+from scmrepo.exceptions import SCMError
 from scmrepo.git import Git
 
+from tasks.core.errors import UserError
 from tasks.core.params import PathsParams
 from tasks.release import diff, gallery
 
@@ -19,25 +23,29 @@ from tasks.release import diff, gallery
 def resolve(rev: str, repo: Path = Path(".")) -> str:
     """A git revision as given, or the full ref of a DVC experiment name."""
     scm = Git(str(repo))
-    try:
+    with contextlib.suppress(SCMError):
         scm.resolve_rev(rev)
         return rev
-    except Exception:  # scmrepo raises its own RevError subclasses; anything unresolvable may be an experiment
-        ref = resolve_name(scm, rev).get(rev)
-        if ref is None:
-            raise ValueError(f"{rev!r} is neither a git revision nor a DVC experiment in {repo}") from None
-        return str(ref)
+    with contextlib.suppress(SCMError):  # an empty repo has no experiments either
+        if (ref := resolve_name(scm, rev).get(rev)) is not None:
+            return str(ref)
+    raise UserError(f"{rev!r} is neither a git revision nor a DVC experiment in {repo}")
 
 
 def load_version(rev: str, paths: PathsParams, repo: Path = Path(".")) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """(counterfactual captions, selected pairs, run metrics) as of `rev`."""
     full = resolve(rev, repo)
 
-    def parquet(key: str) -> pl.DataFrame:
-        return pl.read_parquet(io.BytesIO(read(str(getattr(paths, key)), repo=str(repo), rev=full, mode="rb")))
+    def at_rev(path: Path) -> bytes:
+        try:
+            return read(str(path), repo=str(repo), rev=full, mode="rb")
+        except (FileNotFoundError, PathMissingError, OutputNotFoundError):
+            raise UserError(f"{path} is not in revision {rev}: run the pipeline there (`dvc repro`) and commit "
+                            "dvc.lock, or push its outputs to the DVC remote") from None
 
-    metrics = json.loads(read(str(paths.run_metrics), repo=str(repo), rev=full))
-    return parquet("counterfactual_captions"), parquet("selected"), metrics
+    metrics = json.loads(at_rev(paths.run_metrics))
+    return (pl.read_parquet(io.BytesIO(at_rev(paths.counterfactual_captions))),
+            pl.read_parquet(io.BytesIO(at_rev(paths.selected))), metrics)
 
 
 def selected_image(rev: str, paths: PathsParams, repo: Path = Path(".")) -> Callable[[str], bytes]:

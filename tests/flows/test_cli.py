@@ -130,3 +130,13 @@ def test_verbose_shows_the_traceback(tmp_path):
     assert "Traceback" in out + err
     assert "missing.parquet" in out + err
     assert not (tmp_path / "out.parquet").exists()
+
+
+def test_a_diff_of_an_unknown_revision_or_one_without_outputs_is_one_line(tmp_path):
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    assert_one_error(cfgen(tmp_path, "diff", "nosuchrev", "HEAD"), "'nosuchrev' is neither a git revision nor a DVC "
+                     "experiment")  # an empty repository: no HEAD either
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "empty"], cwd=tmp_path, check=True)
+    assert_one_error(cfgen(tmp_path, "diff", "nosuchrev", "HEAD"), "'nosuchrev'")
+    assert_one_error(cfgen(tmp_path, "diff", "HEAD", "HEAD"), "reports/metrics.json is not in revision HEAD")
