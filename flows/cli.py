@@ -212,8 +212,16 @@ def serve(name: Annotated[str, typer.Option(help="deployment name")] = "refresh"
     """Register the cron-scheduled `cfgen-dataset` deployment on PREFECT_API_URL and serve its runs."""
     with user_errors():
         extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
-        load_params(params_file, [*(param or []), *extra])
+        check_source(load_params(params_file, [*(param or []), *extra]).paths.captions_source)
+        from prefect.settings import PREFECT_API_URL
+
+        from flows.engine.server import check_reachable
         from flows.pipeline import serve as serve_deployment
+
+        if not PREFECT_API_URL.value():
+            raise UserError("serve needs a Prefect server that outlives it to keep the schedule: start one "
+                            "(`prefect server start`) and set PREFECT_API_URL")
+        check_reachable(PREFECT_API_URL.value())
 
         serve_deployment(name, cron, source, profile, str(params_file), param or [])
 

@@ -140,3 +140,10 @@ def test_a_diff_of_an_unknown_revision_or_one_without_outputs_is_one_line(tmp_pa
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "empty"], cwd=tmp_path, check=True)
     assert_one_error(cfgen(tmp_path, "diff", "nosuchrev", "HEAD"), "'nosuchrev'")
     assert_one_error(cfgen(tmp_path, "diff", "HEAD", "HEAD"), "reports/metrics.json is not in revision HEAD")
+
+
+def test_serve_refuses_a_missing_source_and_a_server_that_dies_with_it(tmp_path):
+    assert_one_error(cfgen(tmp_path, "serve", "--source", "missing.tsv"), "caption file missing.tsv does not exist")
+    (tmp_path / "captions.tsv").write_text("a_0\tA dog on a couch.\n")
+    assert_one_error(cfgen(tmp_path, "serve", "--source", "captions.tsv"), "serve needs a Prefect server that "
+                     "outlives it", "PREFECT_API_URL")  # a temporary server would drop the schedule with it
