@@ -216,12 +216,12 @@ def serve(name: Annotated[str, typer.Option(help="deployment name")] = "refresh"
         from prefect.settings import PREFECT_API_URL
 
         from flows.engine.server import check_reachable
-        from flows.pipeline import serve as serve_deployment
 
         if not PREFECT_API_URL.value():
             raise UserError("serve needs a Prefect server that outlives it to keep the schedule: start one "
                             "(`prefect server start`) and set PREFECT_API_URL")
         check_reachable(PREFECT_API_URL.value())
+        from flows.pipeline import serve as serve_deployment  # every flow: imported once the checks passed
 
         serve_deployment(name, cron, source, profile, str(params_file), param or [])
 
