@@ -76,7 +76,8 @@ def plan(source: Path, param: ParamOption = None, params_file: ParamsFile = PARA
          bench_steps: Annotated[int, typer.Option(min=1, help="denoising steps each benchmark render takes")] = 2,
          output: Annotated[Path, typer.Option(help="the plan as JSON")] = Path("reports/plan.json")) -> None:
     """Pre-flight before GPU spend: models present offline, devices, a micro-benchmark on this device, and the run's
-    caption pairs, UNet rows, GPU-hours, disk and wall time on K workers. Exit code 1 when it may not start."""
+    caption pairs, UNet rows, GPU-hours, disk and wall time on K workers. When the run may not start (a model
+    missing, disk short): the plan, then one `error:` line and exit code 2."""
     with user_errors():
         params = load_params(params_file, param or [])
         check_source(source)
@@ -87,8 +88,12 @@ def plan(source: Path, param: ParamOption = None, params_file: ParamsFile = PARA
         report = make_plan(source, params, params_file, param or [], workers, sample, pass_rate, bench_steps)
         write_json(report, output)
     show_plan(report)
-    if not report["ready"]:
-        raise typer.Exit(1)
+    with user_errors():
+        if report["missing"]:
+            raise UserError(f"{len(report['missing'])} models are not on this machine ({', '.join(report['missing'])}):"
+                            " fetch each with its line above, then plan again")
+        if not report["ready"]:
+            raise UserError(f"not enough free disk for the run: {'; '.join(report['disk_short'])}")
 
 
 def tiny_models(source: Path, output: Path, param: ParamOption = None,

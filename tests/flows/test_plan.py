@@ -32,7 +32,10 @@ def test_the_paper_profile_names_each_missing_model_with_the_line_that_fetches_i
     code, _, err, _ = cfgen(tmp_path, "plan", str(DEMO_CAPTIONS), "-p", "profile=paper",
                             env_extra={"HF_HUB_CACHE": str(cache)})
     report = json.loads((tmp_path / "reports/plan.json").read_text())
-    assert code == 1 and report["ready"] is False and "estimates" not in report
+    assert code == 2 and report["ready"] is False and "estimates" not in report
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"error: {len(report['missing'])} models are not on this machine ("), last
+    assert all(key in last for key in report["missing"]) and "Traceback" not in err
     fetch = {m["key"]: m["fetch"] for m in report["models"]}
     placed = {m["key"]: (m["device"], m["dtype"]) for m in report["models"]}
     assert placed["generate.vae"] == placed["generate.diffusion"] == ("cpu", "float16")  # runs in the UNet's dtype
@@ -50,7 +53,7 @@ def test_the_paper_profile_names_each_missing_model_with_the_line_that_fetches_i
     code, _, err, _ = cfgen(tmp_path, "plan", str(DEMO_CAPTIONS), "-p", "profile=paper",
                             env_extra={"HF_HUB_CACHE": str(cache)})
     report = json.loads((tmp_path / "reports/plan.json").read_text())
-    assert code == 1 and "candidates.model" not in report["missing"] and lines["candidates.model"] not in err
+    assert code == 2 and "candidates.model" not in report["missing"] and lines["candidates.model"] not in err
     assert "perplexity.model" in report["missing"]
 
 
