@@ -1,25 +1,33 @@
 """Sample records: one append-only JSON-lines file per caption pair holding every sample measured for it.
 
 The image stage's cache at the paper's size (~17k pairs x 100 samples): a pair costs one file whatever n_samples is.
-`<root>/<ab>/<record key>.jsonl` (`render.record_key`: the pair and everything that fixes its samples but the sample's
-own values) holds a line `{"key": <render.sample_key>, "measured": {...}, "by": "<host>:<pid>"}` per sample (`by`:
-the process that rendered it, for accounting across workers, never read back), appended as each batch finishes.
-Every append is one `write` of whole lines, each preceded by a newline, so a write cut short (kill -9, a full disk)
-leaves at most one torn line that no later append extends; a line that does not parse is a miss, and its sample is
-rendered again. A pair is rendered under `locked` (an advisory lock on its record file), so runs sharing
-the records (queued experiments, Dask workers) never render one sample twice: the second reads what the first wrote.
+`<root>/<ab>/<record key>.jsonl` (`render.record_key`: the pair and everything that fixes its samples but the
+sample's own values) holds a line `{"key": <render.sample_key>, "measured": {...}, "by": "<host>:<pid>"}` per sample
+(`by`: the process that rendered it, for accounting across workers, never read back), appended as each batch
+finishes. Every append is one `write` of whole lines, each preceded by a newline, so a write cut short (kill -9, a
+full disk) leaves at most one torn line that no later append extends; a line that does not parse, or whose
+measurement lacks a field of `MEASURED`, is a miss (logged once per record and process), and its sample is rendered
+again. A pair is rendered under `locked` (an advisory lock on its record file), so runs sharing the records (queued
+experiments, Dask workers) never render one sample twice: the second reads what the first wrote.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS
+
+log = logging.getLogger(__name__)
+MEASURED = frozenset({"nan", "max_pixel_o", "max_pixel_c", *SCORE_COLUMNS, *SUBJECT_COLUMNS})  # every sample's
+_warned: set[Path] = set()
 
 
 @dataclass(frozen=True)
@@ -35,14 +43,18 @@ class PairRecords:
             text = self.path(record).read_text(encoding="utf-8")
         except FileNotFoundError:
             return {}
-        found = {}
-        for line in text.split("\n"):
+        found, bad = {}, 0
+        for line in filter(None, text.split("\n")):
             try:
-                entry = json.loads(line) if line else None
-                if entry is not None:
-                    found[entry["key"]] = entry["measured"]
-            except (ValueError, KeyError, TypeError):  # a torn or foreign line: its sample is a miss
-                continue
+                entry = json.loads(line)
+                if not MEASURED <= entry["measured"].keys():
+                    raise KeyError("measured")
+                found[entry["key"]] = entry["measured"]
+            except (ValueError, KeyError, TypeError, AttributeError):  # torn, foreign or misshapen: a miss
+                bad += 1
+        if bad and self.path(record) not in _warned:
+            _warned.add(self.path(record))
+            log.warning("%s: %d line(s) unreadable, their samples render again", self.path(record), bad)
         return found
 
     @contextmanager

@@ -9,23 +9,39 @@ import subprocess
 import sys
 import time
 
-from tasks.image.records import PairRecords
+from tasks.image.records import MEASURED, PairRecords
 from tests.image.fixtures import PAIRS, make_params, screen
 
 pytest_plugins = ["tests.image.fixtures"]
 
 
+def measured(clip_dir: float | None) -> dict:
+    """A whole sample measurement (`records.MEASURED`)."""
+    return {**dict.fromkeys(MEASURED), "nan": False, "max_pixel_o": 9, "max_pixel_c": 9, "clip_dir": clip_dir}
+
+
 def test_a_torn_line_is_a_miss_and_later_appends_stay_readable(tmp_path):
     records = PairRecords(tmp_path)
-    records.append("ab12", {"s1": {"clip_dir": 0.25}, "s2": {"clip_dir": None}})
+    records.append("ab12", {"s1": measured(0.25), "s2": measured(None)})
     path = records.path("ab12")
     whole = path.read_bytes()
     path.write_bytes(whole[:-5])  # the second line cut mid-write
-    assert records.read("ab12") == {"s1": {"clip_dir": 0.25}}
-    records.append("ab12", {"s2": {"clip_dir": 0.5}})  # re-rendered: a line of its own, not glued to the torn one
-    assert records.read("ab12") == {"s1": {"clip_dir": 0.25}, "s2": {"clip_dir": 0.5}}
+    assert records.read("ab12") == {"s1": measured(0.25)}
+    records.append("ab12", {"s2": measured(0.5)})  # re-rendered: a line of its own, not glued to the torn one
+    assert records.read("ab12") == {"s1": measured(0.25), "s2": measured(0.5)}
     assert records.read("absent") == {}
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["ab12.jsonl"]
+
+
+def test_a_line_of_the_wrong_shape_is_a_miss_logged_once(tmp_path, caplog):
+    records = PairRecords(tmp_path)
+    records.append("cd34", {"s1": {}, "s2": measured(0.5), "s3": {"clip_dir": 0.1}})
+    with records.path("cd34").open("a") as f:
+        f.write('\n{"key": "s4", "measured": [1, 2]}\n"just a string"\n{"no": "key"}')
+    assert records.read("cd34") == {"s2": measured(0.5)}  # s1, s3, s4 render again
+    assert records.read("cd34") == {"s2": measured(0.5)}
+    warned = [r.getMessage() for r in caplog.records if "unreadable" in r.getMessage()]
+    assert warned == [f"{records.path('cd34')}: 5 line(s) unreadable, their samples render again"]
 
 
 def test_a_pair_costs_one_record_file_whatever_n_samples(tmp_path, tiny_specs, image_models):
@@ -41,7 +57,7 @@ SCREEN = """
 import pathlib, sys, polars as pl, torch
 from tasks.core.image_params import GenerateParams
 from tasks.image import generate
-from tasks.image.records import PairRecords
+from tasks.image.records import MEASURED, PairRecords
 torch.set_num_threads(1)
 params = GenerateParams.model_validate_json(open(sys.argv[1]).read())
 screening = generate.Screening(params, PairRecords(pathlib.Path(sys.argv[2])))
