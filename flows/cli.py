@@ -213,14 +213,9 @@ def serve(name: Annotated[str, typer.Option(help="deployment name")] = "refresh"
     with user_errors():
         extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
         check_source(load_params(params_file, [*(param or []), *extra]).paths.captions_source)
-        from prefect.settings import PREFECT_API_URL
+        from flows.engine.server import lasting_api
 
-        from flows.engine.server import check_reachable
-
-        if not PREFECT_API_URL.value():
-            raise UserError("serve needs a Prefect server that outlives it to keep the schedule: start one "
-                            "(`prefect server start`) and set PREFECT_API_URL")
-        check_reachable(PREFECT_API_URL.value())
+        lasting_api()
         from flows.pipeline import serve as serve_deployment  # every flow: imported once the checks passed
 
         serve_deployment(name, cron, source, profile, str(params_file), param or [])

@@ -41,6 +41,17 @@ def check_reachable(url: str, timeout: float = HEALTH_TIMEOUT_S) -> None:
         raise PrefectUnavailable(f"Prefect API at {url} is not reachable: start the server or unset PREFECT_API_URL")
 
 
+def lasting_api() -> str:
+    """`PREFECT_API_URL` when it is set and answers (a server that outlives this command, as a schedule needs), else
+    PrefectUnavailable (one line)."""
+    url = PREFECT_API_URL.value()
+    if not url:
+        raise PrefectUnavailable("serve needs a Prefect server that outlives it to keep the schedule: start one "
+                                 "(`prefect server start`) and set PREFECT_API_URL")
+    check_reachable(url)
+    return url
+
+
 @contextmanager
 def _use_api(url: str, server: TemporaryServer) -> Iterator[None]:
     """Point this process (settings context, threads without one, Prefect's own ephemeral lookups) and the
