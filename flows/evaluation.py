@@ -2,11 +2,11 @@
 `evaluate.models` evaluates only that model and an unchanged rerun evaluates none; and, once the object-removal
 strategy has made pairs, each model's ODmAP@k on them (its own task: a removal change never re-evaluates R@k).
 
-A model's key (`tasks.core.keys`) hashes the pairs it scores (`model_content`), the keyed evaluate params, the
-model's content (a cross-encoder's also that of the bi-encoder whose top candidates it re-ranks) and the evaluation
-code (`model_unit`). Images are read from disk a batch at a time,
-inside each model's task; every file's existence is checked before any model runs. Outputs: the Δ
-rows (`paths.evaluation`), `metrics.json` (dvc metrics) and `itm_deltas.png` under `paths.evaluation_reports`.
+A model's key (`tasks.core.keys`) hashes the pairs it scores (`pairs_content`, once per run, and `model_content`),
+the keyed evaluate params, the model's content (a cross-encoder's also that of the bi-encoder whose top candidates it
+re-ranks) and the evaluation code (`model_unit`). Images are read from disk a batch at a time, inside each model's
+task; every file's existence is checked before any model runs. Outputs: the Δ rows (`paths.evaluation`),
+`metrics.json` (dvc metrics) and `itm_deltas.png` under `paths.evaluation_reports`.
 """
 
 from __future__ import annotations
@@ -44,12 +44,17 @@ def model_unit(name: str, entry: str, spec: ClipSpec | ItmSpec, params: Params) 
     return keys.unit(name, [f"{stage.__name__}:{entry}"], read, specs)
 
 
-def model_content(selected: pl.DataFrame, real: list[str | None], validated: list[str] | None, screening: bool) -> str:
-    """The pairs a model scores (captions and image store paths, which are pixel hashes), the real images' bytes
-    (each hashed once per run), the validated subset and whether the model is the one that screened the pairs."""
+def pairs_content(selected: pl.DataFrame, real: list[str | None], validated: list[str] | None) -> str:
+    """What every model scores: the pairs (captions and image store paths, which are pixel hashes), the real images'
+    bytes and the validated subset; computed once per run (each real image hashed once), whatever the models."""
     pairs = selected.select("caption_id", "caption", "counterfactual", "image_o", "image_c").write_ndjson()
     return keys.digest(pairs, json.dumps([content_hash(Path(k)) if k else None for k in real]),
-                       json.dumps(sorted(validated) if validated is not None else None), str(screening))
+                       json.dumps(sorted(validated) if validated is not None else None))
+
+
+def model_content(pairs: str, screening: bool) -> str:
+    """`pairs_content` + whether the model is the one that screened the pairs."""
+    return keys.digest(pairs, str(screening))
 
 
 @unit_task
@@ -93,9 +98,10 @@ def evaluate_flow(params: Params) -> dict:
     validated = pl.read_parquet(paths.validated)["caption_id"].to_list() if paths.validated.is_file() else None
     odmap = removal_metrics(params)  # after the selected images' check, before any R@k model
     evaluate = evaluate_model.with_options(result_storage=result_store(params))
+    pairs = pairs_content(selected, real, validated)
     futures = {name: evaluate.submit(name, spec, selected, real, validated, params,
                                      model_unit(f"evaluate-{name}", "evaluate", spec, params),
-                                     model_content(selected, real, validated, spec == params.generate.clip))
+                                     model_content(pairs, spec == params.generate.clip))
                for name, spec in params.evaluate.models.items()}
     results = {name: future.result() for name, future in futures.items()}
     metrics = {"models": {name: m for name, (m, _) in results.items()}, **stage.summary(selected, real, validated)}

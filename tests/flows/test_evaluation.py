@@ -8,7 +8,7 @@ import json
 
 import polars as pl
 
-from flows.evaluation import evaluate_flow, model_content, model_unit
+from flows.evaluation import evaluate_flow, model_content, model_unit, pairs_content
 from tasks.core.io import write_frame
 from tasks.core.keys import digest
 from tasks.core.release_params import EvaluateParams
@@ -65,7 +65,7 @@ def test_a_cross_encoders_keys_follow_the_bi_encoder_it_reranks(tmp_path, eval_s
 
     def keys(models: dict, **settings) -> dict[str, tuple[str, str]]:
         params = base.model_copy(update={"evaluate": EvaluateParams(models=models, **settings)})
-        pairs = model_content(selected, [None] * 3, None, False)
+        pairs = model_content(pairs_content(selected, [None] * 3, None), False)
         removal = digest(queries.write_ndjson(), gallery.write_ndjson())
         return {name: (model_unit(f"evaluate-{name}", "evaluate", spec, params).key(pairs),
                        model_unit(f"odmap-{name}", "od_map", spec, params).key(removal))
