@@ -214,7 +214,7 @@ def identity(*entries: str) -> Identity:
     walk = Walk()
     for entry in sorted(set(entries)):
         walk.definition(*entry.split(":"))
-    libraries, data = library_versions(walk.libraries), data_hashes(walk.data)
+    (libraries, imported), data = library_versions(walk.libraries), data_hashes(walk.data)
     parts = dict(sorted(walk.parts.items()))
     h = hashlib.blake2b(digest_size=16)
     for name, part in parts.items():
@@ -223,4 +223,4 @@ def identity(*entries: str) -> Identity:
         h.update(f"{distribution}=={version}\0".encode())
     for resource, digest in data.items():
         h.update(f"{resource}#{digest}\0".encode())
-    return Identity(h.hexdigest(), libraries, library_versions(walk.libraries, requirements=False), data, parts)
+    return Identity(h.hexdigest(), libraries, imported, data, parts)

@@ -35,11 +35,12 @@ def _requirements(distribution: importlib.metadata.Distribution) -> list[str]:
     return found
 
 
-def library_versions(top_level: set[str], requirements: bool = True) -> dict[str, str]:
-    """Distribution name (lower case) -> installed version, for the distributions providing the non-stdlib top-level
-    modules `top_level` and (`requirements`) everything they require, transitively."""
-    todo = [d for name in sorted(top_level - set(sys.stdlib_module_names)) for d in _distributions().get(name, [])]
-    found, seen = {}, set()
+def library_versions(top_level: set[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Distribution name (lower case) -> installed version: (the distributions providing the non-stdlib top-level
+    modules `top_level` and everything they require, transitively; those providing `top_level` themselves)."""
+    direct = [d for name in sorted(top_level - set(sys.stdlib_module_names)) for d in _distributions().get(name, [])]
+    roots, todo = {canonicalize_name(d) for d in direct}, list(direct)
+    found, imported, seen = {}, {}, set()
     while todo:
         name = canonicalize_name(todo.pop())
         if name in seen:
@@ -50,8 +51,10 @@ def library_versions(top_level: set[str], requirements: bool = True) -> dict[str
         except importlib.metadata.PackageNotFoundError:  # an optional requirement that is not installed
             continue
         found[distribution.metadata["Name"].lower()] = distribution.version
-        todo.extend(_requirements(distribution) if requirements else [])
-    return dict(sorted(found.items()))
+        if name in roots:
+            imported[distribution.metadata["Name"].lower()] = distribution.version
+        todo.extend(_requirements(distribution))
+    return dict(sorted(found.items())), dict(sorted(imported.items()))
 
 
 def data_hashes(resources: set[str]) -> dict[str, str]:
