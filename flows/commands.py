@@ -12,7 +12,7 @@ import typer
 from flows.engine.console import console, user_errors
 from tasks.core.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
-from tasks.core.io import check_outputs
+from tasks.core.io import check_outputs, write_json
 from tasks.core.params import Params
 
 ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
@@ -83,7 +83,6 @@ def plan(source: Path, param: ParamOption = None, params_file: ParamsFile = PARA
         check_source(source)
         check_outputs(output)
         from flows.plan import make_plan, show_plan
-        from tasks.core.io import write_json
 
         report = make_plan(source, params, params_file, param or [], workers, sample, pass_rate, bench_steps)
         write_json(report, output)
