@@ -1,8 +1,11 @@
 """The evaluate stage at the dataset's size: wall time and peak RSS of R@k, ODmAP@k and a cross-encoder's re-rank at
-N pairs (2N captions × 2N images), and of `evaluate.run` end to end on generated PNGs with the demo's tiny models.
+N pairs (2N captions × 2N images), and of the evaluate flow end to end on generated PNGs with the demo's tiny models,
+with every image read and every real image hashed counted.
 
-    python benchmarks/evaluation_scale.py                                  # N = 35,000, 2,000 real pairs
+    python benchmarks/evaluation_scale.py                                  # N = 35,000, 2,000 PNG pairs
     python benchmarks/evaluation_scale.py --pairs 3500 --pairs 35000       # how each measure grows with N
+    python benchmarks/evaluation_scale.py --pairs 0 --real-pairs 100 --real-pairs 1000   # the flow alone
+    python benchmarks/evaluation_scale.py --project /tmp/before            # another checkout's code
     python benchmarks/evaluation_scale.py --report OUT.json                # print a saved run's tables again
 
 Every measure runs in a fresh process through the real `tasks.evaluation` code, CPU:
@@ -11,8 +14,8 @@ Every measure runs in a fresh process through the real `tasks.evaluation` code, 
 - cross-encoder R@k: a stand-in cross-encoder whose score is a fixed function of caption and pixels (read by a
   reader that makes a 1×1 image from the key, no disk) re-ranks the random bi-encoder's top `--rerank-k`; "re-rank"
   is the time inside `retrieval.rerank` (the pairs scored, ~4N·k, and their ordering), the rest is the first stage;
-- end to end: `evaluate.run` on `--real-pairs` pairs of generated 32 px PNGs with the tiny open_clip, HF CLIP and
-  ViLT (ViLT re-ranks HF CLIP's top `--rerank-k`).
+- end to end (`evaluation_flow`): `evaluate_flow` on `--real-pairs` pairs of generated PNGs with the tiny open_clip,
+  HF CLIP and ViLT (re-ranking open_clip's top `--rerank-k`), every image read and real image hashed counted.
 RSS: at the start (imports done), after the models (the embeddings, or the loaded tiny models) and the peak
 (`ru_maxrss`); "beyond models" = peak − after models. Every row runs `--repeats` times, the rows alternating (each
 round runs every row once); the table prints median (min–max) and a legend of its columns. The dense approach it
@@ -22,8 +25,6 @@ replaces is given as computed numbers.
 from __future__ import annotations
 
 import json
-import resource
-import tempfile
 import time
 from collections.abc import Callable
 from functools import partial
@@ -31,13 +32,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from bench import Repeats, alternating, console, in_fresh_process, spread, start, table, time_inside
+from bench import ROOT, Repeats, alternating, console, in_fresh_process, spread, start, table, time_inside
+from evaluation_flow import measure_end_to_end, reads_table, real_images, rss_mib
 
 GiB = 2**30
-
-
-def rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def random_embedded(captions: list[str], keys: list[str], dim: int, seed: int):
@@ -59,16 +57,25 @@ def synthetic_pairs(n: int) -> tuple[list[tuple[str, str]], list[str], list[str]
     return pairs, [c for c, _ in pairs], [k for _, k in pairs]
 
 
+def recall(model, first, pairs: list[tuple[str, str]], read, params) -> dict[str, float]:
+    """`evaluate.recall` over ground-truth pairs, its first stage included."""
+    from tasks.evaluation import evaluate
+    from tasks.evaluation.retrieval import RetrievalSet
+
+    rs = RetrievalSet.of(pairs)
+    firsts = evaluate.first_stage(model, first, rs.captions, rs.images, max(params.ks), params.rerank_k, (False, True))
+    return evaluate.recall(model, firsts, rs, read, params)
+
+
 def measure_bi_encoder(n: int, dim: int, ks: tuple[int, ...]) -> dict:
     from tasks.core.release_params import EvaluateParams
-    from tasks.evaluation import evaluate
 
     base = rss_mib()
     pairs, captions, keys = synthetic_pairs(n)
     model = random_embedded(captions, keys, dim, seed=0)
     models = rss_mib()
     started = time.perf_counter()
-    evaluate.recall(model, None, pairs, None, EvaluateParams(models={}, ks=ks))
+    recall(model, None, pairs, None, EvaluateParams(models={}, ks=ks))
     return {"wall": time.perf_counter() - started, "base": base, "models": models, "peak": rss_mib(),
             "scored": 0}
 
@@ -90,8 +97,9 @@ def measure_odmap(n: int, dim: int, ks: tuple[int, ...]) -> dict:
     model = random_embedded(captions, queries, dim, seed=1)
     models = rss_mib()
     started = time.perf_counter()
-    (ranked,) = evaluate.ranked(model, None, captions, Images(tuple(queries), None), max(ks), None, (False,))
-    odmap.od_map(odmap.relevance(removed, remaining, gallery, ranked), ks)
+    firsts = evaluate.first_stage(model, None, captions, queries, max(ks), None, (False,))
+    (ranked,) = evaluate.ranked(model, firsts, captions, Images(tuple(queries), None), max(ks), None)
+    odmap.od_map(odmap.relevance(removed, remaining, gallery, ranked), ks, "relevant")
     return {"wall": time.perf_counter() - started, "base": base, "models": models, "peak": rss_mib(),
             "scored": 0}
 
@@ -119,58 +127,9 @@ def measure_rerank(n: int, dim: int, ks: tuple[int, ...], rerank_k: int) -> dict
 
     time_inside(evaluate, "rerank", spent)
     started = time.perf_counter()
-    evaluate.recall(CrossEncoder(score, 64), first, pairs, read, EvaluateParams(models={}, ks=ks, rerank_k=rerank_k))
+    recall(CrossEncoder(score, 64), first, pairs, read, EvaluateParams(models={}, ks=ks, rerank_k=rerank_k))
     return {"wall": time.perf_counter() - started, "rerank": spent[0], "base": base, "models": models,
             "peak": rss_mib(), "scored": scored[0]}
-
-
-def measure_end_to_end(n: int, rerank_k: int) -> dict:
-    """`evaluate.run` on n pairs of PNGs written, with the tiny models built, in a temporary folder of its own."""
-    with tempfile.TemporaryDirectory(prefix="cfgen-evaluation-scale-") as root:
-        return end_to_end(n, rerank_k, Path(root))
-
-
-def end_to_end(n: int, rerank_k: int, out: Path) -> dict:
-    import numpy as np
-    import polars as pl
-
-    from tasks.core.release_params import EvaluateParams
-    from tasks.core.schemas import SELECTED
-    from tasks.demo.tiny_eval import build_tiny_hf_clip, build_tiny_vilt
-    from tasks.demo.tiny_images import build_tiny_clip
-    from tasks.evaluation import evaluate
-    from tasks.evaluation.scorers import CrossEncoder, load_scorer
-    from tasks.image import store
-
-    words = ["dog", "cat", "car", "bus", "horse", "bike", "couch", "street"]
-    rng = np.random.default_rng(0)
-    rows = []
-    for j in range(n):
-        caption = f"a {words[j % 8]} and a {words[(j // 8) % 8]} on the {words[(j // 64) % 8]}"
-        rows.append({**dict.fromkeys(SELECTED), "caption_id": f"{j}_0", "image_id": str(j), "caption": caption,
-                     "counterfactual": caption.replace("a ", "the ", 1) + f" {j}",
-                     "image_o": store.write_png(out / "img", rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)),
-                     "image_c": store.write_png(out / "img", rng.integers(0, 256, (32, 32, 3), dtype=np.uint8))})
-    selected = pl.DataFrame(rows, schema=SELECTED)
-    captions = sorted({*selected["caption"], *selected["counterfactual"]})
-    specs = {"clip": build_tiny_clip(out / "clip", seed=0), "hf_clip": build_tiny_hf_clip(out / "hf_clip", seed=0),
-             "vilt": build_tiny_vilt(out / "vilt", captions[:200], seed=0)}
-    params = EvaluateParams(models=specs, rerank_k=rerank_k, batch_size=64)
-    base = rss_mib()
-    for spec in specs.values():
-        load_scorer(spec, params.batch_size)  # loaded once per process: what follows is the evaluation alone
-    models = rss_mib()
-    scored, original = [0], CrossEncoder.pairs
-
-    def counted(self, texts, images):
-        scored[0] += len(texts)
-        return original(self, texts, images)
-
-    CrossEncoder.pairs = counted
-    started = time.perf_counter()
-    evaluate.run(selected, params, out / "img")
-    return {"wall": time.perf_counter() - started, "base": base, "models": models, "peak": rss_mib(),
-            "scored": scored[0]}
 
 
 def dense_needs(n: int, size: int) -> dict[str, float]:
@@ -184,7 +143,7 @@ def dense_needs(n: int, size: int) -> dict[str, float]:
 LEGEND = (
     "Each run: a fresh process; the runs alternate between the rows (each round runs every row once).",
     "wall s: seconds of the measured call in that process, a total over all queries: `evaluate.recall` (R@k rows), "
-    "`evaluate.ranked` + `odmap.od_map` (ODmAP@k), `evaluate.run` (end to end); data and models are made before the "
+    "`evaluate.ranked` + `odmap.od_map` (ODmAP@k), `evaluate_flow` (end to end); data and models are made before the "
     "clock starts.",
     "re-rank s: seconds inside `rerank` (as `evaluate` calls it) during that same call; the rest of wall s is the "
     "first stage. pairs scored: (caption, image) pairs the cross-encoder scored in that call.",
@@ -209,16 +168,19 @@ def report(saved: dict) -> None:
                        *(spread([r[k] for r in runs], ".0f") for k in ("base", "models", "peak")),
                        spread([r["peak"] - r["models"] for r in runs], ".0f"))
     console.print(result)
+    if flows := [row for row in saved["rows"] if "reads" in row["runs"][0]]:
+        console.print(reads_table(flows, config))
     dense = table(f"the dense evaluation it replaces ({config['image_size']} px images), computed",
                   ("pairs", "pixels in memory GiB", "score matrix GiB", "argsort GiB", "truth matrix GiB",
                    "cross-encoder passes", f"re-rank passes (k={config['rerank_k']}, ≤)"),
                   ("Computed from N, not measured: what the dense evaluation held at once (GiB) and the cross-encoder "
                    "passes it and a top-k re-rank need (2N captions × 2N images).",))
-    for n in config["pairs"]:
+    for n in filter(None, config["pairs"]):
         need = dense_needs(n, config["image_size"])
         dense.add_row(f"{n:,}", f"{need['pixels']:.1f}", f"{need['scores']:.1f}", f"{need['argsort']:.1f}",
                       f"{need['truth']:.1f}", f"{need['cross_pairs']:,}", f"{2 * 2 * n * config['rerank_k']:,}")
-    console.print(dense)
+    if dense.rows:
+        console.print(dense)
 
 
 def logged(fn: Callable[..., dict], *args: Any) -> dict:
@@ -228,30 +190,30 @@ def logged(fn: Callable[..., dict], *args: Any) -> dict:
     return result
 
 
-def main(pairs: Annotated[list[int], typer.Option(help="pairs N of the synthetic measures")] = [35000],
-         real_pairs: Annotated[int, typer.Option(help="pairs of the end-to-end run on PNGs")] = 2000,
+def main(pairs: Annotated[list[int], typer.Option(help="pairs N of the synthetic measures (0: none)")] = [35000],
+         real_pairs: Annotated[list[int], typer.Option(help="pairs of the end-to-end runs on PNGs (0: none)")] = [2000],
          rerank_k: Annotated[int, typer.Option(help="candidates a cross-encoder re-ranks per query")] = 20,
          dim: Annotated[int, typer.Option(help="embedding width of the random bi-encoder")] = 512,
          image_size: Annotated[int, typer.Option(help="image side for the dense approach's numbers")] = 512,
          repeats: Repeats = 3,
+         project: Annotated[Path, typer.Option(help="the checkout whose code runs the end-to-end flow")] = ROOT,
          saved: Annotated[Path | None, typer.Option("--report", help="print a saved run instead")] = None,
          out: Annotated[Path | None, typer.Option(help="write the run's JSON here")] = None) -> None:
     if saved:
         return report(json.loads(saved.read_text()))
     ks = (1, 5, 10)
     rows = {}  # (measure, pairs) -> (captions × images, the fresh-process call that measures it)
-    for n in pairs:
+    for n in filter(None, pairs):
         rows["bi-encoder R@k", n] = (f"{2 * n:,} × {2 * n:,}", partial(logged, measure_bi_encoder, n, dim, ks))
         rows["ODmAP@k", n] = (f"{n // 5:,} × {2 * n:,}", partial(logged, measure_odmap, n, dim, ks))
         rows["cross-encoder R@k", n] = (f"{2 * n:,} × {2 * n:,}",
                                         partial(logged, measure_rerank, n, dim, ks, rerank_k))
-    if real_pairs:
-        rows["evaluate.run (PNGs, 3 tiny models)", real_pairs] = (f"{2 * real_pairs:,} × {2 * real_pairs:,}",
-                                                                  partial(logged, measure_end_to_end, real_pairs,
-                                                                          rerank_k))
+    for n in filter(None, real_pairs):
+        rows["evaluate_flow (PNGs, 3 tiny models)", n] = (f"{2 * n + real_images(n):,} images", partial(
+            logged, measure_end_to_end, n, rerank_k, str(project.resolve())))
     runs = alternating({key: call for key, (_, call) in rows.items()}, repeats)
     saved = {"config": {"pairs": pairs, "real_pairs": real_pairs, "rerank_k": rerank_k, "dim": dim, "ks": ks,
-                        "image_size": image_size, "repeats": repeats},
+                        "image_size": image_size, "repeats": repeats, "project": str(project.resolve())},
              "rows": [{"measure": measure, "pairs": n, "shape": shape, "runs": runs[measure, n]}
                       for (measure, n), (shape, _) in rows.items()]}
     if out:

@@ -60,6 +60,10 @@ class EvaluateParams(Frozen):
     ks: tuple[int, ...] = Field((1, 5, 10), description="R@k and ODmAP@k cut-offs")
     odmap_variant: Literal["any", "all"] = Field("any", description="ODmAP relevance: a caption must mention some "
                                                                     "(`all`: every) class still in the image")
+    odmap_normalisation: Literal["relevant", "k"] = Field(
+        "relevant", description="the headline ODmAP@k divides each query's summed precision by the relevant captions "
+                                "in its top k (Musgrave et al.'s mAP@k, which Kim et al. cite) or by k; metrics report "
+                                "both")
     seed: int = Field(0, description="draws the random other pair (C_r, I_r) of every pair")
     rerank_k: int | None = Field(20, ge=1, description="a cross-encoder ranks each query's top rerank_k candidates "
                                                        "of the `rerank_with` bi-encoder, the rest after them; None "

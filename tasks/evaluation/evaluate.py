@@ -6,9 +6,12 @@ with `relative` = (all − real) / real for every R@k, as in Table 2. ITM score 
 reference image where there is one, else the generated I_o. A model that is the CLIP selection filtered with is
 flagged `used_to_filter` (its scores are biased in the dataset's favour; the paper left CLIP out for that reason).
 
-Images are keys read a batch at a time (`Images`), never all at once; a bi-encoder embeds each caption and image
-once per model and every set and Δ reuses the embeddings. A cross-encoder ranks a bi-encoder's top `rerank_k`
-candidates per query (`first_stage`), so it scores ~4N·k pairs, not 4N²; its Δ pairs are scored exactly.
+Images are keys read a batch at a time (`Images`), never all at once, and each once per model: a bi-encoder embeds
+each caption and image once and every set and Δ reuses the embeddings. A cross-encoder ranks a bi-encoder's top
+`rerank_k` candidates per query (`first_stage`), so it scores ~4N·k pairs, not 4N²; its Δ pairs are scored exactly.
+Every pair it scores for the sets and the Δ is known before its first forward pass (`Asked`: a dry run) and scored in
+one image-ordered call (`Scored`), so it too reads each image once (its first stage's embedding reads them once more:
+that is the bi-encoder's read).
 """
 
 from __future__ import annotations
@@ -27,7 +30,17 @@ from tasks.core.schemas import EVALUATION
 from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.evaluation import itm, odmap
 from tasks.evaluation.retrieval import RetrievalSet, ranking, rerank, retrieval
-from tasks.evaluation.scorers import BiEncoder, Embedded, Images, PairScorer, Reader, Scorer, load_scorer
+from tasks.evaluation.scorers import (
+    Asked,
+    BiEncoder,
+    CrossEncoder,
+    Embedded,
+    Images,
+    PairScorer,
+    Reader,
+    Scorer,
+    load_scorer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,18 +67,30 @@ def locate(selected: pl.DataFrame, images_dir: Path, real_paths: list[Path | Non
     return real
 
 
-def ranked(model: PairScorer, first: Embedded | None, captions: Sequence[str], images: Images, k: int,
-           rerank_k: int | None, by_caption: Sequence[bool]) -> list[np.ndarray]:
-    """Per direction of `by_caption` (captions query images, or images query captions), every query's top-k
-    candidate indices (queries × min(k, candidates)). A bi-encoder ranks by its own scores; a cross-encoder ranks
-    the top `rerank_k` of `first` by its scores, the rest after them in `first`'s order (None: every candidate)."""
-    def size(d: bool) -> tuple[int, int]:  # (queries, candidates)
-        return (len(captions), len(images)) if d else (len(images), len(captions))
+First = list[tuple[np.ndarray, bool]]  # per direction: (queries × K candidates in first-stage order, by_caption)
 
+
+def first_stage(model: PairScorer, first: Embedded | None, captions: Sequence[str], image_keys: Sequence[str], k: int,
+                rerank_k: int | None, by_caption: Sequence[bool]) -> First:
+    """Per direction of `by_caption` (captions query images, or images query captions), every query's candidates in
+    first-stage order: a bi-encoder's own top k; a cross-encoder's the top max(k, rerank_k) of `first` (None: every
+    candidate in index order)."""
+    ranker, depth = (model, k) if isinstance(model, Embedded) else (first, max(k, rerank_k or 0))
+
+    def size(d: bool) -> tuple[int, int]:  # (queries, candidates)
+        return (len(captions), len(image_keys)) if d else (len(image_keys), len(captions))
+
+    return [(ranking(ranker.rows(captions, image_keys, d), *size(d), depth) if ranker else
+             np.broadcast_to(np.arange(size(d)[1]), size(d)), d) for d in by_caption]
+
+
+def ranked(model: PairScorer, firsts: First, captions: Sequence[str], images: Images, k: int,
+           rerank_k: int | None) -> list[np.ndarray]:
+    """Per direction of `firsts`, every query's top-k candidate indices (queries × min(k, candidates)): a
+    bi-encoder's first stage as it is; a cross-encoder's first `rerank_k` candidates (None: every one) ordered by its
+    scores, the rest after them in first-stage order."""
     if isinstance(model, Embedded):
-        return [ranking(model.rows(captions, images.keys, d), *size(d), k) for d in by_caption]
-    firsts = [(ranking(first.rows(captions, images.keys, d), *size(d), max(k, rerank_k)) if first else
-               np.broadcast_to(np.arange(size(d)[1]), size(d)), d) for d in by_caption]
+        return [candidates[:, :k] for candidates, _ in firsts]
 
     def scores(caption_at: np.ndarray, image_at: np.ndarray) -> np.ndarray:
         return model.pairs([captions[c] for c in caption_at], images.take(image_at))
@@ -74,12 +99,11 @@ def ranked(model: PairScorer, first: Embedded | None, captions: Sequence[str], i
     return [r[:, :k] for r in rerank(scores, firsts, len(images), rerank_k or every)]
 
 
-def recall(model: PairScorer, first: Embedded | None, pairs: list[tuple[str, str]], read: Reader,
+def recall(model: PairScorer, firsts: First, rs: RetrievalSet, read: Reader,
            params: EvaluateParams) -> dict[str, float]:
-    """R@k of a model over ground-truth (caption, image key) pairs."""
-    rs = RetrievalSet.of(pairs)
-    by_image, by_caption = ranked(model, first, rs.captions, Images(tuple(rs.images), read), max(params.ks),
-                                  params.rerank_k, (False, True))
+    """R@k of a model over a retrieval set from its `first_stage` in both directions (images query, then captions)."""
+    by_image, by_caption = ranked(model, firsts, rs.captions, Images(tuple(rs.images), read), max(params.ks),
+                                  params.rerank_k)
     return retrieval(by_image, by_caption, rs, params.ks)
 
 
@@ -88,32 +112,50 @@ def prepared(scorer: Scorer | None, captions: Sequence[str], images: Images) -> 
     return scorer.embed(captions, images) if isinstance(scorer, BiEncoder) else scorer
 
 
+def retrieval_pairs(rows: list[tuple], real: list[str | None],
+                    validated: list[str] | None) -> dict[str, list[tuple[str, str]]]:
+    """Each retrieval set's ground-truth (caption, image key) pairs: `all`, `validated` (when a validation result is
+    given) and `real` (when some pair has a real image)."""
+    def both(chosen: list[tuple]) -> list[tuple[str, str]]:
+        return [p for _, c_o, c_c, i_o, i_c in chosen for p in ((c_o, i_o), (c_c, i_c))]
+
+    sets = {"all": both(rows)}
+    if validated is not None:
+        sets["validated"] = both([row for row in rows if row[0] in set(validated)])
+    if real_pairs := [(c_o, key) for (_, c_o, *_), key in zip(rows, real) if key is not None]:
+        sets["real"] = real_pairs
+    return sets
+
+
 def evaluate_model(scorer: Scorer, first: BiEncoder | None, selected: pl.DataFrame, read: Reader,
                    real: list[str | None], validated: list[str] | None,
                    params: EvaluateParams) -> tuple[dict, pl.DataFrame]:
     """(metrics, per-pair Δ) of one model (`first`: the bi-encoder a cross-encoder re-ranks); image keys are store
-    paths (generated) or real file paths, read by `read` a batch at a time."""
+    paths (generated) or real file paths, read by `read` a batch at a time, each once per model."""
     rows = selected.select("caption_id", "caption", "counterfactual", "image_o", "image_c").rows()
     captions = [c for _, c_o, c_c, *_ in rows for c in (c_o, c_c)]
     images = Images(tuple(k for *_, i_o, i_c in rows for k in (i_o, i_c)) + tuple(k for k in real if k), read)
     model, first = prepared(scorer, captions, images), prepared(first, captions, images)
+    sets = {name: RetrievalSet.of(pairs) if pairs else None
+            for name, pairs in retrieval_pairs(rows, real, validated).items()}
+    firsts = {name: first_stage(model, first, rs.captions, rs.images, max(params.ks), params.rerank_k, (False, True))
+              for name, rs in sets.items() if rs}
+    reference = Images(tuple(key or i_o for (*_, i_o, _), key in zip(rows, real)), read)
 
-    def both(chosen: list[tuple]) -> list[tuple[str, str]]:
-        return [p for _, c_o, c_c, i_o, i_c in chosen for p in ((c_o, i_o), (c_c, i_c))]
+    def measured(model: PairScorer) -> tuple[dict, pl.DataFrame]:
+        return ({name: recall(model, firsts[name], rs, read, params) if rs else None for name, rs in sets.items()},
+                itm.deltas([r[1] for r in rows], [r[2] for r in rows], reference,
+                           Images(tuple(r[3] for r in rows), read), Images(tuple(r[4] for r in rows), read), model,
+                           params.seed))
 
-    metrics = {"all": recall(model, first, both(rows), read, params) if rows else None}
-    if validated is not None:
-        chosen = [row for row in rows if row[0] in set(validated)]
-        metrics["validated"] = recall(model, first, both(chosen), read, params) if chosen else None
-    real_pairs = [(c_o, key) for (_, c_o, *_), key in zip(rows, real) if key is not None]
-    if real_pairs:
-        metrics["real"] = recall(model, first, real_pairs, read, params)
+    if isinstance(model, CrossEncoder):  # a dry run finds every pair it will score: one call reads each image once
+        asked = Asked()
+        measured(asked)
+        model = asked.scored(model, read)
+    metrics, deltas = measured(model)
+    if "real" in metrics:
         metrics["relative"] = {k: (v - real_v) / real_v if real_v else None
                                for (k, v), real_v in zip(metrics["all"].items(), metrics["real"].values())}
-    reference = Images(tuple(key or i_o for (*_, i_o, _), key in zip(rows, real)), read)
-    deltas = itm.deltas([r[1] for r in rows], [r[2] for r in rows], reference,
-                        Images(tuple(r[3] for r in rows), read), Images(tuple(r[4] for r in rows), read), model,
-                        params.seed)
     metrics["itm"] = itm.summary(deltas)
     return metrics, deltas.with_columns(caption_id=selected["caption_id"]).select("caption_id", *itm.DELTAS)
 
@@ -139,16 +181,20 @@ def removal_queries(pairs: pl.DataFrame) -> pl.DataFrame:
 
 
 def od_map(spec: ClipSpec | ItmSpec, queries: pl.DataFrame, gallery: pl.DataFrame, read: Reader,
-           params: EvaluateParams) -> dict[str, float]:
-    """ODmAP@k of a model: `queries` (image_1, removed, remaining) retrieve from `gallery` (caption, classes)."""
+           params: EvaluateParams) -> dict[str, dict]:
+    """ODmAP@k of a model, `queries` (image_1, removed, remaining) retrieving from `gallery` (caption, classes):
+    `odmap` under `odmap_normalisation` (the headline) and `odmap_by_normalisation` (every normalisation)."""
     first = params.first_stage(spec)
     captions, images = gallery["caption"].to_list(), Images(tuple(queries["image_1"]), read)
     model = prepared(load_scorer(spec, params.batch_size), captions, images)
     first = prepared(load_scorer(first, params.batch_size) if first else None, captions, images)
-    (columns,) = ranked(model, first, captions, images, max(params.ks), params.rerank_k, (False,))
+    k = max(params.ks)
+    firsts = first_stage(model, first, captions, images.keys, k, params.rerank_k, (False,))
+    (columns,) = ranked(model, firsts, captions, images, k, params.rerank_k)
     relevant = odmap.relevance([set(r) for r in queries["removed"]], [set(r) for r in queries["remaining"]],
                                [set(c) for c in gallery["classes"]], columns, params.odmap_variant)
-    return odmap.od_map(relevant, params.ks)
+    by_normalisation = {n: odmap.od_map(relevant, params.ks, n) for n in odmap.NORMALISATIONS}
+    return {"odmap": by_normalisation[params.odmap_normalisation], "odmap_by_normalisation": by_normalisation}
 
 
 def summary(selected: pl.DataFrame, real: list[str | None], validated: list[str] | None) -> dict:

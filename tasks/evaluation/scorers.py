@@ -2,14 +2,18 @@
 
 Bi-encoders (open_clip, Hugging Face CLIP-style models) embed each unique caption and image once (`BiEncoder.embed`,
 N × d in memory): s = cosine × the model's logit scale, for aligned pairs or blocks of query rows. Cross-encoders
-(ViLT, FLAVA, BridgeTower ITM heads) run once per (caption, image) pair, reading each batch's images when it runs:
-s = the matching logit. Every scorer is loaded once per process (`load_once`) and runs in inference mode.
+(ViLT, FLAVA, BridgeTower ITM heads) run once per (caption, image) pair, in image order, reading each batch's images
+when it runs: s = the matching logit. A run that asks a cross-encoder several times records what it asks first
+(`Asked`), then scores every pair in one call (`Scored`), so each image is read once per model. Every scorer is
+loaded once per process (`load_once`) and runs in inference mode.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -93,19 +97,74 @@ class BiEncoder:
 
 @dataclass(frozen=True)
 class CrossEncoder:
-    """One forward pass per (caption, image) pair, `batch_size` pairs at a time."""
+    """One forward pass per (caption, image) pair, `batch_size` pairs at a time, in image-key order: each image of a
+    call is read once (`Images` reads a batch's distinct keys once; the one image two batches can share, the last of
+    one and the first of the next, comes from a one-image LRU)."""
 
     score: Callable[[list[str], list[np.ndarray]], torch.Tensor]
     batch_size: int
 
     def pairs(self, texts: Sequence[str], images: Images) -> np.ndarray:
-        out = [self.score(list(texts[i:i + self.batch_size]), images[i:i + self.batch_size])
-               for i in range(0, len(texts), self.batch_size)]
-        return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
+        order = sorted(range(len(texts)), key=images.keys.__getitem__)  # stable: an image's captions keep their order
+        keys = Images(tuple(images.keys[i] for i in order), lru_cache(maxsize=1)(images.read))
+        out = [self.score([texts[i] for i in order[at:at + self.batch_size]], keys[at:at + self.batch_size])
+               for at in range(0, len(order), self.batch_size)]
+        scores = torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
+        return scores[np.argsort(order)]
+
+
+def _indexer() -> defaultdict[str, int]:
+    """Indices by first appearance: an unseen item gets the next one."""
+    at: defaultdict[str, int] = defaultdict()
+    at.default_factory = at.__len__
+    return at
+
+
+def _codes(texts: Sequence[str], keys: Sequence[str], text_at: dict[str, int], key_at: dict[str, int]) -> np.ndarray:
+    """Each (text, image key) as image index << 32 | text index: sorted codes group each image's pairs."""
+    image = np.array([key_at[k] for k in keys], dtype=np.int64)
+    return image << 32 | np.array([text_at[t] for t in texts], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A cross-encoder's scores of the (caption, image key) pairs a run asked (`Asked.scored`), each scored once;
+    `pairs` looks them up, and a pair that was not asked raises KeyError, never reads a wrong score."""
+
+    texts: dict[str, int]
+    keys: dict[str, int]
+    codes: np.ndarray  # sorted, unique
+    scores: np.ndarray
+
+    def pairs(self, texts: Sequence[str], images: Images) -> np.ndarray:
+        codes = _codes(texts, images.keys, self.texts, self.keys)
+        at = np.searchsorted(self.codes, codes)
+        if not np.array_equal(self.codes[np.minimum(at, len(self.codes) - 1)], codes):
+            raise KeyError("a (caption, image) pair the run did not ask for")
+        return self.scores[at]
+
+
+class Asked:
+    """A stand-in cross-encoder that answers zeros and records each (caption, image key) pair asked: what a run will
+    ask, known before any forward pass (what a run asks never depends on the answers: first-stage candidates and
+    fixed Δ pairs)."""
+
+    def __init__(self) -> None:
+        self.texts, self.keys, self.asked = _indexer(), _indexer(), [np.zeros(0, dtype=np.int64)]
+
+    def pairs(self, texts: Sequence[str], images: Images) -> np.ndarray:
+        self.asked.append(_codes(texts, images.keys, self.texts, self.keys))
+        return np.zeros(len(texts), dtype=np.float32)
+
+    def scored(self, model: CrossEncoder, read: Reader) -> Scored:
+        """Every distinct pair asked, scored by `model` in one call: each image read once."""
+        codes, texts, keys = np.unique(np.concatenate(self.asked)), list(self.texts), list(self.keys)
+        scores = model.pairs([texts[c] for c in codes & 0xFFFFFFFF], Images(tuple(keys[c] for c in codes >> 32), read))
+        return Scored(dict(self.texts), dict(self.keys), codes, scores)
 
 
 Scorer = BiEncoder | CrossEncoder  # as loaded
-PairScorer = Embedded | CrossEncoder  # ready to score a dataset's pairs
+PairScorer = Embedded | CrossEncoder | Scored | Asked  # ready to score a dataset's pairs
 
 
 def load_scorer(spec: ClipSpec | ItmSpec, batch_size: int) -> Scorer:

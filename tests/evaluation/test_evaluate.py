@@ -16,7 +16,7 @@ from tasks.core.release_params import EvaluateParams
 from tasks.evaluation import evaluate
 from tasks.evaluation.retrieval import RetrievalSet
 from tasks.evaluation.scorers import BiEncoder, CrossEncoder, Images, load_scorer
-from tests.evaluation.fixtures import dense_recall, selected_pairs, truth_matrix
+from tests.evaluation.fixtures import CAPTIONS, dense_recall, selected_pairs, truth_matrix
 
 pytest_plugins = ["tests.evaluation.fixtures"]
 
@@ -76,17 +76,39 @@ def test_a_cross_encoder_reranking_every_candidate_is_its_dense_recall(world, ev
     assert metrics["models"]["bridgetower"]["all"] == expected
 
 
-@pytest.mark.parametrize("rerank_k, first_call", [(None, 36), (1, range(6, 13))])
-def test_a_cross_encoder_scores_only_the_bi_encoders_top_k(world, eval_specs, monkeypatch, rerank_k, first_call):
+@pytest.mark.parametrize("rerank_k", [None, 1])
+def test_a_cross_encoder_scores_the_bi_encoders_top_k_and_the_deltas_once_in_one_call(world, eval_specs, monkeypatch,
+                                                                                       rerank_k):
     selected, _, images, _ = world
     calls = []
-    monkeypatch.setattr(CrossEncoder, "pairs",
-                        lambda self, texts, images: calls.append(len(texts)) or np.zeros(len(texts), np.float32))
+    monkeypatch.setattr(CrossEncoder, "pairs", lambda self, texts, images: calls.append(list(zip(texts, images.keys)))
+                        or np.zeros(len(texts), np.float32))
     models = {"hf_clip": eval_specs["hf_clip"], "vilt": eval_specs["vilt"]}
     evaluate.run(selected, EvaluateParams(models=models, ks=(1,), batch_size=4, rerank_k=rerank_k), images)
-    # `all`: 6 captions × 6 images, 36 pairs; with each query's top 1 (both directions), 6 to 12; then 6 × 3 ITM
-    # pairs, the same either way
-    assert calls[0] in (first_call if isinstance(first_call, range) else [first_call]) and calls[1:] == [3] * 6
+    (scored,) = calls
+    assert len(set(scored)) == len(scored)
+    rows = selected.rows(named=True)
+    fixed = {(r[c], r[i]) for r in rows for c, i in (("counterfactual", "image_c"), ("counterfactual", "image_o"),
+                                                      ("caption", "image_c"))}  # Δ_c pairs (Δ_r's are drawn)
+    assert fixed <= set(scored)
+    # `all`: 6 captions × 6 images, 36 pairs; with each query's top 1 (both directions) 6 to 12, and the ≤ 6 × 3
+    # ITM pairs outside them
+    assert len(scored) == 36 if rerank_k is None else len(scored) <= 12 + 6 * 3
+
+
+@pytest.mark.parametrize("normalisation", ["relevant", "k"])
+def test_odmap_reports_both_normalisations_and_the_param_picks_the_headline(world, eval_specs, normalisation):
+    selected, _, images, _ = world
+    queries = pl.DataFrame({"image_1": selected["image_o"], "removed": [["dog"], ["car"], ["man"]],
+                            "remaining": [["couch"], ["street"], ["horse"]]})
+    gallery = pl.DataFrame({"caption": CAPTIONS, "classes": [["dog", "couch"], ["cat", "couch"], ["car", "street"],
+                                                             ["bus", "street"], ["man", "horse"], ["man", "bike"]]})
+    params = EvaluateParams(models={"clip": eval_specs["clip"]}, ks=(1, 5), odmap_normalisation=normalisation)
+    got = evaluate.od_map(eval_specs["clip"], queries, gallery, evaluate.reader(images), params)
+    by = got["odmap_by_normalisation"]
+    assert set(by) == {"relevant", "k"} and got["odmap"] == by[normalisation]
+    assert by["relevant"]["odmap@1"] == by["k"]["odmap@1"]  # one caption: both divide by 1
+    assert by["relevant"]["odmap@5"] >= by["k"]["odmap@5"]  # at most k relevant captions in the top k
 
 
 def test_images_are_read_a_batch_at_a_time_and_embedded_once(world, eval_specs, monkeypatch):

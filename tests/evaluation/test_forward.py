@@ -147,9 +147,11 @@ def test_hugging_face_scorer_equals_the_model_forward(eval_specs, family, monkey
             with recording(monkeypatch, cls, ("forward",)) as calls:
                 actual = scorer.pairs(PAIR_TEXT, Images(tuple(PAIR_KEY), PIXELS.__getitem__))
             assert len(calls["forward"]) == 3
+            by_image = sorted(range(len(PAIR_KEY)), key=PAIR_KEY.__getitem__)  # batches follow image-key order
             for n, call in enumerate(calls["forward"]):
-                at = slice(5 * n, 5 * n + 5)
-                assert_same_inputs(call, processor(text=PAIR_TEXT[at], images=[PIXELS[k] for k in PAIR_KEY[at]],
+                at = by_image[5 * n:5 * n + 5]
+                assert_same_inputs(call, processor(text=[PAIR_TEXT[i] for i in at],
+                                                   images=[PIXELS[PAIR_KEY[i]] for i in at],
                                                    return_tensors="pt", padding=True, truncation=True), family)
     assert_scores(actual, expected, f"{family} pairs")
 

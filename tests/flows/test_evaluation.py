@@ -1,6 +1,6 @@
 """The evaluate flow caches per model: a rerun evaluates nothing, an added model only itself, a changed k all, a
-changed re-rank setting or re-ranking bi-encoder the cross-encoder; it writes the Δ parquet, metrics.json and the
-figure."""
+changed re-rank setting or re-ranking bi-encoder the cross-encoder, an ODmAP setting ODmAP alone; it writes the Δ
+parquet, metrics.json and the figure."""
 
 from __future__ import annotations
 
@@ -80,3 +80,18 @@ def test_a_cross_encoders_keys_follow_the_bi_encoder_it_reranks(tmp_path, eval_s
     assert moved["clip"] == first["clip"] and moved["vilt"] != first["vilt"]
     exact = keys({"hf_clip": hf_clip, "vilt": vilt}, rerank_k=None)
     assert exact["vilt"] == keys({"hf_clip": other_hf_clip, "vilt": vilt}, rerank_k=None)["vilt"]  # no re-ranking
+
+
+def test_odmap_settings_key_the_odmap_units_alone(eval_specs):
+    base, spec = project_params(), eval_specs["clip"]
+
+    def keys(**settings) -> tuple[str, str]:
+        params = base.model_copy(update={"evaluate": EvaluateParams(models={"clip": spec}, **settings)})
+        return (model_unit("evaluate-clip", "evaluate", spec, params).key("pairs"),
+                model_unit("odmap-clip", "od_map", spec, params).key("removal"))
+
+    evaluate_key, odmap_key = keys()
+    assert keys(odmap_normalisation="relevant") == (evaluate_key, odmap_key)  # the default
+    for setting in ({"odmap_normalisation": "k"}, {"odmap_variant": "all"}):
+        assert keys(**setting)[0] == evaluate_key and keys(**setting)[1] != odmap_key
+    assert keys(ks=(1, 2))[0] != evaluate_key and keys(ks=(1, 2))[1] != odmap_key  # read by both
