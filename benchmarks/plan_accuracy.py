@@ -1,4 +1,5 @@
-"""`cfgen plan` against the run it plans: its image-stage wall estimate vs `dvc repro` of generate and selection.
+"""`cfgen plan` against the run it plans: its image-stage wall estimate vs `dvc repro` of generate and selection, and
+its accepted pairs vs the pairs the run accepted.
 
     python benchmarks/plan_accuracy.py OUT                   # the demo profile, 3 timed repros
 
@@ -6,8 +7,10 @@ OUT/project is this checkout (tracked, and untracked but not ignored) as a fresh
 temporary Prefect server: `dvc repro perplexity` (the demo's models and the caption stages), then `cfgen plan` on the
 demo captions (`--pass-rate`: no run has left a samples table yet, as before a first run), then `--repeats` times
 `dvc repro --single-item --force` of generate and of selection, each after removing the sample records and canonical
-renders so that every sample renders. The table prints, per stage and in total, the plan's estimate, the measured
-wall median (min–max) and the error of the estimate against the median; OUT/plan_accuracy.json keeps it all.
+renders so that every sample renders; then `cfgen plan` again, now with the run's samples table as its pilot (each
+pair's own pass rate). The first table prints, per stage and in total, the plan's wall estimate, the measured wall
+median (min–max) and the error of the estimate against the median; the second, the accepted pairs each plan
+predicted against the run's `selected` rows. OUT/plan_accuracy.json keeps it all.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+import polars as pl
 import typer
 from bench import ROOT, Repeats, commit, console, copy_checkout, run, spread, start, table
 
@@ -33,10 +37,19 @@ def repro(project: Path, env: dict, *args: str) -> float:
     return wall
 
 
+def plan_report(project: Path, env: dict, output: str, *args: str) -> tuple[dict, float]:
+    """(`cfgen plan`'s JSON report on the demo captions, its wall seconds)."""
+    code, text, wall, _ = run(["cfgen", "plan", "data/raw/demo_captions.tsv", "--output", output, *args], project, env)
+    if code:
+        raise SystemExit("cfgen plan failed:\n" + "\n".join(text.splitlines()[-30:]))
+    return json.loads((project / output).read_text()), wall
+
+
 def main(out: Path, pass_rate: Annotated[float, typer.Option(help="the plan's --pass-rate")] = 0.5,
          repeats: Repeats = 3) -> None:
     """Plan the demo's image stages, run them, and compare (see the module docstring)."""
     from flows.engine.server import prefect_api
+    from tasks.core.config import load_params
 
     out = out.resolve()
     project = commit(copy_checkout(out / "project"), "plan accuracy")
@@ -46,18 +59,17 @@ def main(out: Path, pass_rate: Annotated[float, typer.Option(help="the plan's --
     with prefect_api() as url:
         env["PREFECT_API_URL"] = url
         repro(project, env, "perplexity")
-        code, output, plan_wall, _ = run(["cfgen", "plan", "data/raw/demo_captions.tsv", "--pass-rate",
-                                          str(pass_rate)], project, env)
-        if code:
-            raise SystemExit("cfgen plan failed:\n" + "\n".join(output.splitlines()[-30:]))
-        plan = json.loads((project / "reports" / "plan.json").read_text())
+        plan, plan_wall = plan_report(project, env, "reports/plan.json", "--pass-rate", str(pass_rate))
         measured: dict[str, list[float]] = {name: [] for name in stages}
         for _ in range(repeats):
             for folder in ("samples", "canonical"):
                 shutil.rmtree(project / ".prefect" / "storage" / folder, ignore_errors=True)
             for name in stages:
                 measured[name].append(repro(project, env, "--single-item", "--force", name))
-    estimate = plan["estimates"]["on" if plan_adaptive(project) else "off"]
+        pilot_plan, _ = plan_report(project, env, "reports/plan_pilot.json")
+    params = load_params(project / "params.yaml")
+    mode = "on" if params.generate.adaptive.enabled else "off"
+    estimate = plan["estimates"][mode]
     m = plan["measured"]
     share = {name: m["startup_seconds"][name] + m["image_load_seconds"] for name in stages}
     fixed = sum(share.values())
@@ -69,7 +81,11 @@ def main(out: Path, pass_rate: Annotated[float, typer.Option(help="the plan's --
     estimated["image stages"] = estimate["image_wall_seconds"]
     rows = {name: {"estimate_s": estimated[name], "measured_s": measured[name],
                    "error": estimated[name] / statistics.median(measured[name]) - 1} for name in measured}
-    report = {"plan_wall_s": plan_wall, "pass_rate": pass_rate, "plan": plan, "stages": rows}
+    accepted_run = pl.read_parquet(project / params.paths.selected).height
+    accepted = {f"--pass-rate {pass_rate:g}, every sample alike (binomial)": estimate["accepted"],
+                f"pilot {pilot_plan['pass_rate_source']}, per pair": pilot_plan["estimates"][mode]["accepted"]}
+    report = {"plan_wall_s": plan_wall, "pass_rate": pass_rate, "plan": plan, "stages": rows,
+              "pilot_plan": pilot_plan, "accepted_run": accepted_run, "accepted_estimates": accepted}
     (out / "plan_accuracy.json").write_text(json.dumps(report, indent=1))
     shown = table(f"cfgen plan vs dvc repro, {plan['profile']} profile ({repeats} repros; the plan took "
                   f"{plan_wall:.0f} s)", ["stage", "estimate s", "measured s", "error"],
@@ -79,12 +95,13 @@ def main(out: Path, pass_rate: Annotated[float, typer.Option(help="the plan's --
     for name, row in rows.items():
         shown.add_row(name, f"{row['estimate_s']:.1f}", spread(row["measured_s"], ".1f"), f"{row['error']:+.1%}")
     console.print(shown)
-
-
-def plan_adaptive(project: Path) -> bool:
-    from tasks.core.config import load_params
-
-    return load_params(project / "params.yaml").generate.adaptive.enabled
+    shown = table(f"accepted pairs: cfgen plan vs the run ({accepted_run} accepted)",
+                  ["pass rates from", "estimate", "run", "error"],
+                  ["estimate: the plan's accepted pairs (adaptive " + mode + ")", "run: rows of `selected` after the "
+                   "repros", "error: estimate / run - 1"])
+    for name, value in accepted.items():
+        shown.add_row(name, f"{value:.1f}", str(accepted_run), f"{value / accepted_run - 1:+.1%}")
+    console.print(shown)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ and each image stage's start-up."""
 
 from __future__ import annotations
 
-import importlib
 import io
 import logging
 import os
@@ -21,7 +20,7 @@ import polars as pl
 from tasks.core.errors import UserError
 from tasks.core.params import Params
 from tasks.core.schemas import COUNTERFACTUALS
-from tasks.core.stages import CAPTION_STEPS, STAGES, skip_reason
+from tasks.core.stages import CAPTION_STEPS, skip_reason, stage
 
 
 def quiet_placement() -> None:
@@ -45,11 +44,12 @@ def caption_bench(source: Path, params: Params, sample: int) -> tuple[dict, list
             from flows.text import with_source_images
 
             frame = with_source_images(frame, params.paths)
-        logic, section = importlib.import_module(STAGES[name].logic), STAGES[name].section(params)
+        step = stage(name)
+        section = step.section(params)
         began = time.perf_counter()
-        models = logic.load_models(section)
+        models = step.load_models(section)
         loaded = time.perf_counter()
-        frame = logic.run(frame, section, models)[0]
+        frame = step.run(frame, section, models)[0]
         seconds["caption_load_seconds"] += loaded - began
         seconds["caption_seconds"] += time.perf_counter() - loaded
     counts = {"captions": captions.height, "sample_captions": min(sample, captions.height),

@@ -6,7 +6,8 @@
   `selection`'s canonical render at the configured size and batch, with `bench_steps` denoising steps; UNet calls
   are timed apart from the rest, so a sample's cost at the configured steps is `steps x UNet + the rest`;
 - start-up: each image stage's `cfgen` command on an empty input (interpreter, imports, model checks, Prefect flow);
-- pass rate: measured on `paths.samples` when a run left one, else `--pass-rate`.
+- pass rates: each pair's own, measured on `paths.samples` when a run left one (the estimate replays the selection
+  and adaptive rules pair by pair on them), else one `--pass-rate` for every sample.
 The estimates (`tasks.plan.estimate`) go to a table and to a JSON report.
 """
 
@@ -23,26 +24,29 @@ from flows.engine.console import console
 from flows.engine.workspace import result_store
 from flows.measure import caption_bench, image_bench, quiet_placement, startup_seconds
 from tasks.core.errors import UserError
+from tasks.core.loading import release_models
 from tasks.core.params import Params
-from tasks.core.schemas import SAMPLES
+from tasks.core.schemas import PAIR, SAMPLES
 from tasks.plan import estimate, preflight
 
 
-def pass_rate(params: Params, given: float | None) -> tuple[float, str]:
-    """(share of screening samples passing selection, where it comes from)."""
+def pass_rates(params: Params, given: float | None) -> tuple[float, tuple[tuple[bool, ...], ...], str]:
+    """(share of screening samples passing selection, each pilot pair's samples in sample order (True: passes; none
+    with `given`), where they come from)."""
     if given is not None:
-        return given, "--pass-rate"
+        return given, (), "--pass-rate"
     path = Path(params.paths.samples)
     if not path.is_file():
         raise UserError(f"no samples table at {path} to measure the pass rate on: give --pass-rate (the share of "
                         "screening samples that pass selection, e.g. 0.1)")
     from tasks.image.selection import passing
 
-    scores = pl.read_parquet(path, columns=list(SAMPLES))
+    scores = pl.read_parquet(path, columns=list(SAMPLES)).with_columns(passes=passing(params.selection))
     if scores.is_empty():
         raise UserError(f"the samples table {path} is empty: give --pass-rate")
-    kept = scores.filter(passing(params.selection) & pl.col("reject_reason").is_null()).height
-    return kept / scores.height, f"{path} ({scores.height} samples)"
+    pilot = scores.group_by(list(PAIR), maintain_order=True).agg(pl.col("passes").sort_by("sample"))["passes"]
+    return (scores["passes"].mean(), tuple(map(tuple, pilot.to_list())),
+            f"{path} ({scores.height} samples of {pilot.len()} pairs)")
 
 
 def make_plan(source: Path, params: Params, params_file: Path, overrides: list[str], workers: int, sample: int,
@@ -54,14 +58,16 @@ def make_plan(source: Path, params: Params, params_file: Path, overrides: list[s
               "devices": preflight.devices(), "missing": [m.key for m in models if not m.present]}
     if report["missing"]:
         return {**report, "ready": False}
-    rate, rate_source = pass_rate(params, given_pass_rate)
+    rate, pilot, rate_source = pass_rates(params, given_pass_rate)
     counts, pairs = caption_bench(source, params, sample)
+    release_models()  # the caption stages' models go before the image stages' load, as in a run
     if not pairs:
         raise UserError(f"the caption stages made no caption pair from {counts['sample_captions']} sampled captions "
                         "of the input: nothing to estimate (raise --sample or check the params)")
     image = image_bench(params, pairs[:3], bench_steps)
     measured = estimate.Measured(**counts, startup_seconds=startup_seconds(params, params_file, overrides),
-                                 pass_rate=rate, **{k: v for k, v in image.items() if k != "unet_rows_per_second"})
+                                 pass_rate=rate, pilot=pilot,
+                                 **{k: v for k, v in image.items() if k != "unet_rows_per_second"})
     result = estimate.plan(measured, params.generate, workers, params.engine.shard_size)
     worst = max(result["estimates"].values(), key=lambda e: e["store_bytes"] + e["export_bytes"])
     places = {"store": result_store(params), "export": Path(params.paths.export)}
@@ -76,6 +82,11 @@ def _duration(seconds: float) -> str:
     for unit, scale, limit in (("ms", 1e-3, 1), ("s", 1, 120), ("min", 60, 7200), ("h", 3600, float("inf"))):
         if seconds < limit:
             return f"{seconds / scale:.1f} {unit}"
+
+
+def _spread(spread: dict) -> str:
+    quantiles = ", ".join(f"p{q} {spread[f'p{q}']:.2f}" for q in (10, 25, 50, 75, 90))
+    return f"{quantiles}; all pass {spread['all_pass']:.0%}, none {spread['none_pass']:.0%} of {spread['pairs']} pairs"
 
 
 def show_plan(report: dict) -> None:
@@ -107,7 +118,8 @@ def show_plan(report: dict) -> None:
             ("canonical render", _duration(m["canonical_seconds"])),
             ("image models load", _duration(m["image_load_seconds"])),
             ("stage start-up", ", ".join(f"{k} {_duration(v)}" for k, v in m["startup_seconds"].items())),
-            ("pass rate", f"{m['pass_rate']:.3f} ({report['pass_rate_source']})")):
+            ("pass rate", f"{m['pass_rate']:.3f} ({report['pass_rate_source']})"),
+            *([("pass rate per pair", _spread(m["pass_spread"]))] if m["pass_spread"] else [])):
         measured.add_row(name, value)
     console.print(measured)
     table = Table("estimate", "adaptive off", "adaptive on",

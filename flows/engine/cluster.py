@@ -5,6 +5,9 @@
 - Before the first task is submitted: some worker offers those resources (else every task would wait forever) and,
   under the paper profile, every worker sees exactly one GPU unless every model pins its device
   (`tasks.core.loading.gpu_pinning_problem`); each failure is one line naming the worker.
+- When the flow run ends, every worker releases the models its tasks loaded (`tasks.core.loading.release_models`,
+  by `Client.run`), so a worker holds the models of the stage it runs, not of every stage it ran; those of a run
+  killed mid-stage go when the next stage on the cluster ends.
 - The workers report their task runs to the Prefect API: a loopback API with a scheduler on another host is refused
   before anything runs (`check_api_reachable`).
 - A scheduler lost mid-run is one line (`scheduler_loss_is_one_line`): what finished is persisted, and the same
@@ -23,7 +26,7 @@ import dask
 from prefect_dask import DaskTaskRunner
 
 from tasks.core.errors import UserError
-from tasks.core.loading import gpu_pinning_problem
+from tasks.core.loading import gpu_pinning_problem, release_models
 
 
 def is_loopback(address: str) -> bool:
@@ -73,6 +76,14 @@ class ClusterTaskRunner(DaskTaskRunner):
     def __eq__(self, other: object) -> bool:
         return (super().__eq__(other) and isinstance(other, ClusterTaskRunner)
                 and (self.resources, self.devices_pinned) == (other.resources, other.devices_pinned))
+
+    def __exit__(self, *exc: Any) -> None:
+        """Release the stage's models on every worker (when it ran a task), then disconnect. A scheduler lost meanwhile
+        has no worker to release on, and its error stays the run's one line (`scheduler_loss_is_one_line`)."""
+        if self._client is not None:
+            with contextlib.suppress(OSError):  # distributed's CommClosedError and connect timeouts
+                self._client.run(release_models)
+        super().__exit__(*exc)
 
     def check_workers(self) -> None:
         workers = self.client.scheduler_info()["workers"]

@@ -7,7 +7,6 @@ shards whose inputs changed and a killed run resumes from the shards it had fini
 
 from __future__ import annotations
 
-import importlib
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -22,25 +21,35 @@ from flows.engine.caching import unit_task
 from flows.engine.progress import StageProgress
 from flows.engine.workspace import result_store
 from tasks.core import keys
-from tasks.core.loading import set_torch_threads
+from tasks.core.loading import release_models, set_torch_threads
 from tasks.core.params import Params
 from tasks.core.shards import content_shards, shard_content
 from tasks.core.specs import model_specs
 from tasks.core.stages import Stage
 
 
+class LocalTaskRunner(ThreadPoolTaskRunner):
+    """Prefect's thread pool, releasing the models its tasks loaded (`release_models`) when its flow run ends."""
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        release_models()
+
+
 def task_runner(params: Params):
     """Local by default (one shard at a time: the models already use every core); the Dask cluster at
-    `engine.dask_address` when one is set (`flows.engine.cluster`: under the paper profile, one GPU per worker)."""
+    `engine.dask_address` when one is set (`flows.engine.cluster`: under the paper profile, one GPU per worker, unless
+    every model that runs pins its device). Either releases the stage's models when its flow run ends: a flow run
+    enters a duplicate of its task runner and leaves it once its tasks are done."""
     engine = params.engine
     if not engine.dask_address:
-        return ThreadPoolTaskRunner(max_workers=1)
+        return LocalTaskRunner(max_workers=1)
     from prefect.settings import PREFECT_API_URL
 
     from flows.engine.cluster import ClusterTaskRunner, check_api_reachable
 
     check_api_reachable(engine.dask_address, PREFECT_API_URL.value() or "")
-    pinned = all(spec.device != "auto" for _, spec in model_specs(params)) if params.profile == "paper" else None
+    pinned = all(spec.device != "auto" for _, spec in params.running_models()) if params.profile == "paper" else None
     return ClusterTaskRunner(engine.dask_address, engine.task_resources, pinned)
 
 
@@ -55,8 +64,7 @@ def run_shard(stage: Stage, shard: pl.DataFrame, section: BaseModel, unit: keys.
               torch_threads: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One shard through a stage; the models come from the stage's per-process loader cache."""
     set_torch_threads(torch_threads)
-    logic = importlib.import_module(stage.logic)
-    return logic.run(shard, section, logic.load_models(section))
+    return stage.run(shard, section, stage.load_models(section))
 
 
 @dataclass(frozen=True)

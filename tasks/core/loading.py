@@ -2,13 +2,18 @@
 
 Loaders are wrapped in `load_once`: cached per process on the frozen spec and serialised by a lock, so a stage loads
 each model once however many shards (or threads) it runs, and a Dask worker once for all the shards it is given.
+The cache lives until `release_models`, which the stages' task runners call when a stage's flow run ends, in the
+flow's process and on every Dask worker (`flows.engine.sharding.task_runner`): a process holds only the models of
+the stage it runs, never every stage's it ran.
 torch is imported inside the functions: a command that only checks its inputs and models never imports it.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable
 from functools import cache, wraps
@@ -21,12 +26,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _LOAD_LOCK = threading.RLock()
+_CACHES: list = []  # every `load_once` cache of this process
 T = TypeVar("T")
 
 
 def load_once(loader: Callable[..., T]) -> Callable[..., T]:
-    """Cache `loader` per (frozen) specs; concurrent first calls load once (lazy weight init is not thread-safe)."""
+    """Cache `loader` per (frozen) specs until `release_models`; concurrent first calls load once (lazy weight init
+    is not thread-safe)."""
     cached = cache(loader)
+    _CACHES.append(cached)
 
     @wraps(loader)
     def load(*specs: ModelSpec | None) -> T:
@@ -34,6 +42,21 @@ def load_once(loader: Callable[..., T]) -> Callable[..., T]:
             return cached(*specs)
 
     return load
+
+
+def release_models() -> int:
+    """Forget every model this process loaded and return how many loads that was: a later call loads anew, and the
+    memory is freed once no running task holds a model (torch's cached GPU blocks returned to the driver). Takes no
+    lock: a load in flight meanwhile stays cached, for the task that asked for it."""
+    released = sum(cached.cache_info().currsize for cached in _CACHES)
+    for cached in _CACHES:
+        cached.cache_clear()
+    if released:
+        gc.collect()  # modules hold reference cycles (hooks, tied weights)
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return released
 
 
 def resolve_device(spec: ModelSpec) -> torch.device:

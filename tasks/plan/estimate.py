@@ -2,15 +2,21 @@
 
 A caption pair gets `n_samples` screening samples (adaptive off) or rounds of `round_samples` until `min_accepted`
 of them pass selection (adaptive on); each sample costs `4 x steps` UNet rows. A pair with a passing sample is
-accepted and its winner rendered once more alone (the canonical render). Samples pass independently with the same
-`pass_rate`, so a pair's passing count is binomial. Wall time on K workers: the image stages' start-up and model
-loads, then content-defined tasks of `pairs_per_task` pairs spread over the workers.
+accepted and its winner rendered once more alone (the canonical render). Passing clusters by pair (a pair whose
+captions an image can show passes often, one it cannot never), so with a pilot run's samples both rules are replayed
+pair by pair on them: each pair's own samples in order, then, past them, more samples passing at that pair's own
+rate; the input's pairs are taken to be like the pilot's. Without a pilot every sample passes independently at one
+`pass_rate` (a binomial), which overstates acceptance when passing clusters. Wall time on K workers: the image
+stages' start-up and model loads, then tasks of `pairs_per_task` pairs spread over the workers.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
 
 from tasks.core.image_params import GenerateParams
 
@@ -33,6 +39,8 @@ class Measured:
     pass_rate: float              # share of screening samples that pass selection
     record_bytes: float           # one sample's line in its pair record
     png_bytes: float              # one exported image (PNG)
+    pilot: tuple[tuple[bool, ...], ...] = ()  # each pilot pair's samples in sample order, True: passes selection;
+                                              # none: every pair at `pass_rate`
 
 
 def passing_at_least(count: int, samples: int, pass_rate: float) -> float:
@@ -41,14 +49,38 @@ def passing_at_least(count: int, samples: int, pass_rate: float) -> float:
                    for k in range(min(count, samples + 1)))
 
 
-def expected_samples(params: GenerateParams, pass_rate: float, adaptive: bool) -> float:
-    """Samples rendered for one pair: `n_samples`, or with adaptive rounds the expected count until enough pass."""
+def pair_outlook(observed: Sequence[bool], rate: float, params: GenerateParams, adaptive: bool) -> tuple[float, float]:
+    """(expected samples rendered, probability of acceptance) of a pair whose first samples passed as `observed` and
+    whose later ones pass independently at `rate`: `n_samples`, or adaptive rounds until `min_accepted` passed;
+    accepted when one of its `n_samples` passes (adaptive stops only once one has)."""
+    def at_least(count: int, samples: int) -> float:  # P(at least `count` of the first `samples` pass)
+        return passing_at_least(count - sum(observed[:samples]), max(0, samples - len(observed)), rate)
+
     n = params.n_samples
+    accepted = at_least(1, n)
     if not adaptive:
-        return float(n)
+        return float(n), accepted
     rounds, need = params.adaptive.round_samples, params.adaptive.min_accepted
-    return sum(min(rounds, n - start) * (1 - passing_at_least(need, start, pass_rate))
-               for start in range(0, n, rounds))
+    return sum(min(rounds, n - start) * (1 - at_least(need, start)) for start in range(0, n, rounds)), accepted
+
+
+def outlook(measured: Measured, params: GenerateParams, adaptive: bool) -> tuple[float, float]:
+    """(expected samples per pair, share of pairs accepted): the mean of `pair_outlook` over the pilot's pairs, each
+    at its own pass rate; without a pilot, one pair with no samples seen at `pass_rate`."""
+    pairs = [(passes, sum(passes) / len(passes)) for passes in measured.pilot if passes] or [((), measured.pass_rate)]
+    samples, accepted = np.mean([pair_outlook(passes, rate, params, adaptive) for passes, rate in pairs], axis=0)
+    return float(samples), float(accepted)
+
+
+def pass_spread(pilot: Sequence[Sequence[bool]]) -> dict:
+    """How the pilot's pairs' own pass rates spread: their 10th, 25th, 50th, 75th and 90th percentiles, and the shares
+    of pairs whose samples all pass and none pass (empty without a pilot)."""
+    rates = np.array([sum(passes) / len(passes) for passes in pilot if passes])
+    if not rates.size:
+        return {}
+    quantiles = np.quantile(rates, [0.1, 0.25, 0.5, 0.75, 0.9])
+    return {"pairs": int(rates.size), **{f"p{q}": float(v) for q, v in zip((10, 25, 50, 75, 90), quantiles)},
+            "all_pass": float(np.mean(rates == 1)), "none_pass": float(np.mean(rates == 0))}
 
 
 @dataclass(frozen=True)
@@ -88,8 +120,8 @@ def image_wall(measured: Measured, params: GenerateParams, pairs: float, samples
 def estimate(measured: Measured, params: GenerateParams, workers: int, shard_size: int, adaptive: bool) -> Estimate:
     """The whole input's cost with adaptive over-generation off or on."""
     pairs = measured.captions * measured.sample_pairs / max(measured.sample_captions, 1)
-    per_pair = expected_samples(params, measured.pass_rate, adaptive)
-    accepted = pairs * passing_at_least(1, params.n_samples, measured.pass_rate)
+    per_pair, accepted_share = outlook(measured, params, adaptive)
+    accepted = pairs * accepted_share
     samples = pairs * per_pair
     images = 2 * accepted * measured.png_bytes
     captions, image = (caption_wall(measured, workers, shard_size),
@@ -103,8 +135,9 @@ def estimate(measured: Measured, params: GenerateParams, workers: int, shard_siz
 
 
 def plan(measured: Measured, params: GenerateParams, workers: int, shard_size: int) -> dict:
-    """The measured costs and both estimates, as JSON-ready values."""
-    return {"workers": workers, "measured": asdict(measured),
+    """The measured costs (the pilot as its `pass_spread`) and both estimates, as JSON-ready values."""
+    shown = {f.name: getattr(measured, f.name) for f in fields(measured) if f.name != "pilot"}
+    return {"workers": workers, "measured": {**shown, "pass_spread": pass_spread(measured.pilot)},
             "estimates": {("on" if adaptive else "off"): asdict(estimate(measured, params, workers, shard_size,
                                                                           adaptive))
                           for adaptive in (False, True)}}

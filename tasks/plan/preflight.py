@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tasks.core.fingerprints import hf_cache_dir, is_hub_id
 from tasks.core.params import Params
-from tasks.core.specs import ClipSpec, ModelSpec
+from tasks.core.specs import ClipSpec, ModelSpec, model_specs
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,12 @@ def clip_check(spec: ClipSpec) -> tuple[str, bool, str | None]:
         present = in_hub_cache(repo, None)
         return f"{spec.id}:{spec.pretrained}", present, None if present else f"hf download {repo}"
     return f"{spec.id}:{spec.pretrained}", False, entry.get("url") or f"no open_clip tag {spec.pretrained}"
+
+
+def missing(section) -> list[str]:
+    """`name (fetch command)` of each hub model of a params section that is not in this machine's cache."""
+    checks = (clip_check(spec) if isinstance(spec, ClipSpec) else hub_check(spec) for _, spec in model_specs(section))
+    return [f"{name} ({fetch})" for name, present, fetch in checks if not present and fetch]
 
 
 def placement(spec: ModelSpec) -> tuple[str, str]:

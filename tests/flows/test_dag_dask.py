@@ -11,7 +11,8 @@ nothing of the project's in its environment, as on other hosts: what a task need
 
 - `cfgen run` (the whole-DAG flow) on that cluster, SIGKILLed once generate has persisted some samples,
   then rerun: every shard of every sharded stage computed exactly once, on a worker; generate's and selection's
-  tasks on workers; none of their task runs outside the scheduler; outputs byte for byte an in-process local run's.
+  tasks on workers; none of their task runs outside the scheduler; outputs byte for byte an in-process local run's;
+  and no worker holds a model afterwards (each stage released its models when its flow run ended).
 - `cfgen sites` (a DVC step command) on the same cluster with its own fresh store: every shard computed on a worker.
 """
 
@@ -321,8 +322,8 @@ def same_bytes(a: Path, b: Path, under: str, pattern: str) -> list[str]:
 # -- tests ----------------------------------------------------------------------------------------------------------
 
 def test_cfgen_run_on_a_dask_cluster_survives_sigkill_and_equals_a_local_run(local, cluster):
-    from tasks.core.schemas import PAIR
-    from tasks.core.shards import content_shards
+    from tasks.core.loading import release_models
+    from tasks.image.chunks import sample_cut
 
     local_folder, local_metrics = local
     folder = folder_with_captions(cluster.folder)
@@ -346,10 +347,12 @@ def test_cfgen_run_on_a_dask_cluster_survives_sigkill_and_equals_a_local_run(loc
         assert computed[stage] == local_metrics[stage]["shards"] > 0, (stage, computed)
     metrics = {p.stem: json.loads(p.read_text()) for p in (folder / paths.metrics).glob("*.json")}
     assert [metrics[stage]["shards_computed"] for stage in SHARDED] == [0] * len(SHARDED)
-    chunks = content_shards(pl.read_parquet(local_folder / paths.counterfactual_captions).select(list(PAIR)),
-                            params.generate.pairs_per_task)
+    pairs = pl.read_parquet(local_folder / paths.counterfactual_captions).height
+    cut = sample_cut([params.generate.n_samples] * pairs, params.generate.pairs_per_task)
     rerun_tasks = Counter(run.task for run in second.task_runs() if run.worker)
-    assert rerun_tasks["generate_pairs"] == len(chunks) > 0, rerun_tasks
+    assert rerun_tasks["generate_pairs"] == len(cut) > 0, rerun_tasks
+    assert rerun_tasks["ask_pair"] > 0, rerun_tasks  # the judge's VLM, the last model a worker loaded
+    assert set(cluster.client.run(release_models).values()) == {0}  # nothing left to release
     assert rerun_tasks["render_canonicals"] > 0, rerun_tasks
     assert persisted_samples(folder / "store") == total  # each sample rendered once: the rerun renders what's missing
     assert metrics["generate"]["samples_rendered"] <= total - at_kill

@@ -77,6 +77,7 @@ def test_the_demo_plan_measures_each_stage_and_scales_its_sample_to_the_input(tm
     m, off, on = report["measured"], report["estimates"]["off"], report["estimates"]["on"]
     assert report["ready"] and report["missing"] == [] and {d["device"] for d in report["devices"]} == {"cpu"}
     assert m["captions"] == 100 and m["sample_captions"] == 30 and 0 < m["sample_pairs"] <= 30
+    assert m["pass_rate"] == 0.25 and m["pass_spread"] == {} and "pilot" not in m  # --pass-rate: no pilot pairs
     assert min(m["sample_seconds"], m["canonical_seconds"], m["caption_seconds"], m["record_bytes"],
                m["png_bytes"], *m["startup_seconds"].values()) > 0
     assert report["unet_rows_per_second"] > 0
@@ -85,7 +86,7 @@ def test_the_demo_plan_measures_each_stage_and_scales_its_sample_to_the_input(tm
     assert off["pairs"] == on["pairs"] == pairs and off["samples"] == pairs * gen.n_samples
     assert off["accepted"] == on["accepted"] == pairs * (1 - 0.75**gen.n_samples)
     assert off["unet_rows"] == (off["samples"] + off["accepted"]) * 4 * gen.steps
-    assert on["samples"] == pairs * estimate.expected_samples(gen, 0.25, adaptive=True) < off["samples"]
+    assert on["samples"] == pairs * estimate.pair_outlook((), 0.25, gen, adaptive=True)[0] < off["samples"]
     tasks = math.ceil(pairs / gen.pairs_per_task)
     generate_wall = math.ceil(tasks / 2) * pairs / tasks * gen.n_samples * m["sample_seconds"]
     assert off["image_wall_seconds"] > generate_wall + sum(m["startup_seconds"].values())
