@@ -45,6 +45,11 @@ class CandidatesParams(Frozen):
     numbers: tuple[str, ...] = Field(("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
                                      min_length=2, description="counting words in order (a / an count as the first): "
                                                                "a quantifier moves one step down and one up")
+    quantity_nouns: tuple[str, ...] = Field(
+        ("lot", "bunch", "number", "couple", "pair", "group", "herd", "flock", "crowd", "variety", "assortment",
+         "collection", "pile", "stack", "cluster", "bundle", "batch", "handful", "dozen", "plenty", "array", "set",
+         "series", "team", "fleet", "pack", "swarm", "trio", "abundance", "mixture"),
+        description="a quantifier never counts these before `of` (a lot of, a bunch of: quantities, not counts)")
 
 
 class RelationsParams(Frozen):

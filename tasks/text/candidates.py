@@ -4,17 +4,18 @@
                  token count and be tagged `keep_tags` (noun) or exactly as the word it replaces (lexical)
   insert         a mask before the noun, top-k fills tagged `insert_tags` (an adjective), one token more
   quantifier     the counting word one step up and one down in `numbers` (a / an = the first), the head noun made
-                 plural or singular to agree (`inflect`)
+                 plural or singular to agree (`inflect`); a reject where no count comes out right (`quantity_noun`:
+                 a lot of; `ambiguous_head`; `not_a_count`: a number off the list)
   delete         the span removed
-Output `candidates(caption_id, image_id, caption, edit_type, tag, position, start, end, original_word, substitute,
-mlm_score, candidate)` (`mlm_score` null for rule-made rewrites). Invariant (minimal edit): `candidate ==
-caption[:start] + substitute + caption[end:]`, every other character byte-identical. Every rewrite that is dropped is
-a reject row with `stage='candidates'` and its `reason`.
+Every rewrite is applied in one place (`edit`), which makes the articles it leaves agree (`quantities.agree`: `an old
+hat` -> `a hat`, the article joining the edit). Output `candidates(caption_id, image_id, caption, edit_type, tag,
+position, start, end, original_word, substitute, mlm_score, candidate)` (`mlm_score` null for rule-made rewrites).
+Invariant (minimal edit): `candidate == caption[:start] + substitute + caption[end:]`, every other character
+byte-identical. Every rewrite that is dropped is a reject row with `stage='candidates'` and its `reason`.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -25,12 +26,12 @@ from transformers import AutoModelForMaskedLM, BatchEncoding, PreTrainedTokenize
 from tasks.core import schemas
 from tasks.core.caption_params import CandidatesParams
 from tasks.core.loading import load_pretrained
+from tasks.core.stages import Stage
 from tasks.text import tagging
-from tasks.text.quantities import recounts
+from tasks.text.quantities import agree, recounts
 
 SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
 _SITE_COLUMNS = ("caption_id", "image_id", "caption", "edit_type", "tag", "position", "start", "end", "original_word")
-_WORD = re.compile(r"[^\W\d_]+(?:[-'][^\W\d_]+)*")
 # Word-start markers of byte-level BPE (RoBERTa, GPT-2) and SentencePiece vocabularies.
 _WORD_START = ("Ġ", "▁")
 
@@ -100,12 +101,12 @@ def reject_reason(word_start: bool, fill: str, site: dict, params: CandidatesPar
     """Why a masked-LM fill is not a candidate (checked in this order), or None when it is one."""
     if site["start"] > 0 and not word_start:
         return "subword"
-    if not _WORD.fullmatch(fill):
+    if not tagging.WORD.fullmatch(fill):
         return "not_a_word"
     if fill.casefold() == site["original_word"].casefold():
         return "same_word"
     edit_type = site["edit_type"]
-    tokens = tagging.tokenize(site["caption"][:site["start"]] + fill_text(site, fill) + site["caption"][site["end"]:])
+    tokens = tagging.tokenize(edit(site, fill_text(site, fill))["candidate"])
     if len(tokens) != site["n_tokens"] + (edit_type == "insert"):
         return "token_count_changed"
     tag = tagging.tag_tokens(tokens)[site["position"]]
@@ -118,17 +119,24 @@ def reject_reason(word_start: bool, fill: str, site: dict, params: CandidatesPar
     return None
 
 
-def rule_rewrites(site: dict, numbers: tuple[str, ...]) -> list[str] | None:
-    """The span rewrites of a quantifier or delete site; None for a quantifier whose number is not in `numbers`."""
+def rule_rewrites(site: dict, params: CandidatesParams) -> tuple[list[str], str | None]:
+    """(the span rewrites of a quantifier or delete site, None), or ([], the reason a quantifier has none)."""
     if site["edit_type"] == "delete":
-        return [""]
-    tokens = [t for t in tagging.tag_caption(site["caption"]) if site["start"] <= t.start and t.end <= site["end"]]
-    return recounts(site["caption"], tokens, numbers)
+        return [""], None
+    return recounts(site["caption"], site["start"], site["end"], params.numbers, params.quantity_nouns)
+
+
+def edit(site: dict, substitute: str) -> dict:
+    """The site's span rewritten to `substitute`, the article before it agreeing (then part of the edit): `start`,
+    `original_word`, `substitute` and `candidate`, with `candidate == caption[:start] + substitute + caption[end:]`."""
+    caption = site["caption"]
+    start, substitute = agree(caption, site["start"], site["end"], substitute)
+    return {"start": start, "original_word": caption[start:site["end"]], "substitute": substitute,
+            "candidate": caption[:start] + substitute + caption[site["end"]:]}
 
 
 def _row(site: dict, substitute: str, mlm_score: float | None) -> dict:
-    return {**{k: site[k] for k in _SITE_COLUMNS}, "substitute": substitute, "mlm_score": mlm_score,
-            "candidate": site["caption"][:site["start"]] + substitute + site["caption"][site["end"]:]}
+    return {**{k: site[k] for k in _SITE_COLUMNS}, **edit(site, substitute), "mlm_score": mlm_score}
 
 
 def masked_rewrites(sites: list[dict], params: CandidatesParams, mlm: MaskedLM) -> tuple[list[dict], list[dict]]:
@@ -161,8 +169,12 @@ def run(sites: pl.DataFrame, params: CandidatesParams, mlm: MaskedLM) -> tuple[p
     rows = list(sites.iter_rows(named=True))
     kept, rejects = masked_rewrites([r for r in rows if r["edit_type"] in MASKED_TYPES], params, mlm)
     for site in (r for r in rows if r["edit_type"] not in MASKED_TYPES):
-        rewrites = rule_rewrites(site, params.numbers)
-        if rewrites is None:
-            rejects.append({**{k: site[k] for k in _SITE_COLUMNS}, "stage": "candidates", "reason": "not_a_count"})
-        kept.extend(_row(site, substitute, None) for substitute in rewrites or ())
+        rewrites, reason = rule_rewrites(site, params)
+        if reason is not None:
+            rejects.append({**{k: site[k] for k in _SITE_COLUMNS}, "stage": "candidates", "reason": reason})
+        kept.extend(_row(site, substitute, None) for substitute in rewrites)
     return pl.DataFrame(kept, schema=SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)
+
+
+STAGE = Stage("candidates", "each site's rewrites: masked-LM fills, recounts, deletions", "candidates",
+              SCHEMA, REJECTS_SCHEMA, schemas.SITES, "saliency", run=run, load_models=load_models)

@@ -1,25 +1,79 @@
-"""Counting edits: `a dog` -> `two dogs`, `two brown dogs` -> `three brown dogs` / `a brown dog`.
+"""Counting edits and the articles edits leave: `a dog` -> `two dogs`, `two brown dogs` -> `three brown dogs` / `a
+brown dog`, `an old hat` -> `a hat`.
 
-A counted phrase is the tokens from a counting word to its head noun (the last token). `recounts` moves the count one
-step down and one up in `numbers` (a / an count as the first) and makes the head noun agree (inflect's plural /
-singular); the words between are kept byte for byte. A count of one is written a / an, agreeing with the next word.
+A counted phrase (a quantifier site) is the tokens from a counting word through the nouns after it. Its head, the noun
+counted, is the last noun, unless the phrase ends in -ing words after a noun that WordNet knows as no thing (in a
+tagged sense): participles (`a car driving` counts `car` and keeps `driving`; `a stone building` counts `building`).
+`recounts` moves the count one step down and one up in `numbers` (a / an count as the first) and makes the head agree
+(inflect's plural / singular); every other character is kept. It makes none, with a reason, where a count would come
+out wrong: a head that is a quantity, not a thing counted (`a lot of`, `a bunch of`), or no clear head (`a railroad
+crossing`: a thing only in senses no text was tagged with). A count of one is written `a`; `agree` then makes every
+article an edit leaves before a new word follow its sound (inflect's rule: an hour, a unicorn, a one-way street; an
+SUV).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
 
 import inflect
+from nltk.corpus import wordnet
 
-from tasks.text.tagging import Token
+from tasks.core.schemas import ARTICLES
+from tasks.text.tagging import Token, tag_caption
 
-ARTICLES = ("a", "an")
+NLTK_RESOURCES = ("corpora/wordnet",)  # in the cache keys
+DETERMINERS = ("DT", "PRP$", "POS", "WP$")  # tags of the words a count of one (`a`) cannot follow
+AN_INITIALISMS = ("SUV",)  # said letter by letter, which inflect's rule reads as a word
+THINGS = frozenset(f"noun.{kind}" for kind in "artifact location object food substance shape animal plant body "
+                                               "person".split())  # WordNet lexicographer files of things one counts
+_ARTICLE_OPENS = re.compile(r"(an?)(?=\s)", re.IGNORECASE)
+_ARTICLE_ENDS = re.compile(r"\b(an?)(\s+)$", re.IGNORECASE)
+_WORD_AHEAD = re.compile(r"\s*([^\W_][\w'-]*)")
 
 
 @cache
 def _engine() -> inflect.engine:
-    return inflect.engine()
+    engine = inflect.engine()
+    for word in AN_INITIALISMS:
+        engine.defan(word)
+    return engine
+
+
+def article(word: str) -> str:
+    """`a` or `an` before `word`."""
+    return _engine().a(word).split()[0]
+
+
+def _word_ahead(text: str) -> str | None:
+    found = _WORD_AHEAD.match(text)
+    return found.group(1) if found else None
+
+
+def _agreeing(old: str, word: str) -> str:
+    """The article `word` needs, in the case of `old` (a, A, AN)."""
+    new = article(word)
+    if old.isupper() and len(old) > 1:
+        return new.upper()
+    return new.capitalize() if old[0].isupper() else new
+
+
+def agree(caption: str, start: int, end: int, substitute: str) -> tuple[int, str]:
+    """The edit `caption[start:end] -> substitute` as (start, substitute) with its articles agreeing: an article the
+    substitute opens with follows the word after it; the article just before the span, when it agreed with C_o's next
+    word and not with C_c's, is rewritten and becomes part of the edit (start moves back to it)."""
+    if opening := _ARTICLE_OPENS.match(substitute):
+        if word := _word_ahead(substitute[opening.end():] + caption[end:]):
+            substitute = _agreeing(opening.group(1), word) + substitute[opening.end():]
+    before = _ARTICLE_ENDS.search(caption, 0, start)
+    old_word, new_word = _word_ahead(caption[start:]), _word_ahead(substitute + caption[end:])
+    if before and old_word and new_word:
+        old = before.group(1)
+        if old.lower() == article(old_word) != article(new_word):
+            return before.start(), _agreeing(old, new_word) + before.group(2) + substitute
+    return start, substitute
 
 
 def count(word: str, numbers: tuple[str, ...]) -> int | None:
@@ -39,23 +93,57 @@ def inflect_noun(noun: str, plural: bool) -> str:
     return singular or noun
 
 
-def recounts(caption: str, tokens: Sequence[Token], numbers: tuple[str, ...]) -> list[str] | None:
-    """The span `caption[tokens[0].start:tokens[-1].end]` with its count one step down and one up (those on the
-    list), or None when its counting word is not one of `numbers` (nor a / an)."""
-    current = count(tokens[0].text, numbers)
+@lru_cache(maxsize=4096)
+def thing_senses(word: str) -> tuple[int, ...]:
+    """How often (SemCor counts) each WordNet noun sense of `word` itself that names a thing (`THINGS`) was tagged."""
+    return tuple(lemma.count() for synset in wordnet.synsets(word.lower(), wordnet.NOUN) if synset.lexname() in THINGS
+                 for lemma in synset.lemmas() if lemma.name().lower() == word.lower())
+
+
+def nominal(token: Token) -> bool:
+    """Tagged a noun, or a word WordNet knows as a thing in a tagged sense (a noun the tagger read as an adjective)."""
+    return token.tag.startswith("NN") or any(thing_senses(token.text))
+
+
+def head(tokens: Sequence[Token]) -> int | None:
+    """Index of the noun a counted phrase counts: its last noun, or the noun before the -ing words that end it when
+    WordNet knows none of them as a thing (participles: `a car driving`); None when no noun comes before them or one
+    of them is a thing only in senses no text was tagged with (`a railroad crossing`: ambiguous)."""
+    last = i = len(tokens) - 1
+    while i > 1 and tokens[i].text.lower().endswith("ing") and not any(thing_senses(tokens[i].text)):
+        i -= 1
+    if i == last:
+        return last
+    return i if nominal(tokens[i]) and not any(thing_senses(token.text) for token in tokens[i + 1:]) else None
+
+
+def recounts(caption: str, start: int, end: int, numbers: tuple[str, ...],
+             quantity_nouns: tuple[str, ...]) -> tuple[list[str], str | None]:
+    """(rewrites, None) of the counted phrase `caption[start:end]`, its count one step down and one up (those in
+    `numbers`; not down to `a` after a determiner: the two dogs); else ([], why not): `not_a_count` (the counting word
+    is neither in `numbers` nor a / an), `ambiguous_head`, `quantity_noun` (a head in `quantity_nouns` before `of`: a
+    lot of, a bunch of)."""
+    tagged = tag_caption(caption)
+    tokens = [t for t in tagged if start <= t.start and t.end <= end]
+    current, counted = count(tokens[0].text, numbers), head(tokens)
     if current is None:
-        return None
-    return [_recount(caption, tokens, target, numbers) for target in (current - 1, current + 1)
-            if 1 <= target <= len(numbers)]
+        return [], "not_a_count"
+    if counted is None:
+        return [], "ambiguous_head"
+    noun = tokens[counted]
+    if (inflect_noun(noun.text, plural=False).lower() in quantity_nouns
+            and (_word_ahead(caption[noun.end:]) or "").lower() == "of"):
+        return [], "quantity_noun"
+    before = [t.tag for t in tagged if t.end <= start][-1:]
+    lowest = 2 if before and before[0] in DETERMINERS else 1
+    return [_recount(caption, tokens, counted, target, numbers) for target in (current - 1, current + 1)
+            if lowest <= target <= len(numbers)], None
 
 
-def _recount(caption: str, tokens: Sequence[Token], target: int, numbers: tuple[str, ...]) -> str:
-    first, head = tokens[0], tokens[-1]
-    noun = inflect_noun(head.text, plural=target > 1)
-    middle = caption[first.end:head.start]
-    word = numbers[target - 1]
-    if target == 1:
-        word = _engine().a((middle.strip() or noun).split()[0]).split()[0]  # `a` or `an` for what follows
+def _recount(caption: str, tokens: Sequence[Token], counted: int, target: int, numbers: tuple[str, ...]) -> str:
+    first, noun, last = tokens[0], tokens[counted], tokens[-1]
+    word = "a" if target == 1 else numbers[target - 1]  # `agree` makes it `an` where the next word needs it
     if first.text[0].isupper():
         word = word[0].upper() + word[1:]
-    return word + middle + noun
+    return (word + caption[first.end:noun.start] + inflect_noun(noun.text, plural=target > 1)
+            + caption[noun.end:last.end])

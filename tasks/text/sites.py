@@ -6,10 +6,13 @@ index in `word_tokenize(caption)` (the token swapped, the noun an insert precede
 that token's Penn Treebank tag and `n_tokens` the caption's token count. Per type:
   noun        a token tagged `noun_tags`: the paper's site
   lexical     a token tagged `lexical_tags` (adjectives, verbs), auxiliaries (is, has, do...) excepted
-  quantifier  a number (tagged CD) or a / an, through the head noun it counts: `a dog`, `two brown dogs`
+  quantifier  a number (tagged CD) or a / an, through the nouns after it: `a dog`, `two brown dogs`, `a car driving`
+              (`tasks.text.quantities` finds the noun it counts)
   insert      the empty span before a `noun_tags` token (an adjective goes there)
-  delete      an adjective before a noun with the space after it, or a prepositional phrase (`delete_grammar`, not at
-              the start, not headed by `kept_prepositions`) with the space before it
+  delete      an attributive adjective (tagged JJ, before adjectives then the noun it modifies; not a word WordNet knows
+              only as a noun, which the tagger misread: `a kitchen start` keeps `kitchen`) with the space after it, or
+              a prepositional phrase (`delete_grammar`, not at the start, not headed by `kept_prepositions`) with the
+              space before it
 Captions without a site of any type go to the rejects with reason `no_site`.
 """
 
@@ -20,15 +23,17 @@ from functools import lru_cache
 
 import nltk
 import polars as pl
+from nltk.corpus import wordnet
 
 from tasks.core import schemas
 from tasks.core.caption_params import SitesParams
-from tasks.text.tagging import Token, tag_caption
+from tasks.core.stages import Stage
+from tasks.text.tagging import WORD, Token, tag_caption
 
 SCHEMA, REJECTS_SCHEMA = schemas.SITES, schemas.SITES_REJECTS
-ARTICLES = ("a", "an")  # count as one
 AUXILIARIES = frozenset("is are was were be been being am has have had do does did".split())  # no lexical site
 Site = tuple[int, int, int]  # (anchor token index, span start, span end)
+NLTK_RESOURCES = ("corpora/wordnet",)  # in the cache keys
 
 
 @lru_cache(maxsize=8)
@@ -56,7 +61,7 @@ def insert_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]
 def quantifier_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]:
     """A counting word, adjectives or participles after it, then nouns: the span ends with the last noun."""
     for i, token in enumerate(tokens):
-        if token.tag != "CD" and token.text.lower() not in ARTICLES:
+        if token.tag != "CD" and token.text.lower() not in schemas.ARTICLES:  # a / an count as one
             continue
         j = i + 1
         while j < len(tokens) and tokens[j].tag in ("JJ", "JJR", "JJS", "VBG", "VBN"):
@@ -67,12 +72,23 @@ def quantifier_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[S
             yield i, token.start, tokens[j].end
 
 
+@lru_cache(maxsize=65536)
+def noun_only(word: str) -> bool:
+    """WordNet knows `word` as a noun and not as an adjective (a noun the tagger may read as one: kitchen)."""
+    return bool(wordnet.synsets(word.lower(), wordnet.NOUN)) and not wordnet.synsets(word.lower(), wordnet.ADJ)
+
+
+def _modifies_a_noun(tokens: Sequence[Token], i: int, params: SitesParams) -> bool:
+    """Token i is followed by adjectives, then a noun."""
+    j = next((j for j in range(i + 1, len(tokens)) if tokens[j].tag != "JJ"), len(tokens))
+    return j < len(tokens) and _is_noun(tokens[j], params)
+
+
 def delete_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]:
     for i, token in enumerate(tokens[:-1]):  # an attributive adjective, not inside a coordination
-        after, before = tokens[i + 1], tokens[i - 1] if i else None
-        if (token.tag == "JJ" and (_is_noun(after, params) or after.tag == "JJ")
-                and after.tag != "CC" and (before is None or before.tag != "CC")):
-            yield i, token.start, after.start
+        if (token.tag == "JJ" and WORD.fullmatch(token.text) and not noun_only(token.text)
+                and _modifies_a_noun(tokens, i, params) and (i == 0 or tokens[i - 1].tag != "CC")):
+            yield i, token.start, tokens[i + 1].start
     tree = _chunker(params.delete_grammar).parse([(t.text, t.tag) for t in tokens])
     i = 0
     for node in tree:
@@ -102,3 +118,7 @@ def run(captions: pl.DataFrame, params: SitesParams, models: None = None) -> tup
 
 def load_models(params: SitesParams) -> None:
     """Sites needs no model: NLTK data is found through `NLTK_DATA`."""
+
+
+STAGE = Stage("sites", "where each edit type may change C_o (the paper: every NN/NNS token)", "sites",
+              SCHEMA, REJECTS_SCHEMA, schemas.CAPTIONS, "ingest", run=run, load_models=load_models)

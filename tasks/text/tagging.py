@@ -4,12 +4,14 @@ so `caption[token.start:token.end]` is the token's own text (Penn Treebank quote
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import NamedTuple
 
 import nltk
 
 NLTK_RESOURCES = ("tokenizers/punkt_tab/english", "taggers/averaged_perceptron_tagger_eng")  # in the cache keys
+WORD = re.compile(r"[^\W\d_]+(?:[-'][^\W\d_]+)*")  # letters, with inner hyphens and apostrophes
 # word_tokenize rewrites double quotes as Penn Treebank quotes (and an opening '' as ``); the source has '"' or ''.
 _QUOTE_TOKENS = {"``": ('"', "``", "''"), "''": ('"', "''")}
 

@@ -10,7 +10,7 @@ import torch
 
 from tasks.core.caption_params import CandidatesParams, SitesParams
 from tasks.core.specs import ModelSpec
-from tasks.text import candidates
+from tasks.text import candidates, tagging
 from tasks.text import sites as site_stage
 from tasks.text.ingest import read_captions
 from tests.conftest import DEMO_CAPTIONS, requires_nltk
@@ -95,14 +95,20 @@ def test_every_site_fill_is_kept_or_rejected(demo_sites, demo_run):
                                       "duplicate_fill"}
 
 
+def fill_of(row: dict, site: dict) -> str:
+    """The masked-LM fill of a noun candidate row, less the article an edit widened to (`an apple` -> `a pear`)."""
+    return row["substitute"] if row["start"] == site["start"] else row["substitute"].split(maxsplit=1)[1]
+
+
 def test_kept_rows_pass_every_filter_independently(demo_sites, demo_run, params):
     kept, _ = demo_run
-    n_tokens = {(r["caption_id"], r["position"]): r["n_tokens"] for r in demo_sites.iter_rows(named=True)}
+    by_site = {(r["caption_id"], r["position"]): r for r in demo_sites.iter_rows(named=True)}
     for r in kept.iter_rows(named=True):
-        assert r["substitute"].casefold() != r["original_word"].casefold()
-        assert candidates._WORD.fullmatch(r["substitute"])
+        site = by_site[(r["caption_id"], r["position"])]
+        assert fill_of(r, site).casefold() != site["original_word"].casefold()
+        assert tagging.WORD.fullmatch(fill_of(r, site))
         tokens = nltk.word_tokenize(r["candidate"])
-        assert len(tokens) == n_tokens[(r["caption_id"], r["position"])]
+        assert len(tokens) == site["n_tokens"]
         assert nltk.pos_tag(tokens)[r["position"]][1] in params.keep_tags
         assert 0.0 < r["mlm_score"] <= 1.0
     # One candidate per (site, substitute).
@@ -117,7 +123,7 @@ def test_string_reasons_are_reproducible(demo_sites, demo_run, params):
     assert checked.height > 0
     for r in checked.iter_rows(named=True):
         s = by_site[(r["caption_id"], r["position"])]
-        assert candidates.reject_reason(True, r["substitute"], s, params) == r["reason"]
+        assert candidates.reject_reason(True, fill_of(r, s), s, params) == r["reason"]
 
 
 def test_batched_equals_unbatched(demo_sites, params, mlm):
@@ -294,6 +300,13 @@ def typed_sites(caption: str, edit_type: str) -> pl.DataFrame:
     ("Ten dogs.", ["Nine dogs."]),                           # the top of `numbers` moves down only
     ("Two women and a child.", ["A woman and a child.", "Three women and a child.", "Two women and two children."]),
     ("Two old apples.", ["An old apple.", "Three old apples."]),  # a / an agrees with the word after it
+    # The head is the noun counted, not a participle the tagger read as a noun (issue 35).
+    ("A small compact car driving past a furniture store", ["Two small compact cars driving past a furniture store",
+                                                            "A small compact car driving past two furniture stores"]),
+    ("A cat pausing as it's walking.", ["Two cats pausing as it's walking."]),
+    ("A stone building near a river.", ["Two stone buildings near a river.", "A stone building near two rivers."]),
+    ("The two airplanes are in the air.", ["The three airplanes are in the air."]),  # no `the an airplane`
+    ("A couple sitting on a bench.", ["Two couples sitting on a bench.", "A couple sitting on two benches."]),
 ])
 def test_quantifier_rewrites_move_the_count_and_inflect_the_noun(params, mlm, caption, rewrites):
     kept, rejects = candidates.run(typed_sites(caption, "quantifier"), params, mlm)
@@ -307,6 +320,74 @@ def test_a_number_off_the_list_is_a_reject(params, mlm):
     kept, rejects = candidates.run(typed_sites("A dog and 12 cats.", "quantifier"), params, mlm)
     assert kept["candidate"].to_list() == ["Two dogs and 12 cats."]
     assert rejects.select("original_word", "reason").rows() == [("12 cats", "not_a_count")]
+
+
+@pytest.mark.parametrize(("caption", "rejected"), [
+    ("a lot of computer screens", "a lot"),
+    ("A bunch of bananas.", "A bunch"),
+    ("A number of people walk by.", "A number"),
+    ("A couple of dogs.", "A couple"),
+])
+def test_a_quantity_is_a_reject_not_a_count(params, mlm, caption, rejected):
+    kept, rejects = candidates.run(typed_sites(caption, "quantifier"), params, mlm)
+    assert kept.filter(pl.col("original_word") == rejected).is_empty()
+    assert rejects.select("original_word", "reason").rows() == [(rejected, "quantity_noun")]
+
+
+def test_an_ing_word_wordnet_knows_only_in_untagged_senses_is_an_ambiguous_head(params, mlm):
+    kept, rejects = candidates.run(typed_sites("A railroad crossing.", "quantifier"), params, mlm)
+    assert kept.is_empty() and rejects.select("original_word", "reason").rows() == [
+        ("A railroad crossing", "ambiguous_head")]
+
+
+def rewrites(caption: str, edit_type: str, params, mlm) -> list[tuple[int, str, str, str]]:
+    kept, _ = candidates.run(typed_sites(caption, edit_type), params, mlm)
+    for r in kept.iter_rows(named=True):
+        assert r["candidate"] == r["caption"][:r["start"]] + r["substitute"] + r["caption"][r["end"]:]
+        assert r["caption"][r["start"]:r["end"]] == r["original_word"]
+    return kept.select("start", "original_word", "substitute", "candidate").rows()
+
+
+@pytest.mark.parametrize(("caption", "rows"), [
+    ("This is an advanced toilet.", [(8, "an advanced ", "a ", "This is a toilet.")]),
+    ("An old hat.", [(0, "An old ", "A ", "A hat.")]),
+    ("A large area.", [(0, "A large ", "An ", "An area.")]),
+    ("A man in an big hat.", [(12, "big ", "", "A man in an hat.")]),  # C_o disagreed: left as it was
+])
+def test_a_delete_makes_the_article_agree_and_widens_the_edit_to_it(params, mlm, caption, rows):
+    assert [r for r in rewrites(caption, "delete", params, mlm) if not r[1].startswith(" ")] == rows  # adjectives
+
+
+@pytest.mark.parametrize(("caption", "fill", "row"), [
+    ("A man rides a bike.", "umbrella", (12, "a bike", "an umbrella", "A man rides an umbrella.")),
+    ("A man rides a bike.", "SUV", (12, "a bike", "an SUV", "A man rides an SUV.")),
+    ("A man waits an minute.", "hour", (15, "minute", "hour", "A man waits an hour.")),  # C_o disagreed
+    ("A man waits a minute.", "hour", (12, "a minute", "an hour", "A man waits an hour.")),
+    ("A man sees an animal.", "unicorn", (11, "an animal", "a unicorn", "A man sees a unicorn.")),
+])
+def test_a_noun_fill_makes_the_article_agree(monkeypatch, params, mlm, caption, fill, row):
+    fixed_fills(monkeypatch, [("Ġ" + fill, 0.5)])
+    sites = typed_sites(caption, "noun").tail(1)
+    kept, rejects = candidates.run(sites, params, mlm)
+    assert kept.select("start", "original_word", "substitute", "candidate").rows() == [row], rejects.rows()
+
+
+def test_a_lexical_fill_makes_the_article_agree(monkeypatch, params, mlm):
+    fixed_fills(monkeypatch, [("Ġbig", 0.5)])
+    kept, _ = candidates.run(typed_sites("A man in an old hat.", "lexical"), params, mlm)
+    assert kept.select("start", "original_word", "substitute", "candidate").rows() == [
+        (9, "an old", "a big", "A man in a big hat.")]
+
+
+@pytest.mark.parametrize(("fill", "row"), [
+    ("old", (0, "A ", "An old ", "An old dog on a mat.")),
+    ("one-way", (2, "", "one-way ", "A one-way dog on a mat.")),
+])
+def test_an_insert_makes_the_article_agree(monkeypatch, params, mlm, fill, row):
+    fixed_fills(monkeypatch, [("Ġ" + fill, 0.5)])
+    sites = typed_sites("A dog on a mat.", "insert").head(1)
+    kept, _ = candidates.run(sites, params, mlm)
+    assert kept.select("start", "original_word", "substitute", "candidate").rows() == [row]
 
 
 def test_delete_rewrites_remove_the_span(params, mlm):

@@ -97,3 +97,12 @@ def test_only_word_swaps_are_checked():
     kept, rejects = relations.run(rows, RelationsParams())
     assert rejects.select("edit_type", "reason").rows() == [("noun", "synonym"), ("lexical", "synonym")]
     assert kept["edit_type"].to_list() == ["delete", "quantifier"]
+
+
+def test_a_span_widened_to_its_article_is_checked_by_its_words():
+    """An edit that made a / an agree carries the article in its span ("a car" -> "an automobile"): the relation is
+    still found, between the words."""
+    widened = frame([("a car", "an automobile"), ("an apple", "a pear")])
+    kept, rejects = relations.run(widened, RelationsParams())
+    assert kept["original_word"].to_list() == ["an apple"]
+    assert rejects["original_word"].to_list() == ["a car"]

@@ -196,6 +196,17 @@ def test_delete_sites_are_attributive_adjectives_and_prepositional_phrases():
     assert spans("A slice of pizza.", "delete") == []  # kept_prepositions
 
 
+@pytest.mark.parametrize(("caption", "adjectives"), [
+    # `kitchen` is tagged JJ, but WordNet knows it only as a noun: the head of `a kitchen`, before the verb `start`.
+    ("a bunch of people in a kitchen start to prepare food", []),
+    ("A large red bus.", [(1, "large ", "JJ"), (2, "red ", "JJ")]),  # adjectives, then the noun they modify
+    ("A table full of food.", []),  # followed by a preposition: not attributive
+    ("The bus is large and red.", []),
+])
+def test_an_adjective_delete_is_followed_by_the_noun_it_modifies(caption, adjectives):
+    assert [site for site in spans(caption, "delete") if site[2] == "JJ"] == adjectives
+
+
 def test_a_caption_with_sites_of_other_types_only_is_not_rejected():
     found, rejects = stage.run(frame(["He runs quickly."]), SitesParams(types=("noun", "lexical")))
     assert found["edit_type"].to_list() == ["lexical"] and rejects.is_empty()

@@ -1,0 +1,76 @@
+"""The grammar check (`tasks.text.grammar`): each defect on hand-written rows, then the real `sites` + `candidates`
+logic over COCO val2017 captions 3,000-6,000, beyond captions 0-3,000 on which the defects were measured (issue 35)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from tasks.core.caption_params import CandidatesParams, SitesParams
+from tasks.core.specs import ModelSpec
+from tasks.text import candidates, grammar, sites
+from tasks.text.ingest import read_captions
+from tests.conftest import COCO_CAPTIONS, requires_coco, requires_nltk
+
+pytestmark = requires_nltk
+RULE_MADE = CandidatesParams(model=ModelSpec(id="unused: quantifier and delete edits need no masked LM"))
+QUANTITY_NOUNS = RULE_MADE.quantity_nouns
+
+
+def row(caption: str, edit_type: str, original: str, substitute: str) -> dict:
+    start = caption.index(original)
+    end = start + len(original)
+    return {"caption": caption, "edit_type": edit_type, "start": start, "end": end, "original_word": original,
+            "substitute": substitute, "candidate": caption[:start] + substitute + caption[end:]}
+
+
+CAR = "A small compact car driving past a furniture store"
+KITCHEN = "a bunch of people in a kitchen start to prepare food"
+
+
+@pytest.mark.parametrize(("candidate", "defects"), [
+    (row(CAR, "quantifier", "A small compact car driving", "Two small compact car drivings"), ["plural_participle"]),
+    (row(CAR, "quantifier", "A small compact car driving", "Two small compact cars driving"), []),
+    (row("A stone building.", "quantifier", "A stone building", "Two stone buildings"), []),  # a thing, not an act
+    (row("This is an advanced toilet.", "delete", "advanced ", ""), ["article_disagreement"]),
+    (row("This is an advanced toilet.", "delete", "an advanced ", "a "), []),
+    (row("A man in an big hat.", "delete", "big ", ""), []),  # C_o disagreed already: nothing new
+    (row("A man with a bike.", "noun", "a bike", "a umbrella"), ["article_disagreement"]),
+    (row("a lot of computer screens", "quantifier", "a lot", "two lots"), ["quantity_noun_counted"]),
+    (row("A couple sitting on a bench.", "quantifier", "A couple", "Two couples"), []),  # a couple: people
+    (row(KITCHEN, "delete", "kitchen ", ""), ["head_noun_deleted"]),
+    (row("A laptop computer on a desk.", "delete", "laptop ", ""), []),  # a noun modifying a noun
+    (row("An old hat.", "delete", "An old ", "A "), []),
+])
+def test_each_defect_on_hand_written_rows(candidate, defects):
+    assert grammar.defects(candidate, QUANTITY_NOUNS) == defects
+
+
+@pytest.fixture(scope="module")
+def coco_beyond() -> pl.DataFrame:
+    """COCO val2017 captions 3,000-6,000."""
+    return read_captions(COCO_CAPTIONS)[0].slice(3000, 3000)
+
+
+@requires_coco
+def test_quantifier_and_delete_edits_of_3000_coco_captions_are_grammatical(coco_beyond):
+    found, _ = sites.run(coco_beyond, SitesParams(types=("quantifier", "delete")))
+    kept, rejects = candidates.run(found, RULE_MADE, mlm=None)
+    defects = grammar.count(kept, QUANTITY_NOUNS)
+    assert defects["plural_participle"] <= 2 and defects["article_disagreement"] <= 5, defects
+    assert defects["quantity_noun_counted"] == 0 and defects["head_noun_deleted"] == 0, defects
+    assert kept.height > 10_000  # every other edit is still made
+    assert rejects.filter(pl.col("reason") == "quantity_noun").height > 100
+    widened = kept.filter(pl.col("edit_type") == "delete", pl.col("original_word").str.contains(r"^(?i)an?\s"))
+    assert widened.height > 10  # `an old hat` -> `a hat`
+
+
+@requires_coco
+def test_masked_lm_fills_of_coco_captions_keep_the_articles_agreeing(coco_beyond, tiny_text_models):
+    """Noun, lexical and insert fills of the tiny random masked LM (random words: `a umbrella` unless the article
+    agrees)."""
+    params = CandidatesParams(model=ModelSpec(id=str(tiny_text_models["mlm"])), batch_size=64)
+    found, _ = sites.run(coco_beyond.head(200), SitesParams(types=("noun", "lexical", "insert")))
+    kept, _ = candidates.run(found, params, candidates.load_models(params))
+    assert grammar.count(kept, QUANTITY_NOUNS)["article_disagreement"] == 0
+    assert kept.filter(pl.col("original_word").str.contains(r"^(?i)an?\s")).height > 10
