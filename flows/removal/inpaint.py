@@ -1,11 +1,12 @@
 """The inpaint stage: one Prefect task per edit, keyed by the real image's bytes, the edit (boxes, removed classes,
 prompts), the inpaint params its fill reads, the model's content (for the `inpaint` fill) and the code, so a rerun
-fills only edits never seen and a killed run resumes from the ones it had finished."""
+fills only edits never seen and a killed run resumes from the ones it had finished. Its PNGs are built beside
+`paths.inpainted_images` and published with its table (`io.publish_folder`), so a run killed at any point leaves
+every PNG the table in place names."""
 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +15,14 @@ from PIL import Image
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from flows.commands import PathsCommand, check_models
 from flows.engine.caching import unit_task
 from flows.engine.progress import StageProgress
 from flows.engine.workspace import result_store
 from flows.removal import finish
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
-from tasks.core.io import read_frame, read_rgb
+from tasks.core.io import publish_folder, read_frame, read_rgb, staging_folder
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import Params
 from tasks.core.removal_params import InpaintParams
@@ -75,12 +77,11 @@ def inpaint_flow(params: Params) -> dict:
         .filter(pl.col("reason").is_not_null()).select(list(INPAINTED_REJECTS))
     rows = list(usable.iter_rows(named=True))
     sources = [paths.removal_images / e["file_name"] for e in rows]
-    shutil.rmtree(paths.inpainted_images, ignore_errors=True)
-    image_0, contents = {}, []
+    staged, image_0, contents = staging_folder(paths.inpainted_images), {}, []
     for source, edit in zip(sources, rows):
         if source not in image_0:
             original = read_rgb(source)
-            image_0[source] = write_png(paths.inpainted_images, original)
+            image_0[source] = write_png(staged, original)
         contents.append(edit_content(image_0[source], edit))
     image_1 = []
     with StageProgress("inpaint", len(rows), unit="edits") as progress:
@@ -89,11 +90,16 @@ def inpaint_flow(params: Params) -> dict:
         futures = [fill.submit(s, e, section, unit, c, params.engine.torch_threads)
                    for s, e, c in zip(sources, rows, contents)]
         for future in futures:
-            image_1.append(write_png(paths.inpainted_images, future.result()))
+            image_1.append(write_png(staged, future.result()))
             progress.advance()
     kept = usable.with_columns(fill=pl.lit(section.fill),
                                image_0=pl.Series([image_0[s] for s in sources], dtype=pl.String),
                                image_1=pl.Series(image_1, dtype=pl.String)).select(list(INPAINTED))
     computed = sum(f.state.name != "Cached" for f in futures)
-    return finish("inpaint", edits.height, kept, rejects, paths.inpainted, params, edits_filled=computed,
-                   edits_cached=len(futures) - computed)
+    return publish_folder(staged, paths.inpainted_images, lambda: finish(
+        "inpaint", edits.height, kept, rejects, paths.inpainted, params, edits_filled=computed,
+        edits_cached=len(futures) - computed))
+
+
+COMMAND = PathsCommand(inpaint_flow, "Object removal: fill each removed region (cached per edit).",
+                       check=lambda p: check_models(p.inpaint) if p.inpaint.fill == "inpaint" else None)

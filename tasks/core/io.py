@@ -3,6 +3,9 @@
 A stage output is replaced atomically, so a killed run never leaves a half-written file behind; an output and its
 rejects are replaced together or not at all. Outputs are checked writable (`check_outputs`) before any work starts,
 and an OSError while writing (disk full, ...) is a one-line `OutputError` naming the file.
+
+A folder of content-addressed files and the table naming them are published together (`staging_folder`,
+`publish_folder`): whenever a run is killed, every file the table in place names is in the folder.
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -22,6 +26,7 @@ import polars as pl
 from tasks.core.errors import UserError
 
 DIGITS = 6  # floats written to metrics JSON are rounded to this many digits
+T = TypeVar("T")
 
 
 class SameFileError(UserError):
@@ -123,6 +128,51 @@ def write_json(data: dict, path: Path) -> None:
     """Write `data` as indented, key-sorted JSON, atomically."""
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
     _replace_together({Path(path): lambda temporary: temporary.write_text(text)})
+
+
+def write_file(path: Path, write: Callable[[Path], Any]) -> None:
+    """Write `path` with `write(temporary)` to a temporary beside it, renamed into place once complete (atomic)."""
+    _replace_together({Path(path): write})
+
+
+def staging_folder(folder: Path) -> Path:
+    """An empty sibling of `folder` (same filesystem: moving a file in is a rename) to build its next version in;
+    what a killed run left there is removed first."""
+    staged = Path(folder).with_name(f".{Path(folder).name}.staging")
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir(parents=True)
+    return staged
+
+
+def publish_folder(staged: Path, folder: Path, write_table: Callable[[], T]) -> T:
+    """Make `folder` hold exactly the files built in `staged` (`staging_folder`), calling `write_table()`, which
+    replaces the table naming them, in between; returns its result.
+
+    Invariant, wherever a run is killed: every file the table in place names is in `folder`. Files are named by
+    their content (`tasks.image.store`), so a staged file renamed over one of the same name changes no file the old
+    table names; all are renamed in before `write_table` replaces the table, and the files it no longer names leave
+    only after. A kill leaves the last good table with a superset of its files; the next run's `staging_folder` and
+    `prune` remove what is left over."""
+    staged, folder = Path(staged), Path(folder)
+    names = {path.relative_to(staged).as_posix() for path in staged.rglob("*") if path.is_file()}
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in sorted(names):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staged / name, folder / name)
+    result = write_table()
+    prune(folder, names)
+    shutil.rmtree(staged)
+    return result
+
+
+def prune(folder: Path, keep: set[str]) -> None:
+    """Remove every file under `folder` whose relative path is not in `keep`, then every folder left empty."""
+    for path in sorted(Path(folder).rglob("*"), reverse=True):  # a folder's files before the folder
+        if path.is_dir() and not path.is_symlink():
+            if not any(path.iterdir()):
+                path.rmdir()
+        elif path.relative_to(folder).as_posix() not in keep:
+            path.unlink()
 
 
 def source_image_paths(image_ids: Iterable[str], folder: Path | None, pattern: str) -> list[Path | None]:

@@ -3,7 +3,10 @@
 `index.html`, `app.js` and `style.css` come from `tasks/release/site/`; `data.js` sets `window.GALLERY` (a script,
 not JSON: a page opened from the file system may not fetch files). Images are copied once, by content: a selected
 PNG keeps its pixel-addressed name (`store`), and its thumbnail is named after it, so a rerun with unchanged
-selection writes no image. Everything is sorted and rounded, so equal inputs give equal bytes.
+selection writes no image (one missing or corrupt is written again). Every file is written atomically, and an image
+enters the site before the data.js showing it and leaves only after one that no longer does (`publish_site`), so a
+killed build leaves every image the data.js in place shows. Everything is sorted and rounded, so equal inputs give
+equal bytes.
 
 A card carries the people's verdict (`validation`), the VLM judge's (`judge`, from `paths.judged` when that file
 exists) and whether the two agree (`agreement`, only where the judge and people both judged the pair: the judged
@@ -21,10 +24,10 @@ from pathlib import Path
 import polars as pl
 from PIL import Image
 
-from tasks.core.io import plain, rejects_path
+from tasks.core.io import plain, prune, rejects_path, write_file
 from tasks.core.params import Params
 from tasks.core.schemas import JUDGE_COLUMNS, JUDGE_QUESTIONS, SCORE_COLUMNS, SUBJECT_COLUMNS
-from tasks.core.stages import STAGES
+from tasks.core.stages import stages
 
 SITE = Path(__file__).with_name("site")
 THUMB = 192  # thumbnail side, pixels (never larger than the image)
@@ -33,7 +36,7 @@ SCORES = ("similarity", "perplexity", "mlm_score", *SCORE_COLUMNS, *SUBJECT_COLU
 CAPTION_FIELDS = ("caption", "counterfactual", "caption_id", "edit_type", "original_word", "substitute")
 REJECT_FIELDS = ("caption_id", "image_id", "caption", "candidate", "counterfactual", "edited_caption", "edit_type",
                  "original_word", "substitute", "category", "sample", *JUDGE_COLUMNS)
-# stages STAGES does not hold (the judge, object removal) -> the `paths` entry each writes, beside its rejects
+# stages the registry does not hold (the judge, object removal) -> the `paths` entry each writes, beside its rejects
 OTHER_OUTPUTS = {"judge": "judged", "removal_masks": "removal_masks", "removal_captions": "removal_captions",
                    "removal_gallery": "removal_gallery", "inpaint": "inpainted", "removal_selection": "removal_pairs"}
 
@@ -55,18 +58,26 @@ def edit_span(text: str, other: str) -> list[int]:
     return [start, end]
 
 
+def intact(path: Path) -> bool:
+    """`path` is a whole image file: there, and every chunk's checksum right (no pixel is decoded)."""
+    try:
+        with Image.open(path) as image:
+            image.verify()
+    except Exception:  # PIL reports a missing, truncated or garbled file with several error types
+        return False
+    return True
+
+
 def publish_image(read: Callable[[str], bytes], relative: str, site: Path) -> dict[str, str]:
-    """Copy a content-addressed PNG (`read(relative)` gives its bytes) and its thumbnail into `site` unless there
-    already; their paths in the site."""
+    """Copy a content-addressed PNG (`read(relative)` gives its bytes) and its thumbnail into `site`, each atomically,
+    unless both are there intact; their paths in the site."""
     full, thumb = Path("images", relative), Path("thumbs", relative)
-    if not (site / full).is_file() or not (site / thumb).is_file():
+    if not (intact(site / full) and intact(site / thumb)):
         png = read(relative)
-        (site / full).parent.mkdir(parents=True, exist_ok=True)
-        (site / full).write_bytes(png)
-        (site / thumb).parent.mkdir(parents=True, exist_ok=True)
+        write_file(site / full, lambda temporary: temporary.write_bytes(png))
         with Image.open(io.BytesIO(png)) as image:
             image.thumbnail((THUMB, THUMB))
-            image.save(site / thumb, format="PNG")
+            write_file(site / thumb, lambda temporary: image.save(temporary, format="PNG"))
     return {"full": full.as_posix(), "thumb": thumb.as_posix()}
 
 
@@ -129,8 +140,7 @@ def compare(site: Path, title: str, sides: dict[str, tuple[pl.DataFrame, pl.Data
              for caption_id, change in sorted(changes.items()) for label in sides if caption_id in rows[label]]
     data = {"title": title, "tab": "pairs", "pairs": cards, "removal": [], "rejects": [], "funnel": {},
             "scores": list(SCORES)}
-    prune(site, data)
-    write_site(site, data, [])
+    publish_site(site, data, [])
     return len(cards)
 
 
@@ -163,7 +173,7 @@ def removal_cards(pairs: pl.DataFrame, images: Path, site: Path) -> list[dict]:
 def write_if_changed(path: Path, content: bytes) -> None:
     """Write `content` to `path` unless it already holds exactly that (a rerun touches no unchanged file)."""
     if not path.is_file() or path.read_bytes() != content:
-        path.write_bytes(content)
+        write_file(path, lambda temporary: temporary.write_bytes(content))
 
 
 def write_site(site: Path, data: dict, figures: list[Path]) -> None:
@@ -178,13 +188,14 @@ def write_site(site: Path, data: dict, figures: list[Path]) -> None:
     write_if_changed(site / "data.js", f"window.GALLERY = {text};\n".encode())
 
 
-def prune(site: Path, data: dict) -> None:
-    """Remove images no card shows any more (a rerun after a new selection)."""
+def publish_site(site: Path, data: dict, figures: list[Path]) -> None:
+    """Write the site (`write_site`: data.js names the images its cards show, all already in `site`), then remove
+    every other file under `images/` and `thumbs/` (a new selection's leftovers, a killed build's temporaries)."""
+    write_site(site, data, figures)
     used = {card[key][size] for card in (*data["pairs"], *data["removal"])
             for key in ("image_o", "image_c", "image_0", "image_1") if key in card for size in ("full", "thumb")}
-    for path in sorted(site.glob("images/**/*.png")) + sorted(site.glob("thumbs/**/*.png")):
-        if path.relative_to(site).as_posix() not in used:
-            path.unlink()
+    for folder in ("images", "thumbs"):
+        prune(site / folder, {path.removeprefix(f"{folder}/") for path in used if path.startswith(f"{folder}/")})
 
 
 def people_verdicts(selected: pl.DataFrame, validated: Path) -> dict[str, bool]:
@@ -212,14 +223,13 @@ def build(params: Params) -> dict:
                             site, people_verdicts(selected, Path(paths.validated)), judged_rows(Path(paths.judged))),
         "removal": removal_cards(pl.read_parquet(removal), Path(paths.inpainted_images), site)
         if removal.is_file() else [],
-        "rejects": rejects_view({name: Path(getattr(paths, stage.data)) for name, stage in STAGES.items()}
+        "rejects": rejects_view({name: Path(getattr(paths, stage.data)) for name, stage in stages().items()}
                                 | {name: Path(getattr(paths, data)) for name, data in OTHER_OUTPUTS.items()},
                                 params.gallery.seed),
         "funnel": json.loads(Path(paths.run_metrics).read_text())["funnel"] if Path(paths.run_metrics).is_file()
         else {},
         "scores": list(SCORES),
     }
-    prune(site, data)
-    write_site(site, data, sorted(Path(paths.figures).glob("*.png")))
+    publish_site(site, data, sorted(Path(paths.figures).glob("*.png")))
     return {"pairs": len(data["pairs"]), "removal": len(data["removal"]),
             "rejects": sum(group["count"] for group in data["rejects"])}

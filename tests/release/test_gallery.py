@@ -28,9 +28,10 @@ def test_the_edit_span_of_every_edit_type():
         assert (edit_span(c_o, c_c), edit_span(c_c, c_o)) == spans
 
 
-def write_run(root, rows: int) -> dict[str, str]:
-    """A selection of `rows` pairs with 256-px PNGs in a pixel-addressed store; the paths overrides naming it."""
-    rng = np.random.default_rng(0)
+def write_run(root, rows: int, seed: int = 0) -> dict[str, str]:
+    """A selection of `rows` pairs with 256-px PNGs (random, from `seed`) in a pixel-addressed store; the paths
+    overrides naming it."""
+    rng = np.random.default_rng(seed)
     images = root / "images"
     selected = []
     for i in range(rows):
@@ -74,6 +75,25 @@ def test_a_rerun_rewrites_no_image_and_a_new_selection_prunes_the_old_ones(tmp_p
     assert {f for f in kept if f.startswith(("images/", "thumbs/"))} < {f for f in first}
     assert len([f for f in kept if f.startswith("images/")]) == 2
     assert b'"caption_id":"c0"' in kept["data.js"][1] and b'"c1"' not in kept["data.js"][1]
+
+
+def test_a_missing_or_corrupt_image_or_thumbnail_is_written_again_and_a_stray_temporary_removed(tmp_path):
+    """A truncated thumbnail and a deleted image are each written again with their pair (same bytes); no other file
+    is written, and a killed build's temporary is removed."""
+    paths = write_run(tmp_path, 2)
+    params = project_params(*(f"{k}={v}" for k, v in paths.items()))
+    build(params)
+    site = paths["paths.gallery"]
+    first = files(site)
+    thumbs = sorted(f.removeprefix("thumbs/") for f in first if f.startswith("thumbs/"))
+    (site / "thumbs" / thumbs[0]).write_bytes(first[f"thumbs/{thumbs[0]}"][1][:100])
+    (site / "images" / thumbs[1]).unlink()
+    (site / "images" / thumbs[2]).with_name(".stray.png.tmp").write_bytes(b"half an image")
+    build(params)
+    again = files(site)
+    assert {f: content for f, (_, content) in again.items()} == {f: content for f, (_, content) in first.items()}
+    assert sorted(f for f in first if again[f][0] != first[f][0]) == sorted(
+        f"{folder}/{name}" for folder in ("images", "thumbs") for name in thumbs[:2])
 
 
 def test_the_diff_gallery_shows_each_version_of_every_pair_they_do_not_share(tmp_path):
@@ -199,4 +219,27 @@ def test_the_judge_filters_in_a_browser(tmp_path):
         assert tab.locator(".judge-filter").evaluate_all("ls => ls.map(l => l.hidden)") == [True, True]
         assert tab.locator("article.card p.judge").count() == 0
         errors += tab.errors
+    assert errors == []
+
+
+def test_an_unknown_tab_or_page_in_a_link_shows_the_default_tab_and_page_1(tmp_path):
+    """`#tab=foo` shows the default tab (the overview), `#page=abc` or `#page=-2` page 1, with no page error; a
+    fresh load and a changed fragment alike."""
+    from tests.browser import page
+
+    paths = write_run(tmp_path, 49)  # two pages of 48
+    build(project_params(*(f"{k}={v}" for k, v in paths.items())))
+    index = (paths["paths.gallery"] / "index.html").as_uri()
+    active = "nodes => nodes.filter(n => n.classList.contains('active')).map(n => n.id || n.dataset.tab)"
+    with page() as tab:
+        for fragment in ("#tab=foo", "#tab=pairs&page=abc", "#tab=constructor", "#tab=pairs&page=-2"):
+            tab.goto(index + fragment)
+            shown = "overview" if "pairs" not in fragment else "pairs"
+            assert tab.locator("section.tab").evaluate_all(active) == [shown], fragment
+            assert tab.locator("#tabs a").evaluate_all(active) == [shown], fragment
+        assert tab.inner_text("#page") == "page 1 of 2"
+        assert tab.locator("article.card").count() == 48
+        tab.click("#next")
+        assert tab.inner_text("#page") == "page 2 of 2"
+        errors = list(tab.errors)
     assert errors == []

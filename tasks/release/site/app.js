@@ -22,11 +22,13 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-// URL fragment <-> state: tab, page and every named form control.
+// URL fragment <-> state: tab, page and every named form control. A tab the page lacks is the default tab; a page
+// that is not a number is page 1.
+const TABS = [...document.querySelectorAll("#tabs a")].map((link) => link.dataset.tab);
 function readState() {
   const state = Object.fromEntries(new URLSearchParams(location.hash.slice(1)));
-  state.tab = state.tab || DATA.tab || "overview";
-  state.page = Math.max(1, parseInt(state.page || "1", 10));
+  state.tab = TABS.includes(state.tab) ? state.tab : DATA.tab || "overview";
+  state.page = Math.max(1, parseInt(state.page, 10) || 1);
   return state;
 }
 
