@@ -12,6 +12,7 @@ the ratio of the medians, then the min–max of the per-round ratios A_i / B_i.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import resource
@@ -72,6 +73,7 @@ def time_inside(owner: Any, name: str, spent: list[float]) -> None:
     callers that look it up on `owner` at call time are timed in the process that runs them."""
     original = getattr(owner, name)
 
+    @functools.wraps(original)  # the same module and name: a cache key reads the code by them
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         began = time.perf_counter()
         try:

@@ -8,28 +8,71 @@ command that runs them, so a DVC stage executes only its own code.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
 from rich.logging import RichHandler
+from typer.core import TyperGroup
 
-from flows.commands import ParamOption, ParamsFile, check_models, check_source, register
+from flows.commands import (
+    ParamOption,
+    ParamsFile,
+    check_models,
+    check_source,
+    command_names,
+    on_cluster,
+    paths_command,
+    register,
+)
+from flows.dag import register as register_dag
 from flows.engine.console import VERBOSE, console, report_table, stop_on_sigterm, user_errors
+from tasks.core import schemas
 from tasks.core.config import PARAMS_FILE, load_params
-from tasks.core.errors import UserError
 from tasks.core.io import check_distinct, check_input, check_outputs
 from tasks.core.params import Params
-from tasks.core.stages import CAPTION_STEPS, STAGES, skip_reason
+from tasks.core.stages import CAPTION_STEPS, skip_reason, stage
 
-app = typer.Typer(help="Counterfactual image-text dataset engine.", no_args_is_help=True, add_completion=False)
+STEP_COMMANDS = (*CAPTION_STEPS, "generate")  # `cfgen NAME SOURCE OUTPUT`, built when invoked (`_step_command`)
+
+
+class Commands(TyperGroup):
+    """The app's commands, a registered stage's or paths command's built only when it is invoked: it imports its
+    own module and no other stage's (`cfgen --help` lists them without importing any)."""
+
+    listing = False
+
+    def list_commands(self, ctx) -> list[str]:
+        return sorted({*super().list_commands(ctx), *STEP_COMMANDS, *command_names()})
+
+    def format_help(self, ctx, formatter) -> None:
+        self.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
+
+    def get_command(self, ctx, name: str):
+        build = _step_command if name in STEP_COMMANDS else paths_command if name in command_names() else None
+        if build is None:
+            return super().get_command(ctx, name)
+        if self.listing:
+            return click.Command(name, help=f"a registered stage: `cfgen {name} --help` says what it does")
+        one = typer.Typer(add_completion=False)
+        one.command(name)(build(name))
+        return typer.main.get_command(one)
+
+
+app = typer.Typer(cls=Commands, help="Counterfactual image-text dataset engine.", no_args_is_help=True,
+                  add_completion=False)
 
 MetricsOption = Annotated[Path | None, typer.Option("--metrics", help="also write the step's metrics here (JSON)")]
-ImagesOption = Annotated[Path, typer.Option(help="where the winners' PNGs are written")]
+ImagesOption = Annotated[Path | None, typer.Option(help="where the winners' PNGs are written [default: OUTPUT's "
+                                                   "name + _images, beside it]")]
 
 
 @app.callback()
@@ -48,15 +91,6 @@ def _run_flow(flow_fn: Callable, params: Params, *args: Any) -> Any:
 
     with prefect_api(), on_cluster(params):
         return flow_fn.with_options(task_runner=task_runner(params))(*args, params)
-
-
-def on_cluster(params: Params) -> contextlib.AbstractContextManager:
-    """With `engine.dask_address`: a scheduler lost mid-run becomes one line (`flows.engine.cluster`)."""
-    if not params.engine.dask_address:
-        return contextlib.nullcontext()
-    from flows.engine.cluster import scheduler_loss_is_one_line
-
-    return scheduler_loss_is_one_line(params.engine.dask_address)
 
 
 def _stage_flow(name: str) -> tuple[Callable, tuple]:
@@ -80,9 +114,7 @@ def captions(source: Path, output: Path, param: ParamOption = None, params_file:
         check_source(source)
         check_distinct(source, output)
         check_outputs(output, metrics)
-        for name in CAPTION_STEPS:
-            if not skip_reason(name, params):
-                check_models(STAGES[name].section(params))
+        check_models(*(getattr(params, name) for name in CAPTION_STEPS if not skip_reason(name, params)))
         from flows.text import captions_flow
 
         report_table(_run_flow(captions_flow, params, source, output), metrics)
@@ -100,43 +132,40 @@ def ingest(source: Path, output: Path, metrics: MetricsOption = None) -> None:
         report_table([ingest_task.fn(source, output)], metrics)
 
 
-def _stage_command(name: str):
+def _step_command(name: str):
     """The command of data stage `name`: `cfgen NAME SOURCE OUTPUT` runs its flow on SOURCE, written to OUTPUT."""
-    stage = STAGES[name]
+    step = stage(name)
 
     def command(source: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
                 metrics: MetricsOption = None) -> None:
         with user_errors():
             params = load_params(params_file, param or [])
-            check_input(source, stage.input, stage.after)
+            check_input(source, step.input, step.after)
             check_distinct(source, output)
             check_outputs(output, metrics)
             if not skip_reason(name, params):
-                check_models(stage.section(params))
+                check_models(step.section(params))
             flow_fn, head = _stage_flow(name)
             report_table([_run_flow(flow_fn, params, *head, source, output)], metrics)
 
-    command.__doc__ = f"{name}: {stage.description} (reads the output of `cfgen {stage.after}`)."
+    command.__doc__ = f"{name}: {step.description} (reads the output of `cfgen {step.after}`)."
     return command
 
 
-for _name in (*CAPTION_STEPS, "generate"):
-    app.command(_name)(_stage_command(_name))
-
-
 @app.command()
-def selection(scores: Path, output: Path, selected_images: ImagesOption = Path("data/processed/images"),
+def selection(scores: Path, output: Path, selected_images: ImagesOption = None,
               param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE, metrics: MetricsOption = None) -> None:
     """Thresholds on the score table, then each pair's best passing sample rendered alone (cached by content)."""
     with user_errors():
         params = load_params(params_file, param or [])
-        check_input(scores, STAGES["selection"].input, "generate")
+        check_input(scores, schemas.SAMPLES, "generate")
         check_distinct(scores, output)
         check_outputs(output, metrics)
         check_models(params.generate)
         from flows.image import selection_flow
 
-        report_table([_run_flow(selection_flow, params, scores, output, selected_images)], metrics)
+        images = selected_images or output.with_name(f"{output.stem}_images")  # never the pipeline's, unless told
+        report_table([_run_flow(selection_flow, params, scores, output, images)], metrics)
 
 
 @app.command()
@@ -145,7 +174,7 @@ def gallery(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) ->
     pairs and the run's funnel; open its index.html from the file system or any static host."""
     with user_errors():
         params = load_params(params_file, param or [])
-        check_input(params.paths.selected, STAGES["selection"].output, "selection")
+        check_input(params.paths.selected, schemas.SELECTED, "selection")
         from tasks.release.gallery import build
 
         counts = build(params)
@@ -159,7 +188,7 @@ def judge(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> N
     (reject reasons judge_*) and its agreement with the Label Studio labels (paths.metrics/judge.json)."""
     with user_errors():
         params = load_params(params_file, param or [])
-        check_input(params.paths.selected, STAGES["selection"].output, "selection")
+        check_input(params.paths.selected, schemas.SELECTED, "selection")
         if params.judge.enabled:
             check_models(params.judge)
         from flows.judge import judge_flow
@@ -174,73 +203,7 @@ def judge(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> N
 
 
 register(app)
-
-
-@app.command()
-def publish(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-    """Push the export folder to the Hub when `export.repo_id` is set and HF_TOKEN is in the environment."""
-    with user_errors():
-        params = load_params(params_file, param or [])
-        from tasks.release.export import push_if_configured
-
-        url = push_if_configured(params.paths.export, params.export)
-    console.print(f"pushed to {url}" if url else "not pushed: set export.repo_id and HF_TOKEN to publish")
-
-
-@app.command()
-def run(source: Annotated[str | None, typer.Option(help="caption file (default: paths.captions_source)")] = None,
-        profile: Annotated[str | None, typer.Option(help="demo | paper (default: params.yaml)")] = None,
-        param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-    """The whole DAG as one Prefect flow (what the scheduled deployment runs)."""
-    with user_errors():
-        extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
-        params = load_params(params_file, [*(param or []), *extra])
-        check_source(params.paths.captions_source)
-        from flows.engine.server import prefect_api
-        from flows.pipeline import dataset_flow
-
-        with prefect_api(), on_cluster(params):
-            console.print_json(data=dataset_flow(source, profile, str(params_file), param or []))
-
-
-@app.command()
-def serve(name: Annotated[str, typer.Option(help="deployment name")] = "refresh",
-          cron: Annotated[str, typer.Option(help="schedule")] = "0 3 * * *",
-          source: Annotated[str | None, typer.Option(help="caption file the refresh reads")] = None,
-          profile: Annotated[str | None, typer.Option(help="demo | paper")] = None,
-          param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-    """Register the cron-scheduled `cfgen-dataset` deployment on PREFECT_API_URL and serve its runs."""
-    with user_errors():
-        extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
-        check_source(load_params(params_file, [*(param or []), *extra]).paths.captions_source)
-        from flows.engine.server import lasting_api
-
-        lasting_api()
-        from flows.pipeline import serve as serve_deployment  # every flow: imported once the checks passed
-
-        serve_deployment(name, cron, source, profile, str(params_file), param or [])
-
-
-@app.command()
-def diff(rev_a: str, rev_b: str, params_file: ParamsFile = PARAMS_FILE) -> None:
-    """Compare the dataset at two git revisions or DVC experiments; writes markdown + HTML under paths.diff."""
-    with user_errors():
-        paths = load_params(params_file).paths
-        from flows.versions import write_diff
-
-        for kind, path in write_diff(rev_a, rev_b, paths).items():
-            console.print(f"{kind}: {path}")
-
-
-@app.command("with-server", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def with_server(ctx: typer.Context) -> None:
-    """Run a command (e.g. `dvc repro`) with one temporary Prefect server shared by all its processes."""
-    from flows.engine.server import run_with_server
-
-    with user_errors():
-        if not ctx.args:
-            raise UserError("with-server needs a command, e.g. `cfgen with-server -- dvc repro`")
-        raise typer.Exit(run_with_server(ctx.args))
+register_dag(app)
 
 
 if __name__ == "__main__":

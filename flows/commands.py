@@ -1,9 +1,13 @@
-"""The `cfgen` commands built from a table: those whose inputs and outputs all come from `paths` (evaluation,
-validation, release, object removal). Each imports its flow module only when it runs."""
+"""The `cfgen` commands whose inputs and outputs all come from `paths` (evaluation, validation, release, object
+removal: each declared beside its flow as a `PathsCommand`, whose module only its own command imports), and the
+tools' commands (plan, tiny-models, synthetic-coco)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,17 +18,36 @@ from tasks.core.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
 from tasks.core.io import check_outputs, write_json
 from tasks.core.params import Params
+from tasks.core.stages import registered
 
 ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
                                                         "similarity.upper=0.9 (repeatable)")]
 ParamsFile = Annotated[Path, typer.Option("--params-file", help="the params file to read")]
 
 
-def check_models(section: Any) -> None:
-    """Every model of a params section is identifiable (a missing folder fails here, before any work)."""
+def check_models(*sections: Any) -> None:
+    """Every model of the params sections is on this machine, before any is loaded (as `cfgen plan` checks): a missing
+    folder, or a hub model not in the cache at its pinned revision, is one line naming the command that fetches it."""
     from tasks.core.fingerprints import model_fingerprints
+    from tasks.plan.preflight import missing
 
-    model_fingerprints(section)
+    if absent := [line for section in sections for line in missing(section)]:
+        raise UserError(f"these models are not on this machine: {'; '.join(absent)}")
+    for section in sections:
+        model_fingerprints(section)
+
+
+def on_cluster(params: Params) -> contextlib.AbstractContextManager:
+    """With `engine.dask_address`: a scheduler lost mid-run becomes one line (`flows.engine.cluster`)."""
+    if not params.engine.dask_address:
+        return contextlib.nullcontext()
+    from flows.engine.cluster import scheduler_loss_is_one_line
+
+    return scheduler_loss_is_one_line(params.engine.dask_address)
+
+
+def show_json(result: Any) -> None:
+    console.print_json(data=result)
 
 
 def check_source(source: Path) -> None:
@@ -32,40 +55,43 @@ def check_source(source: Path) -> None:
         raise UserError(f"caption file {source} does not exist")
 
 
-def _load(target: str) -> Callable:
-    """`module:name`, imported the way an import statement does (unlike `importlib.import_module`, which bypasses it),
-    so `-X importtime`, which traces each DVC stage's code deps, sees the module."""
-    module, _, name = target.partition(":")
-    return getattr(__import__(module, fromlist=[name]), name)
+@dataclass(frozen=True)
+class PathsCommand:
+    """A command whose inputs and outputs all come from `paths`, declared beside its flow and registered under the
+    `cfgen.commands` entry-point group: `check(params)` raises a UserError for a missing model or a bad input before
+    any server starts, then `flow(params)` runs under one Prefect API and `show` prints its result."""
+
+    flow: Callable[[Params], Any]
+    help: str
+    show: Callable[[Any], None] = show_json
+    check: Callable[[Params], None] | None = None
 
 
-def paths_command(flow: str, doc: str, show: Callable[[Any], None], check: Callable[[Params], None] | None = None):
-    """A command whose inputs and outputs all come from `paths`: it runs `module:flow(params)` under one Prefect API
-    (after `check(params)`, which raises a UserError for a missing model or a bad input before any server starts)
-    and shows the result with `show`."""
+COMMANDS = "cfgen.commands"
+
+
+def command_names() -> list[str]:
+    """The registered paths commands' names (read from the package metadata: nothing is imported)."""
+    return [point.name for point in entry_points(group=COMMANDS)]
+
+
+def paths_command(name: str):
+    """The CLI command of registered paths command `name`."""
+    declared: PathsCommand = registered(COMMANDS, name)
 
     def command(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
         with user_errors():
             params = load_params(params_file, param or [])
-            if check is not None:
-                check(params)
+            if declared.check is not None:
+                declared.check(params)
             from flows.engine.server import prefect_api
 
             with prefect_api():
-                result = _load(flow)(params)
-        show(result)
+                result = declared.flow(params)
+        declared.show(result)
 
-    command.__doc__ = doc
+    command.__doc__ = declared.help
     return command
-
-
-def _show_json(result: Any) -> None:
-    console.print_json(data=result)
-
-
-def _check_inpaint(params: Params) -> None:
-    if params.inpaint.fill == "inpaint":
-        check_models(params.inpaint)
 
 
 def plan(source: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
@@ -120,40 +146,7 @@ def synthetic_coco(output: Path, param: ParamOption = None, params_file: ParamsF
         console.print(f"synthetic COCO written to {output}")
 
 
-PATHS_COMMANDS = {  # name: (module:flow, help, show the result, check(params) run before any server starts)
-    "evaluate": ("flows.evaluation:evaluate_flow", "Zero-shot retrieval R@k and ITM score differences of every "
-                 "`evaluate.models` entry on the selected pairs (and ODmAP@k on the object-removal pairs).",
-                 lambda m: _show_json({k: v["all"] for k, v in m["models"].items()}),
-                 lambda p: check_models(p.evaluate)),
-    "validation-tasks": ("flows.validation:validation_tasks_flow", "Label Studio tasks (one per generated image) and "
-                         "labeling config.", lambda n: console.print(f"{n} tasks written"), None),
-    "validation": ("flows.validation:validation_flow", "Read Label Studio's export: Table 1, Fleiss' kappa, the "
-                   "validated subset.", lambda r: _show_json({k: v for k, v in r.items() if k != "disagreements"}),
-                   lambda p: _load("flows.validation:check_export")(p)),
-    "report": ("flows.release:report_flow", "reports/metrics.json, figures and plot data for the current run.",
-               lambda metrics: _show_json(metrics["funnel"]), None),
-    "export": ("flows.release:export_flow", "Write the selected pairs as a Hugging Face `datasets` folder (images "
-               "embedded).", lambda rows: console.print(f"{rows} rows exported"), None),
-    "mixtures": ("flows.release:mixtures_flow", "Build the base / medium / all training mixtures as `datasets` "
-                 "configs.", lambda result: _show_json(result["sizes"]), None),
-    "removal-masks": ("flows.removal.masks:removal_masks_flow", "Object removal: which (image, class) pairs to "
-                      "remove, from the COCO instances file.", _show_json, None),
-    "removal-captions": ("flows.removal.captions:removal_captions_flow", "Object removal: the edited captions and "
-                         "the ODmAP gallery.", _show_json, None),
-    "inpaint": ("flows.removal.inpaint:inpaint_flow", "Object removal: fill each removed region (cached per edit).",
-                _show_json, _check_inpaint),
-    "removal-selection": ("flows.removal.selection:removal_selection_flow", "Object removal: the CLIP check and the "
-                          "splits.", _show_json, lambda p: check_models(p.removal_selection)),
-    "removal-export": ("flows.removal.export:removal_export_flow", "Object removal: the pairs as a `datasets` "
-                       "folder with its card.", _show_json, None),
-    "datasheet": ("flows.release:datasheet_flow", "Generate the datasheet and the dataset card that embeds it.",
-                  lambda _: None, None),
-}
-
-
 def register(app: typer.Typer) -> None:
-    """Add the tables' commands and the tools' (plan, tiny-models, synthetic-coco) to `app`."""
-    for name, (flow, doc, show, check) in PATHS_COMMANDS.items():
-        app.command(name)(paths_command(flow, doc, show, check))
+    """Add the tools' commands (plan, tiny-models, synthetic-coco) to `app`."""
     for name, command in (("plan", plan), ("tiny-models", tiny_models), ("synthetic-coco", synthetic_coco)):
         app.command(name)(command)

@@ -3,10 +3,11 @@
 strategy has made pairs, each model's ODmAP@k on them (its own task: a removal change never re-evaluates R@k).
 
 A model's key (`tasks.core.keys`) hashes the pairs it scores (`pairs_content`, once per run, and `model_content`),
-the keyed evaluate params, the model's content (a cross-encoder's also that of the bi-encoder whose top candidates it
-re-ranks) and the evaluation code (`model_unit`). Images are read from disk a batch at a time, inside each model's
-task; every file's existence is checked before any model runs. Outputs: the Δ rows (`paths.evaluation`),
-`metrics.json` (dvc metrics) and `itm_deltas.png` under `paths.evaluation_reports`.
+the keyed evaluate params its unit reads (R@k leaves the ODmAP settings out), the model's content (a cross-encoder's
+also that of the bi-encoder whose top candidates it re-ranks) and the evaluation code (`model_unit`). Images are read
+from disk a batch at a time, inside each model's task, each once per model; every file's existence is checked before
+any model runs. Outputs: the Δ rows (`paths.evaluation`), `metrics.json` (dvc metrics) and `itm_deltas.png` under
+`paths.evaluation_reports`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import polars as pl
 from prefect import flow, get_run_logger
 
+from flows.commands import PathsCommand, check_models, show_json
 from flows.engine.caching import unit_task
 from flows.engine.workspace import result_store
 from tasks.core import keys
@@ -34,11 +36,15 @@ from tasks.release import figures
 log = logging.getLogger(__name__)
 
 
+ODMAP_SETTINGS = frozenset({"odmap_variant", "odmap_normalisation"})  # read by `od_map` alone
+
+
 def model_unit(name: str, entry: str, spec: ClipSpec | ItmSpec, params: Params) -> keys.Unit:
-    """A model's scores: the keyed evaluate settings, its spec and content, and a re-ranking cross-encoder's
-    bi-encoder's."""
+    """A model's scores: the keyed evaluate settings `entry` reads, its spec and content, and a re-ranking
+    cross-encoder's bi-encoder's."""
     first = params.evaluate.first_stage(spec)
-    settings = {k: v for k, v in keyed_dump(params.evaluate).items() if k != "models"}
+    settings = {k: v for k, v in keyed_dump(params.evaluate).items()
+                if k != "models" and (entry == "od_map" or k not in ODMAP_SETTINGS)}
     specs = [spec, *([first] if first else [])]
     read = {"settings": settings, "models": [keyed_dump(s) for s in specs]}
     return keys.unit(name, [f"{stage.__name__}:{entry}"], read, specs)
@@ -73,8 +79,9 @@ def odmap_model(spec: ClipSpec | ItmSpec, queries: pl.DataFrame, gallery: pl.Dat
 
 
 def removal_metrics(params: Params) -> dict[str, dict] | None:
-    """ODmAP@k of every model on the object-removal pairs' test split (None before that strategy has run); every
-    query image is checked before the first model runs."""
+    """ODmAP@k of every model on the object-removal pairs' test split (None before that strategy has run): per model
+    `odmap` (the headline, under `evaluate.odmap_normalisation`) and `odmap_by_normalisation`; every query image is
+    checked before the first model runs."""
     paths = params.paths
     if not paths.removal_pairs.is_file():
         return None
@@ -107,7 +114,7 @@ def evaluate_flow(params: Params) -> dict:
     metrics = {"models": {name: m for name, (m, _) in results.items()}, **stage.summary(selected, real, validated)}
     if odmap is not None:
         for name, values in odmap.items():
-            metrics["models"][name]["odmap"] = values
+            metrics["models"][name].update(values)
     deltas = pl.concat([d for _, d in results.values()]) if results else pl.DataFrame(schema=EVALUATION)
     write_frame(deltas, paths.evaluation)
     write_json(plain(metrics), paths.evaluation_reports / "metrics.json")
@@ -117,3 +124,9 @@ def evaluate_flow(params: Params) -> dict:
     cached = sum(f.state.name == "Cached" for f in futures.values())
     get_run_logger().info("evaluate: %d models (%d from the cache) on %d pairs", len(futures), cached, selected.height)
     return metrics
+
+
+COMMAND = PathsCommand(evaluate_flow, "Zero-shot retrieval R@k and ITM score differences of every `evaluate.models` "
+                       "entry on the selected pairs (and ODmAP@k on the object-removal pairs).",
+                       lambda m: show_json({k: v["all"] for k, v in m["models"].items()}),
+                       lambda p: check_models(p.evaluate))

@@ -1,16 +1,17 @@
 """Image flows: screen many samples per caption pair, then select one canonically rendered winner per pair.
 
-`generate_flow` maps one Prefect task per content-defined chunk of caption pairs (`generate.pairs_per_task`); the
-cache is each pair's sample record (`records.PairRecords`, beside Prefect's results), so only never-seen samples are
-rendered, whichever task, process or host renders them. `selection_flow` runs `selection.run` with canonical renders
-kept in the same pair records (their PNGs by pixels beside them): a threshold change renders only newly chosen
-winners, and switching back renders nothing. The winners' PNGs are written to the selection stage's own folder; no
-stage writes into another's.
+`generate_flow` maps one Prefect task per run of about `generate.pairs_per_task` caption pairs (`chunks.sample_cut`:
+near-equal sample counts, the heaviest first); the cache is each pair's sample record (`records.PairRecords`, beside
+Prefect's results), so only never-seen samples are rendered, whichever task, process or host renders them.
+`selection_flow` runs `selection.run` with canonical renders kept in the same pair records (their PNGs by pixels
+beside them): a threshold change renders only newly chosen winners, and switching back renders nothing. The winners'
+PNGs are written to the selection stage's own folder; no stage writes into another's. They are built beside it and
+published with `selected.parquet` (`io.publish_folder`), so a run killed at any point leaves every PNG the table in
+place names.
 """
 
 from __future__ import annotations
 
-import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -27,12 +28,11 @@ from flows.engine.sharding import stage_metrics
 from flows.engine.workspace import result_store
 from tasks.core import keys
 from tasks.core.image_params import GenerateParams, SelectionParams
-from tasks.core.io import read_frame, read_rgb, write_outputs
+from tasks.core.io import publish_folder, read_frame, read_rgb, staging_folder, write_outputs
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import Params
 from tasks.core.schemas import PAIR, SAMPLES
-from tasks.core.shards import content_shards
-from tasks.image import generate, render, selection, store
+from tasks.image import chunks, generate, render, selection, store
 from tasks.image.records import PairRecords
 from tasks.image.sampling import Sample
 
@@ -60,25 +60,26 @@ def generate_flow(pairs_path: Path, output: Path, params: Params) -> dict:
     gen = params.generate
     selection_params = params.selection if gen.adaptive.enabled else None
     pairs = read_frame(pairs_path, PAIR, "perplexity").select(list(PAIR))
-    chunks = content_shards(pairs, gen.pairs_per_task)
+    cut = chunks.sample_cut([gen.n_samples] * pairs.height, gen.pairs_per_task)
     local = params.engine.dask_address is None  # a progress bar cannot travel to a Dask worker
     with StageProgress("generate", pairs.height * gen.n_samples, unit="samples") as progress:
         futures = generate_pairs.map(
-            pairs=chunks, params=unmapped(gen), selection_params=unmapped(selection_params),
+            pairs=[pairs.slice(run.start, len(run)) for run in cut], params=unmapped(gen),
+            selection_params=unmapped(selection_params),
             records=unmapped(sample_records(params)), unit=unmapped(render.sample_unit(gen)),
             torch_threads=unmapped(params.engine.torch_threads),
             progress=unmapped(progress if local else None))
-        sizes = {f.task_run_id: c.height for f, c in zip(futures, chunks)}
+        sizes = {f.task_run_id: len(run) for f, run in zip(futures, cut)}
         for future in as_completed(futures):
             if not local:
                 progress.advance(sizes[future.task_run_id] * gen.n_samples)
-    results = [f.result() for f in futures]
+    results = [futures[i].result() for i in sorted(range(len(cut)), key=lambda i: cut[i].start)]  # input order
     kept = pl.concat([r[0] for r in results]) if results else pl.DataFrame(schema=SAMPLES)
     rejects = pl.concat([r[1] for r in results]) if results else pl.DataFrame(schema=generate.REJECTS_SCHEMA)
     write_outputs(kept, rejects, output)
     rendered, computed = sum(r[2] for r in results), sum(r[3] for r in results)
     get_run_logger().info("generate: %d pairs (%d rendered now) in %d tasks, %d samples, %d rendered now",
-                          pairs.height, computed, len(chunks), kept.height, rendered)
+                          pairs.height, computed, len(cut), kept.height, rendered)
     return stage_metrics("generate", pairs.height, kept, rejects, pairs=pairs.height, pairs_generated=computed,
                          samples=kept.height, samples_rendered=rendered, unet_evals=int(kept["unet_evals"].sum()))
 
@@ -121,7 +122,8 @@ def render_canonicals(jobs: list[tuple[dict, Sample]], params: GenerateParams, r
 
 @flow(name="selection", task_runner=ThreadPoolTaskRunner(max_workers=1))
 def selection_flow(scores_path: Path, output: Path, selected_images: Path, params: Params) -> dict:
-    """One winner per caption pair, canonically rendered, its PNGs under `selected_images` (rewritten every run)."""
+    """One winner per caption pair, canonically rendered, its PNGs under `selected_images` (exactly those, published
+    with the table)."""
     scores = read_frame(scores_path, SAMPLES, "generate")
     gen, records, counts = params.generate, sample_records(params), Counter()
     unit = render.sample_unit(gen)
@@ -137,12 +139,12 @@ def selection_flow(scores_path: Path, output: Path, selected_images: Path, param
         counts.update(rendered=sum(now for _, now in found), cached=sum(not now for _, now in found))
         return [{**m, "images": np.stack([read_rgb(folder / png) for png in m["pngs"]])} for m, _ in found]
 
-    shutil.rmtree(selected_images, ignore_errors=True)
+    staged = staging_folder(selected_images)
     contested = selection.ranked(scores, params.selection)["caption_id"].n_unique()
     with StageProgress("selection", contested, unit="pairs") as progress:
         kept, rejects, fallthrough = selection.run(scores, params.selection, gen.black_threshold, render_canonical,
-                                                   selected_images, progress.advance)
-    write_outputs(kept, rejects, output)
+                                                   staged, progress.advance)
+    publish_folder(staged, selected_images, lambda: write_outputs(kept, rejects, output))
     pairs, renders, cached = scores["caption_id"].n_unique(), counts["rendered"], counts["cached"]
     evals = int(scores["unet_evals"].sum()) + 4 * gen.steps * (renders + cached)
     return stage_metrics("selection", pairs, kept, rejects, pairs=pairs, accepted=kept.height,

@@ -26,7 +26,7 @@ from flows.validation import validation_flow, validation_tasks_flow
 from tasks.core.config import PARAMS_FILE, load_params
 from tasks.core.io import write_json
 from tasks.core.params import Params, TinyModelsParams
-from tasks.core.stages import CAPTION_STEPS, STAGES
+from tasks.core.stages import CAPTION_STEPS, stages
 from tasks.demo import synthetic_coco, tiny_models
 
 
@@ -50,7 +50,7 @@ def run_dag(params: Params) -> dict[str, dict]:
     metrics = {"ingest": ingest_task.with_options(retries=2)(paths.captions_source, paths.captions)}
     previous = paths.captions
     for name in CAPTION_STEPS:
-        target = getattr(paths, STAGES[name].data)
+        target = getattr(paths, stages()[name].data)
         metrics[name] = stage_flow.with_options(task_runner=runner)(name, previous, target, params)
         previous = target
     metrics["generate"] = generate_flow.with_options(task_runner=runner)(previous, paths.samples, params)

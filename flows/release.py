@@ -10,9 +10,11 @@ import json
 import polars as pl
 from prefect import flow, get_run_logger
 
+from flows.commands import PathsCommand, show_json
+from flows.engine.console import console
 from tasks.core.io import source_image_paths, write_json
 from tasks.core.params import Params
-from tasks.core.stages import STAGES
+from tasks.core.stages import stages
 from tasks.release import card, datasheet, export, mixtures, report
 from tasks.release.provenance import provenance
 
@@ -25,7 +27,7 @@ def report_flow(params: Params) -> dict:
     """reports/metrics.json (funnel, rates, score means, UNet evaluations per accepted pair) + figures + plot data."""
     paths = params.paths
     frames = {name: pl.read_parquet(getattr(paths, key)) for name, key in FRAMES.items()}
-    stage_metrics = {s: json.loads((paths.metrics / f"{s}.json").read_text()) for s in STAGES}
+    stage_metrics = {s: json.loads((paths.metrics / f"{s}.json").read_text()) for s in stages()}
     metrics = report.write_report(frames, stage_metrics, params)
     get_run_logger().info("report: %s", metrics["funnel"])
     return metrics
@@ -78,3 +80,12 @@ def datasheet_flow(params: Params) -> None:
     judged = found["judge"]["rows_out"] if found["judge"] and found["judge"]["enabled"] else 0
     (paths.export / "README.md").write_text(card.dataset_card(sheet, len(exported), params.export, mixture_sizes,
                                                               validated, judged))
+
+
+REPORT = PathsCommand(report_flow, "reports/metrics.json, figures and plot data for the current run.",
+                      lambda metrics: show_json(metrics["funnel"]))
+EXPORT = PathsCommand(export_flow, "Write the selected pairs as a Hugging Face `datasets` folder (images embedded).",
+                      lambda rows: console.print(f"{rows} rows exported"))
+MIXTURES = PathsCommand(mixtures_flow, "Build the base / medium / all training mixtures as `datasets` configs.",
+                        lambda result: show_json(result["sizes"]))
+DATASHEET = PathsCommand(datasheet_flow, "Generate the datasheet and the dataset card that embeds it.", lambda _: None)

@@ -17,7 +17,7 @@ from flows.engine.sharding import run_sharded, stage_metrics
 from tasks.core.fingerprints import content_hash
 from tasks.core.io import read_frame, source_image_paths, write_outputs
 from tasks.core.params import Params, PathsParams
-from tasks.core.stages import CAPTION_STEPS, STAGES, skip_reason
+from tasks.core.stages import CAPTION_STEPS, skip_reason, stage
 
 
 @task
@@ -43,15 +43,15 @@ def with_source_images(sites: pl.DataFrame, paths: PathsParams) -> pl.DataFrame:
 
 
 def run_step(name: str, source: Path, output: Path, params: Params) -> dict:
-    stage = STAGES[name]
-    frame = read_frame(source, stage.input, stage.after)
+    step = stage(name)
+    frame = read_frame(source, step.input, step.after)
     if reason := skip_reason(name, params):
         get_run_logger().info("%s skipped (%s): its %d rows pass through", name, reason, frame.height)
-        write_outputs(frame, pl.DataFrame(schema=stage.rejects), output)
-        return stage_metrics(name, frame.height, frame, pl.DataFrame(schema=stage.rejects), skipped=reason)
+        write_outputs(frame, pl.DataFrame(schema=step.rejects), output)
+        return stage_metrics(name, frame.height, frame, pl.DataFrame(schema=step.rejects), skipped=reason)
     if name == "saliency":
         frame = with_source_images(frame, params.paths)
-    result = run_sharded(stage, frame, params)
+    result = run_sharded(step, frame, params)
     write_outputs(result.kept, result.rejects, output)
     get_run_logger().info("%s: %d rows in, %d out, %d/%d shards computed", name, frame.height,
                           result.kept.height, result.shards_computed, result.shards)

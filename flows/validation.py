@@ -7,6 +7,8 @@ from __future__ import annotations
 import polars as pl
 from prefect import flow, get_run_logger
 
+from flows.commands import PathsCommand, show_json
+from flows.engine.console import console
 from tasks.core.io import read_frame, write_frame, write_json
 from tasks.core.params import Params
 from tasks.validation import agreement, labelstudio
@@ -61,3 +63,9 @@ def validation_flow(params: Params) -> dict:
         get_run_logger().warning("validation: %d repeated annotations of an image by one annotator set aside (the "
                                  "latest by updated_at counts)", result["duplicate_annotations"])
     return result
+
+
+TASKS = PathsCommand(validation_tasks_flow, "Label Studio tasks (one per generated image) and labeling config.",
+                     lambda n: console.print(f"{n} tasks written"))
+RESULTS = PathsCommand(validation_flow, "Read Label Studio's export: Table 1, Fleiss' kappa, the validated subset.",
+                       lambda r: show_json({k: v for k, v in r.items() if k != "disagreements"}), check_export)

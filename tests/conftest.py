@@ -8,6 +8,8 @@ guard's own test).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import tempfile
 from pathlib import Path
@@ -58,16 +60,18 @@ def paper_shape_models(tmp_path_factory) -> Path:
 
 
 def crash_on_call(monkeypatch, module, n: int) -> None:
-    """Make `module.run` raise on its n-th call (a crash mid-stage); the other calls run for real."""
-    original, calls = module.run, []
+    """Make the `run` of the stage `module` declares raise on its n-th call (a crash mid-stage); the other calls run
+    for real, and the stage's cache keys (which read `run` by module and name) stay as they are."""
+    original, calls = module.STAGE.run, []
 
+    @functools.wraps(original)
     def run(*args, **kwargs):
         calls.append(1)
         if len(calls) == n:
             raise RuntimeError("simulated crash")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(module, "run", run)
+    monkeypatch.setattr(module, "STAGE", dataclasses.replace(module.STAGE, run=run))
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ import json
 import polars as pl
 from prefect import flow
 
+from flows.commands import PathsCommand
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
 from tasks.core.io import read_frame
@@ -34,3 +35,6 @@ def removal_export_flow(params: Params) -> dict:
         settings["inpaint"]["model"] = fingerprint(params.inpaint.model)
     (paths.removal_export / "README.md").write_text(release.card(metrics, splits, settings))
     return splits
+
+
+COMMAND = PathsCommand(removal_export_flow, "Object removal: the pairs as a `datasets` folder with its card.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prefect import flow
 
+from flows.commands import PathsCommand, check_models
 from flows.removal import finish
 from tasks.core.io import read_frame
 from tasks.core.loading import set_torch_threads
@@ -22,3 +23,7 @@ def removal_selection_flow(params: Params) -> dict:
     splits = {s: int((kept["split"] == s).sum()) for s in REMOVAL_SPLITS}
     return finish("removal_selection", edits.height, kept, rejects, paths.removal_pairs, params, pairs=kept.height,
                    splits=splits)
+
+
+COMMAND = PathsCommand(removal_selection_flow, "Object removal: the CLIP check and the splits.",
+                       check=lambda p: check_models(p.removal_selection))

@@ -38,8 +38,8 @@ class GenerateParams(Frozen):
     seed: int = 0
     batch_samples: int = unkeyed(4, "samples per UNet call (4 rows each); after a CUDA OOM the halved size is "
                                     "kept for the rest of the process", ge=1)
-    pairs_per_task: int = unkeyed(8, "average caption pairs per Prefect task (content-defined, like caption shards): "
-                                     "the unit a Dask worker takes", ge=1)
+    pairs_per_task: int = unkeyed(8, "caption pairs per Prefect task (cut to near-equal sample counts, the "
+                                     "heaviest first): the unit a Dask worker takes", ge=1)
     channels_last: bool = Field(False, description="UNet and VAE in channels_last memory format (GPU tensor cores)")
     compile_unet: bool = Field(False, description="torch.compile the UNet: slow first call, faster steps after")
     black_threshold: int = unkeyed(4, "an image with every pixel <= this is black (applied after the cache)",

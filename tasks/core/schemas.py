@@ -106,3 +106,14 @@ REMOVAL_EXPORT: Schema = {  # the export columns (I_0, I_1, C_0, C_1 = real, edi
     "deleted": pl.List(pl.String), "decision": pl.String, "fill": pl.String, "clip_drop": pl.Float64,
     "sim_text_image_1": pl.Float64, "split": pl.String,
 }
+
+
+ARTICLES = ("a", "an")
+
+
+def edited_word(span: str, edit_type: str) -> str:
+    """The word(s) of an edit's `original_word` or `substitute` span, stripped, without the article the span takes
+    along when the edit makes a / an agree ("an apple" -> "apple"); a quantifier's article is its count, kept."""
+    words = span.strip()
+    first, _, rest = words.partition(" ")
+    return rest if edit_type != "quantifier" and first.lower() in ARTICLES and rest else words

@@ -23,9 +23,9 @@ import torch
 
 from tasks.core import keys
 from tasks.core.image_params import GenerateParams
-from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS
+from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS, edited_word
 from tasks.core.specs import model_specs
-from tasks.core.stages import STAGES
+from tasks.core.stages import entry
 from tasks.image.sampling import Diffusion, Prompts, Rendered, Sample, encode_prompts, load_diffusion, render
 from tasks.image.scoring import ClipScorer, load_clip, pair_scores
 
@@ -45,7 +45,7 @@ def load_models(params: GenerateParams) -> ImageModels:
 
 def sample_unit(params: GenerateParams) -> keys.Unit:
     """What fixes a sample besides its own values; the VAE runs where the diffusion model does."""
-    return keys.unit("generate", STAGES["generate"].entries, params, [spec for _, spec in model_specs(params)],
+    return keys.unit("generate", tuple(map(entry, SAMPLE_CODE)), params, [spec for _, spec in model_specs(params)],
                      placed=(params.diffusion, params.clip))
 
 
@@ -100,7 +100,8 @@ def caption_texts(models: ImageModels, pair: dict, subject_prompt: str) -> torch
     """Unit embeddings of C_o, C_c and, for a noun swap, the subject prompts of its original word and substitute."""
     texts = [pair["caption"], pair["counterfactual"]]
     if pair["edit_type"] in SUBJECT_TYPES:
-        texts += [subject_prompt.format(word=pair[k].strip()) for k in ("original_word", "substitute")]
+        texts += [subject_prompt.format(word=edited_word(pair[k], pair["edit_type"]))
+                  for k in ("original_word", "substitute")]
     return models.clip.embed_texts(texts)
 
 
@@ -139,3 +140,6 @@ def canonical(pair: dict, sample: Sample, params: GenerateParams, models: ImageM
     rendered = render(models.diffusion, prompts, [sample], params.steps, params.size)
     measured = measure(rendered, caption_texts(models, pair, params.subject_prompt), models, params.clip_batch_size)[0]
     return {**measured, "images": rendered.images[0]}
+
+
+SAMPLE_CODE = (load_models, canonical, Batcher)  # what a sample's render and measurement execute

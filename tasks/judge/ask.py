@@ -1,9 +1,10 @@
 """Asking the VLM judge: a selected pair's yes/no questions and each answer's P(Yes), read from the model's logits.
 
-A pair is asked about the words its edit changed: C_o's (`original_word`) and C_c's (`substitute`), stripped (a
-quantifier edit: the counted phrases; insert: only the inserted phrase, delete: only the deleted one). Each word is
-asked of both images with its edit type's template: I_o shows the original, I_c the substitute, and the two crossed
-questions. A question whose word is empty is not asked (its P(Yes) is None and passes the verdict).
+A pair is asked about the words its edit changed: C_o's (`original_word`) and C_c's (`substitute`), as
+`edited_word` gives them (a quantifier edit: the counted phrases; insert: only the inserted phrase, delete: only the
+deleted one). Each word is asked of both images with its edit type's template: I_o shows the original, I_c the
+substitute, and the two crossed questions. A question whose word is empty is not asked (its P(Yes) is None and
+passes the verdict).
 
 P(Yes) is the softmax over the next-token logits of the two ANSWERS (each read as its first token) after the
 model's own chat prompt: no sampling, so equal inputs give equal answers. The model runs in float32 on CPU and in its
@@ -19,7 +20,7 @@ import numpy as np
 
 from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
 from tasks.core.release_params import JudgeParams
-from tasks.core.schemas import JUDGE_QUESTIONS
+from tasks.core.schemas import JUDGE_QUESTIONS, edited_word
 from tasks.core.specs import ModelSpec
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def questions(pair: dict, templates: dict[str, str]) -> dict[str, tuple[str, str
     """question -> (image side, question text) of one pair (PAIR columns); questions about an empty word left out."""
     template = templates[pair["edit_type"]]
     return {name: (side, template.format(word=word)) for name, (side, column) in ASKED.items()
-            if (word := (pair[column] or "").strip())}
+            if (word := edited_word(pair[column] or "", pair["edit_type"]))}
 
 
 @load_once

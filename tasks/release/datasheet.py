@@ -15,18 +15,20 @@ import polars as pl
 
 from tasks.core.params import Params
 from tasks.core.release_params import DatasheetParams
-from tasks.core.schemas import ITM_DELTAS
-from tasks.core.stages import STAGES
+from tasks.core.schemas import ITM_DELTAS, edited_word
+from tasks.core.stages import stages
 from tasks.release.markdown import markdown_table, param_lines, public, score
 from tasks.release.report import FUNNEL_STEPS, TYPE_STEPS
 
 
 def altered_subjects(counterfactuals: pl.DataFrame, selected_ids: list[str] | None) -> pl.DataFrame:
-    """(edit_type, original_word, substitute, count, share) over lower-cased, stripped spans (an insert's original and
-    a deletion's substitute are empty), most frequent first, ties alphabetical."""
+    """(edit_type, original_word, substitute, count, share) over lower-cased edited words (`edited_word`; an insert's
+    original and a deletion's substitute are empty), most frequent first, ties alphabetical."""
     rows = counterfactuals if selected_ids is None else counterfactuals.filter(pl.col("caption_id").is_in(selected_ids))
-    return (rows.group_by("edit_type", original_word=pl.col("original_word").str.strip_chars().str.to_lowercase(),
-                          substitute=pl.col("substitute").str.strip_chars().str.to_lowercase())
+    words = {column: pl.struct(column, "edit_type").map_elements(lambda r, c=column: edited_word(r[c], r["edit_type"]),
+                                                                 return_dtype=pl.String).str.to_lowercase()
+             for column in ("original_word", "substitute")}
+    return (rows.group_by("edit_type", **words)
             .agg(count=pl.len().cast(pl.Int64))
             .with_columns(share=pl.col("count") / pl.col("count").sum())
             .sort(["count", "edit_type", "original_word", "substitute"], descending=[True, False, False, False]))
@@ -236,8 +238,8 @@ def write(run: Mapping[str, Any], counterfactuals: pl.DataFrame, exported: list[
     if funnel["final"] > funnel["with_accepted_pair"]:
         raise ValueError(f"export holds {funnel['final']} pairs but only {funnel['with_accepted_pair']} were accepted")
     subjects = altered_subjects(counterfactuals, exported)
-    stages = {stage: run["stages"][stage] for stage in STAGES}  # DAG order (the JSON is key-sorted)
-    sheet = render_datasheet(funnel, stages, params.model_dump(mode="json"), models, subjects,
+    by_stage = {stage: run["stages"][stage] for stage in stages()}  # DAG order (the JSON is key-sorted)
+    sheet = render_datasheet(funnel, by_stage, params.model_dump(mode="json"), models, subjects,
                              human_share(subjects, params.datasheet.human_words), date.today().isoformat(),
                              params.datasheet, evaluation, validation, run.get("funnel_by_edit_type"), judge)
     params.paths.datasheet.parent.mkdir(parents=True, exist_ok=True)

@@ -21,10 +21,13 @@ from functools import lru_cache
 
 import polars as pl
 from nltk.corpus import wordnet
+from nltk.corpus.reader.wordnet import ADJ, NOUN, VERB
 
 from tasks.core import schemas
 from tasks.core.caption_params import RelationsParams
 from tasks.core.errors import UserError
+from tasks.core.schemas import edited_word
+from tasks.core.stages import Stage
 
 SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
 NLTK_RESOURCES = ("corpora/wordnet",)  # in the cache keys
@@ -42,7 +45,7 @@ def load_models(params: RelationsParams) -> None:
 
 
 CHECKED_TYPES = ("noun", "lexical")
-_POS = {"NN": wordnet.NOUN, "JJ": wordnet.ADJ, "VB": wordnet.VERB}  # by tag prefix; ADJ includes satellites
+_POS = {"NN": NOUN, "JJ": ADJ, "VB": VERB}  # by tag prefix; ADJ includes satellites (importing loads no WordNet)
 
 
 @lru_cache(maxsize=65536)
@@ -94,9 +97,14 @@ def reason(original: str, substitute: str, params: RelationsParams, tag: str = "
 
 def run(frame: pl.DataFrame, params: RelationsParams, models: None = None):
     """(passing candidates, rejects) for a `candidates` frame."""
-    reasons = pl.Series([reason(o, s, params, tag) if edit_type in CHECKED_TYPES else None for edit_type, tag, o, s
+    reasons = pl.Series([reason(edited_word(o, edit_type), edited_word(s, edit_type), params, tag)
+                         if edit_type in CHECKED_TYPES else None for edit_type, tag, o, s
                          in frame.select("edit_type", "tag", "original_word", "substitute").iter_rows()],
                         dtype=pl.String)
     marked = frame.with_columns(reason=reasons, stage=pl.lit("relations"))
     rejects = marked.filter(pl.col("reason").is_not_null()).select(list(REJECTS_SCHEMA))
     return marked.filter(pl.col("reason").is_null()).select(list(SCHEMA)), rejects
+
+
+STAGE = Stage("relations", "drop substitutes that are WordNet synonyms, hyponyms or hypernyms", "relations",
+              SCHEMA, REJECTS_SCHEMA, schemas.CANDIDATES, "candidates", run=run, load_models=load_models)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tasks.core import code, source
-from tasks.core.stages import STAGES
+from tasks.core.stages import stage
 
-SAMPLE = STAGES["generate"].entries  # a sample's render and measurement
+SAMPLE = stage("generate").entries  # a sample's render and measurement
 
 
 def sample_identity() -> code.Identity:
@@ -47,7 +47,7 @@ def test_comments_docstrings_formatting_and_param_definitions_change_nothing(pro
     replace(params, "Every knob of the engine", "Each knob of the engine")
     replace(project_copy / "tasks/core/removal_params.py", "class RemovalMasksParams(Frozen):",
             "class RemovalMasksParams(Frozen):  # a comment\n    extra_knob: int = 3")
-    replace(project_copy / "tasks/core/image_params.py", '"average caption pairs per Prefect task',
+    replace(project_copy / "tasks/core/image_params.py", '"caption pairs per Prefect task',
             '"mean caption pairs per Prefect task')
     assert sample_identity().key == base
 
@@ -121,18 +121,19 @@ def test_a_statement_in_the_p2p_processors_call_changes_it(project_copy):
 def test_the_nltk_data_a_stage_reads_is_keyed_by_content(tmp_path, monkeypatch):
     import nltk
 
-    sites = code.identity(*STAGES["sites"].entries)
-    assert set(sites.data) == {"tokenizers/punkt_tab/english", "taggers/averaged_perceptron_tagger_eng"}
-    assert code.identity(*STAGES["relations"].entries).data.keys() == {"corpora/wordnet"}
+    sites = code.identity(*stage("sites").entries)
+    assert set(sites.data) == {"tokenizers/punkt_tab/english", "taggers/averaged_perceptron_tagger_eng",
+                               "corpora/wordnet"}  # a delete's adjective must not be a noun-only word
+    assert code.identity(*stage("relations").entries).data.keys() == {"corpora/wordnet"}
     assert not sample_identity().data
     copy = tmp_path / "nltk_data"
     for name in sites.data:
         shutil.copytree(nltk.data.find(name).path, copy / name)
     monkeypatch.setattr(nltk.data, "path", [str(copy), *nltk.data.path])
-    assert code.identity(*STAGES["sites"].entries).key == sites.key  # the same bytes elsewhere
+    assert code.identity(*stage("sites").entries).key == sites.key  # the same bytes elsewhere
     weights = next((copy / "taggers/averaged_perceptron_tagger_eng").glob("*weights*"))
     weights.write_bytes(weights.read_bytes() + b" ")
-    assert code.identity(*STAGES["sites"].entries).key != sites.key
+    assert code.identity(*stage("sites").entries).key != sites.key
 
 
 def test_a_process_keys_the_code_it_imported_not_the_file_edited_since(project_copy, monkeypatch):
@@ -146,7 +147,7 @@ def test_a_process_keys_the_code_it_imported_not_the_file_edited_since(project_c
     assert sample_identity().key != base
 
 
-@pytest.mark.parametrize("stage", ["candidates", "perplexity", "similarity"])
-def test_caption_stages_key_their_own_model_library(stage):
-    assert "transformers" in code.identity(*STAGES[stage].entries).libraries or \
-        "sentence-transformers" in code.identity(*STAGES[stage].entries).libraries
+@pytest.mark.parametrize("name", ["candidates", "perplexity", "similarity"])
+def test_caption_stages_key_their_own_model_library(name):
+    assert "transformers" in code.identity(*stage(name).entries).libraries or \
+        "sentence-transformers" in code.identity(*stage(name).entries).libraries

@@ -10,7 +10,7 @@ from tasks.core.fingerprints import ModelNotFound, fingerprint
 from tasks.core.keys import unit
 from tasks.core.shards import content_shards, shard_content
 from tasks.core.specs import ModelSpec, model_specs
-from tasks.core.stages import STAGES
+from tasks.core.stages import stage
 
 
 def shard_key(stage, shard: pl.DataFrame, section, *extra: str) -> str:
@@ -75,7 +75,7 @@ def model_folder(path: Path, weights: bytes) -> None:
 
 
 def test_cache_key_changes_with_rows_and_keyed_params():
-    sites, shard = STAGES["sites"], frame(ids(3))
+    sites, shard = stage("sites"), frame(ids(3))
     base = shard_key(sites, shard, SitesParams())
     assert shard_key(sites, shard, SitesParams()) == base  # deterministic
     assert shard_key(sites, frame(ids(4)), SitesParams()) != base
@@ -85,22 +85,22 @@ def test_cache_key_changes_with_rows_and_keyed_params():
 
 def test_cache_key_changes_with_the_code_the_stage_executes(project_copy, tmp_path):
     model_folder(tmp_path / "mlm", b"weights")
-    stage, shard = STAGES["candidates"], frame(ids(3))
+    candidates, shard = stage("candidates"), frame(ids(3))
     params = CandidatesParams(model=ModelSpec(id=str(tmp_path / "mlm")))
-    base = shard_key(stage, shard, params)
+    base = shard_key(candidates, shard, params)
     loading = project_copy / "tasks" / "core" / "loading.py"  # candidates -> core.loading.load_pretrained
     loading.write_text(loading.read_text().replace("# ", "#  ") + "\n# a comment\n")
-    assert shard_key(stage, shard, params) == base
+    assert shard_key(candidates, shard, params) == base
     loading.write_text(loading.read_text().replace("return tokenizer, model.to(device).eval()",
                                                    "return tokenizer, model.to(device).eval().float()"))
-    changed = shard_key(stage, shard, params)
+    changed = shard_key(candidates, shard, params)
     assert changed != base
-    assert shard_key(stage, shard, params) == changed
+    assert shard_key(candidates, shard, params) == changed
 
 
 def test_cache_key_changes_with_model_content_not_with_unkeyed_params(tmp_path, monkeypatch):
     """Same spec (`models/mlm`, relative) over three real folders: the key follows the bytes, not the name."""
-    candidates, shard, params = STAGES["candidates"], frame(ids(3)), CandidatesParams(model=ModelSpec(id="models/mlm"))
+    candidates, shard, params = stage("candidates"), frame(ids(3)), CandidatesParams(model=ModelSpec(id="models/mlm"))
 
     def key_in(folder: Path, weights: bytes, section: CandidatesParams = params) -> str:
         model_folder(folder / "models" / "mlm", weights)
@@ -119,4 +119,4 @@ def test_cache_key_changes_with_model_content_not_with_unkeyed_params(tmp_path, 
 def test_a_missing_model_fails_the_key_instead_of_keying_on_the_name(tmp_path):
     params = CandidatesParams(model=ModelSpec(id=str(tmp_path / "absent")))
     with pytest.raises(ModelNotFound):
-        shard_key(STAGES["candidates"], frame(ids(3)), params)
+        shard_key(stage("candidates"), frame(ids(3)), params)

@@ -100,6 +100,25 @@ def test_missing_model_folder_is_named(tmp_path):
     assert not (tmp_path / "out.parquet").exists()
 
 
+@pytest.mark.parametrize("command", [("captions", str(DEMO_CAPTIONS), "out.parquet"),
+                                     ("generate", "pairs.parquet", "out.parquet"),
+                                     ("judge", "-p", "judge.enabled=true")],
+                         ids=lambda c: c[0])
+def test_the_paper_profile_offline_names_each_missing_model_before_loading_any(tmp_path, command):
+    """No weights in the hub cache: one line naming every model the command runs and the line that fetches it."""
+    from tasks.core.schemas import PAIR
+
+    one_row_parquet(tmp_path / "pairs.parquet", PAIR)
+    (tmp_path / "hf-cache").mkdir()
+    result = cfgen(tmp_path, *command, "-p", "profile=paper", env_extra={"HF_HUB_CACHE": str(tmp_path / "hf-cache")})
+    needles = {"captions": ("not on this machine", "hf download FacebookAI/roberta-base --revision",
+                            "hf download openai-community/gpt2-large"),
+               "generate": ("not on this machine", "hf download stable-diffusion-v1-5/stable-diffusion-v1-5",
+                            "hf download stabilityai/sd-vae"),
+               "judge": ("Qwen/Qwen2.5-VL-7B-Instruct has no pinned revision",)}[command[0]]  # pin, then download
+    assert_one_error(result, *needles)
+
+
 @pytest.mark.parametrize("source, output", [("a.tsv", "a.tsv"), ("./a.tsv", "a.tsv"), ("a.tsv", "./a.tsv")])
 def test_ingest_refuses_to_overwrite_its_input(tmp_path, source, output):
     shutil.copy(DEMO_CAPTIONS, tmp_path / "a.tsv")

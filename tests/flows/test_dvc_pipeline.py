@@ -10,9 +10,9 @@ fills only new edits; (h) switching the relations filter off reruns from relatio
 pairs; (i) a judge threshold or an edit of its verdict code reruns the judge and asks the VLM nothing;
 `dvc exp run -S` behaves the same, and `cfgen diff` compares two versions.
 
-The first repro is traced: every stage's code `deps` are exactly the project files its command imports
-(PYTHONPROFILEIMPORTTIME), its `params:` cover exactly the keys it reads and its deps and outs every data file it
-reads (tests/tracing); it runs with HF_TOKEN and PREFECT_API_KEY set, and neither reaches any file or the Prefect
+The first repro is traced (tests/tracing): every stage's code `deps` are exactly the project files its command
+imports, its `params:` cover exactly the keys it reads and its deps and outs every data file it
+reads; it runs with HF_TOKEN and PREFECT_API_KEY set, and neither reaches any file or the Prefect
 database. Its outputs are the reference of a copy whose `dvc repro` is SIGKILLed in generate, selection and inpaint:
 resumed, it writes the same bytes. Every output after the caption stages keeps the minimal edit, after the first
 repro and after (g)'s whole-DAG repro.
@@ -118,12 +118,11 @@ def first_repro(tmp_path_factory, prefect_server) -> FirstRepro:
     copy_project(repo, env)
     trace = tmp_path_factory.mktemp("trace")
     started = time.monotonic()
-    first = sh(repo, "dvc", "repro", env={**env, **SECRETS, "PYTHONPROFILEIMPORTTIME": "1",
-                                         "CFGEN_TRACE_DIR": str(trace), "PYTHONPATH": f"{TRACING}:{repo}"})
+    first = sh(repo, "dvc", "repro", env={**env, **SECRETS, "CFGEN_TRACE_DIR": str(trace),
+                                         "PYTHONPATH": f"{TRACING}:{repo}"})
     print(f"initial dvc repro: {time.monotonic() - started:.0f}s")
     assert "datasheet" in ran(first)
     (repo / ".cache").mkdir(exist_ok=True)
-    (repo / ".cache/imports.log").write_text(first)
     reference = FirstRepro(repo, env, outputs(repo), ran(first), trace)
     commit(repo, env, "v1")
     return reference
@@ -134,36 +133,16 @@ def repo(first_repro) -> tuple[Path, dict]:
     return first_repro.path, first_repro.env
 
 
-def imported_files(log: str) -> dict[str, set[str]]:
-    """Per stage, the project files its command imported (from PYTHONPROFILEIMPORTTIME lines, which may follow a
-    progress bar's carriage return on the same line)."""
-    found: dict[str, set[str]] = {}
-    stage = None
-    for line in log.splitlines():
-        if started := re.search(r"Running stage '([^']+)'", line):
-            stage = started.group(1)
-            found[stage] = set()
-        elif stage and (hit := re.search(r"import time:.*\|\s*((?:tasks|flows)(?:\.\w+)*)\s*$", line)):
-            module = ROOT.joinpath(*hit.group(1).split("."))
-            found[stage].add((f"{hit.group(1).replace('.', '/')}.py" if module.with_suffix(".py").is_file()
-                              else f"{hit.group(1).replace('.', '/')}/__init__.py"))
-    return found
-
-
-def test_every_stage_lists_exactly_the_code_it_imports(repo):
-    path, _ = repo
+def test_every_stage_lists_exactly_the_code_it_imports(first_repro):
+    path = first_repro.path
     demo = yaml.safe_load((path / "demo/dvc.yaml").read_text())["stages"]  # DVC names them by file
     stages = yaml.safe_load((path / "dvc.yaml").read_text())["stages"] | {f"demo/dvc.yaml:{name}": stage
                                                                           for name, stage in demo.items()}
-    from tasks.core import source
-    from tasks.core.stages import STAGES
-
-    traced = imported_files((path / ".cache/imports.log").read_text())
-    assert set(traced) == set(stages)
-    for stage in traced.keys() & STAGES.keys():  # run_shard imports the logic module by name, in a worker thread
-        traced[stage] |= set(source.files(STAGES[stage].logic))
+    imported = {name: {Path(f).relative_to(path).as_posix() for f in found["modules"]}
+                for name, found in traced(first_repro).items()}
+    assert set(imported) == set(stages)
     wrong = {}
-    for stage, files in traced.items():
+    for stage, files in imported.items():
         listed = {d for d in stages[stage]["deps"] if isinstance(d, str) and d.startswith(("tasks/", "flows/"))
                   and d.endswith(".py")}
         if listed != files:
@@ -189,7 +168,7 @@ def traced(first: FirstRepro) -> dict[str, dict]:
         records = [json.loads(f.read_text()) for f in (first.trace / name.replace("/", "__").replace(":", "__"))
                    .glob("*.json")]
         assert records, f"no trace of stage {name}"
-        found[name] = {kind: set().union(*(r[kind] for r in records)) for kind in ("keys", "nodes", "read")}
+        found[name] = {kind: set().union(*(r[kind] for r in records)) for kind in ("keys", "nodes", "read", "modules")}
     return found
 
 
@@ -381,6 +360,12 @@ def test_a_dvc_repro_killed_in_generate_selection_and_inpaint_resumes_to_the_uni
 def test_a_second_repro_does_nothing(repo):
     path, env = repo
     assert timed_repro(path, env, "(a) second repro") == []
+    assert "up to date" in sh(path, "dvc", "status", env=env)
+    # a step command on your own output writes beside it, never into the pipeline's outputs
+    sh(path, "cfgen", "selection", "data/interim/samples.parquet", ".cache/own.parquet", env=env)
+    own = pl.read_parquet(path / ".cache/own.parquet")
+    named = [path / p for p in [*own["image_o"], *own["image_c"]]]  # relative to the command's directory
+    assert own.height and all(p.is_file() and ".cache/own_images" in p.as_posix() for p in named)
     assert "up to date" in sh(path, "dvc", "status", env=env)
 
 

@@ -24,12 +24,17 @@ LOOSE = [f"selection.{name}=-1.0"
     f"selection.min_subject_margin_{side}=null" for side in "oc"]
 
 
-def image_params(specs, *overrides: str):
+def image_overrides(specs, *overrides: str) -> list[str]:
+    """params.yaml overrides for the tiny image models at 32 px, 2 steps, 3 samples, loose thresholds."""
     diffusion, clip = specs
-    return project_params(f"generate.diffusion.id={diffusion.id}", "generate.vae=null", f"generate.clip.id={clip.id}",
-                          f"generate.clip.pretrained={clip.pretrained}", f"generate.clip.config={clip.config}",
-                          "generate.size=32", "generate.steps=2", "generate.n_samples=3", "generate.batch_samples=3",
-                          "engine.torch_threads=1", *LOOSE, *overrides)
+    return [f"generate.diffusion.id={diffusion.id}", "generate.vae=null", f"generate.clip.id={clip.id}",
+            f"generate.clip.pretrained={clip.pretrained}", f"generate.clip.config={clip.config}", "generate.size=32",
+            "generate.steps=2", "generate.n_samples=3", "generate.batch_samples=3", "engine.torch_threads=1", *LOOSE,
+            *overrides]
+
+
+def image_params(specs, *overrides: str):
+    return project_params(*image_overrides(specs, *overrides))
 
 
 @pytest.fixture
@@ -141,3 +146,20 @@ def test_a_failing_canonical_render_falls_through_to_the_next_sample(tmp_path, r
     assert (metrics["accepted"], metrics["fallthrough"], metrics["renders"]) == (1, 1, 2)
     assert selected.select("sample", "tried").row(0) == (ranked["sample"][1], 2)
     assert rejects.select("sample", "reason").rows() == [(ranked["sample"][0], "canonical_nan_image")]
+
+
+def test_any_cut_into_tasks_takes_every_sample_from_the_cache_and_keeps_the_input_order(tmp_path, result_store,
+                                                                                         tiny_specs, monkeypatch):
+    """The cache is per pair, so a run cut into other tasks (`generate.pairs_per_task`; here also handed out in
+    reverse) renders nothing and writes the same bytes: pairs in input order, whatever order the tasks ran in."""
+    from tasks.image import chunks
+
+    source = pairs_file(tmp_path, pl.concat([PAIRS, MORE]))
+    whole = generate_flow(source, tmp_path / "whole.parquet", image_params(tiny_specs))
+    cut = chunks.sample_cut
+    monkeypatch.setattr(chunks, "sample_cut", lambda samples, per_task: cut(samples, per_task)[::-1])
+    apart = generate_flow(source, tmp_path / "apart.parquet", image_params(tiny_specs, "generate.pairs_per_task=1"))
+    assert (whole["samples_rendered"], apart["samples_rendered"]) == (9, 0)
+    assert (tmp_path / "whole.parquet").read_bytes() == (tmp_path / "apart.parquet").read_bytes()
+    written = pl.read_parquet(tmp_path / "apart.parquet")["caption_id"].unique(maintain_order=True).to_list()
+    assert written == [*PAIRS["caption_id"], "p2"]

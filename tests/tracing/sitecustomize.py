@@ -3,6 +3,8 @@ DVC stage's process (`DVC_STAGE` set) and with `CFGEN_TRACE_DIR` set, it records
 
 - every file opened (Python's `open` audit event), with whether for reading, and every source polars reads or scans
   (its Rust reader opens files unseen by Python);
+- every project module it imported (`tasks.*`, `flows.*`, however imported: an entry point's `load` too), as its
+  source file;
 - every params key read: a field of the typed params (`tasks.core.specs.Frozen`) reached from `Params`, as its
   dotted path (`generate.steps`), the path carried from parent to child as attributes are read; leaves apart from
   sections (`generate.clip`: read whole when a spec is compared, dumped or hashed).
@@ -175,7 +177,9 @@ def _write() -> None:
     files = {os.path.abspath(p): reading for p, reading in opened.items()}
     with open(os.path.join(folder, f"{os.getpid()}.json"), "w") as f:
         json.dump({"argv": sys.argv, "keys": sorted(keys), "nodes": sorted(nodes),
-                   "read": sorted(p for p, r in files.items() if r)}, f)
+                   "read": sorted(p for p, r in files.items() if r), "modules": sorted(
+                       os.path.abspath(m.__file__) for name, m in list(sys.modules.items())
+                       if name.split(".")[0] in ("tasks", "flows") and getattr(m, "__file__", None))}, f)
 
 
 if STAGE and OUT:

@@ -1,0 +1,84 @@
+"""The `cfgen` commands over the whole DAG and its versions: `run` (the DAG as one Prefect flow), `serve` (its
+scheduled deployment), `with-server` (one Prefect server for a command such as `dvc repro`), `diff` (two dataset
+versions) and `publish` (the export to the Hub)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from flows.commands import ParamOption, ParamsFile, check_source, on_cluster
+from flows.engine.console import console, user_errors
+from tasks.core.config import PARAMS_FILE, load_params
+from tasks.core.errors import UserError
+
+
+def publish(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+    """Push the export folder to the Hub when `export.repo_id` is set and HF_TOKEN is in the environment."""
+    with user_errors():
+        params = load_params(params_file, param or [])
+        from tasks.release.export import push_if_configured
+
+        url = push_if_configured(params.paths.export, params.export)
+    console.print(f"pushed to {url}" if url else "not pushed: set export.repo_id and HF_TOKEN to publish")
+
+
+def run(source: Annotated[str | None, typer.Option(help="caption file (default: paths.captions_source)")] = None,
+        profile: Annotated[str | None, typer.Option(help="demo | paper (default: params.yaml)")] = None,
+        param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+    """The whole DAG as one Prefect flow (what the scheduled deployment runs)."""
+    with user_errors():
+        extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
+        params = load_params(params_file, [*(param or []), *extra])
+        check_source(params.paths.captions_source)
+        from flows.engine.server import prefect_api
+        from flows.pipeline import dataset_flow
+
+        with prefect_api(), on_cluster(params):
+            console.print_json(data=dataset_flow(source, profile, str(params_file), param or []))
+
+
+def serve(name: Annotated[str, typer.Option(help="deployment name")] = "refresh",
+          cron: Annotated[str, typer.Option(help="schedule")] = "0 3 * * *",
+          source: Annotated[str | None, typer.Option(help="caption file the refresh reads")] = None,
+          profile: Annotated[str | None, typer.Option(help="demo | paper")] = None,
+          param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+    """Register the cron-scheduled `cfgen-dataset` deployment on PREFECT_API_URL and serve its runs."""
+    with user_errors():
+        extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
+        check_source(load_params(params_file, [*(param or []), *extra]).paths.captions_source)
+        from flows.engine.server import lasting_api
+
+        lasting_api()
+        from flows.pipeline import serve as serve_deployment  # every flow: imported once the checks passed
+
+        serve_deployment(name, cron, source, profile, str(params_file), param or [])
+
+
+def diff(rev_a: str, rev_b: str, params_file: ParamsFile = PARAMS_FILE) -> None:
+    """Compare the dataset at two git revisions or DVC experiments; writes markdown + HTML under paths.diff."""
+    with user_errors():
+        paths = load_params(params_file).paths
+        from flows.versions import write_diff
+
+        for kind, path in write_diff(rev_a, rev_b, paths).items():
+            console.print(f"{kind}: {path}")
+
+
+def with_server(ctx: typer.Context) -> None:
+    """Run a command (e.g. `dvc repro`) with one temporary Prefect server shared by all its processes."""
+    from flows.engine.server import run_with_server
+
+    with user_errors():
+        if not ctx.args:
+            raise UserError("with-server needs a command, e.g. `cfgen with-server -- dvc repro`")
+        raise typer.Exit(run_with_server(ctx.args))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the DAG's commands to `app`."""
+    for name, command in (("publish", publish), ("run", run), ("serve", serve), ("diff", diff)):
+        app.command(name)(command)
+    app.command("with-server", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+        with_server)

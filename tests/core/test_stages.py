@@ -1,0 +1,50 @@
+"""The stage registry (`tasks.core.stages`, `pyproject.toml`'s entry points): every stage and paths command is
+declared once and loads alone; the DAG order, the CLI's commands and `dvc.yaml`'s stages derive from it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import yaml
+
+from flows.commands import PathsCommand, command_names
+from tasks.core.stages import CAPTION_STEPS, Stage, entry, registered, stages
+from tests.conftest import ROOT
+
+
+def test_the_data_stages_form_one_chain_in_dag_order():
+    order = list(stages())
+    assert order == ["ingest", *CAPTION_STEPS, "generate", "selection"]
+    for before, after in zip(order, order[1:]):
+        assert stages()[after].after == before and stages()[after].input is not None
+    assert all(isinstance(s, Stage) and s.name == name for name, s in stages().items())
+
+
+def test_a_stage_holds_its_logic_as_function_objects_and_its_keys_read_them_by_name():
+    sites = stages()["sites"]
+    from tasks.text import sites as module
+
+    assert sites.run is module.run and sites.load_models is module.load_models
+    assert sites.entries == ("tasks.text.sites:run", "tasks.text.sites:load_models") == (entry(module.run),
+                                                                                         entry(module.load_models))
+
+
+def test_every_registered_stage_and_command_is_a_dvc_stage_and_a_cli_command():
+    dvc = set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"])
+    assert set(stages()) <= dvc
+    assert {name.replace("-", "_") for name in command_names()} <= dvc
+    assert all(isinstance(registered("cfgen.commands", name), PathsCommand) for name in command_names())
+    listed = subprocess.run([sys.executable, "-m", "flows.cli", "--help"], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "COLUMNS": "200"}, timeout=120).stdout
+    assert all(f" {name} " in listed for name in [*stages(), *command_names()])
+
+
+def test_a_step_command_imports_its_own_stage_and_no_other():
+    probe = ("import sys\nfrom flows.cli import app\ntry:\n    app(['relations', '--help'])\nexcept SystemExit:\n"
+             "    pass\nprint(sorted(m for m in sys.modules if m.startswith(('tasks.text.', 'tasks.image.'))))")
+    imported = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120).stdout.splitlines()[-1]
+    assert "tasks.text.relations" in imported
+    assert not any(other in imported for other in ("candidates", "perplexity", "similarity", "tasks.image."))
