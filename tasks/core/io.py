@@ -139,7 +139,8 @@ def staging_folder(folder: Path) -> Path:
     """An empty sibling of `folder` (same filesystem: moving a file in is a rename) to build its next version in;
     what a killed run left there is removed first."""
     staged = Path(folder).with_name(f".{Path(folder).name}.staging")
-    shutil.rmtree(staged, ignore_errors=True)
+    if staged.exists():
+        shutil.rmtree(staged)
     staged.mkdir(parents=True)
     return staged
 
@@ -161,7 +162,8 @@ def publish_folder(staged: Path, folder: Path, write_table: Callable[[], T]) -> 
         os.replace(staged / name, folder / name)
     result = write_table()
     prune(folder, names)
-    shutil.rmtree(staged)
+    prune(staged, set())  # only emptied folders are left: removed without opening any
+    staged.rmdir()
     return result
 
 
