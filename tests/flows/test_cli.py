@@ -36,8 +36,9 @@ def cfgen(tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None) -
     return done.returncode, done.stdout, done.stderr, seconds
 
 
-def assert_one_error(result: tuple[int, str, str, float], *needles: str) -> str:
-    """Exit code 2, fast, no traceback, and exactly one non-empty stderr line: `error: ...` holding every needle."""
+def assert_one_error(result: tuple[int, str, str, float], *needles: str, within: float = FAST_S) -> str:
+    """Exit code 2, fast (`within` seconds), no traceback, and exactly one non-empty stderr line: `error: ...`
+    holding every needle."""
     code, out, err, seconds = result
     assert "Traceback" not in out + err
     lines = [line for line in err.splitlines() if line.strip()]
@@ -46,7 +47,7 @@ def assert_one_error(result: tuple[int, str, str, float], *needles: str) -> str:
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     assert code == 2
-    assert seconds < FAST_S, f"took {seconds:.2f} s: a Prefect server or model load before the checks?"
+    assert seconds < within, f"took {seconds:.2f} s: a Prefect server or model load before the checks?"
     return lines[0]
 
 
@@ -116,7 +117,8 @@ def test_the_paper_profile_offline_names_each_missing_model_before_loading_any(t
                "generate": ("not on this machine", "hf download stable-diffusion-v1-5/stable-diffusion-v1-5",
                             "hf download stabilityai/sd-vae"),
                "judge": ("Qwen/Qwen2.5-VL-7B-Instruct has no pinned revision",)}[command[0]]  # pin, then download
-    assert_one_error(result, *needles)
+    # naming an open_clip tag's hub repository (generate's CLIP) reads open_clip's table, which imports torch
+    assert_one_error(result, *needles, within=2 * FAST_S if command[0] == "generate" else FAST_S)
 
 
 @pytest.mark.parametrize("source, output", [("a.tsv", "a.tsv"), ("./a.tsv", "a.tsv"), ("a.tsv", "./a.tsv")])
