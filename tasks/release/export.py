@@ -17,9 +17,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import datasets
+import httpx2
 import huggingface_hub
 import polars as pl
+from huggingface_hub.errors import HfHubHTTPError
 
+from tasks.core.errors import UserError
 from tasks.core.release_params import ExportParams
 from tasks.core.schemas import EXPORT, JUDGE_COLUMNS
 
@@ -118,6 +121,10 @@ def push_if_configured(out_dir: Path, params: ExportParams, environ: Mapping[str
     if not token:
         log.warning("export.repo_id is %s but HF_TOKEN is not set: not pushed", params.repo_id)
         return None
-    url = push(Path(out_dir), params.repo_id, token, params.private)
+    try:
+        url = push(Path(out_dir), params.repo_id, token, params.private)
+    except (OSError, httpx2.HTTPError, HfHubHTTPError) as error:  # offline, unreachable, refused: nothing was pushed
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise UserError(f"could not push {out_dir} to the Hub as {params.repo_id}: {reason}") from None
     log.info("pushed %s to %s", out_dir, url)
     return url

@@ -121,6 +121,15 @@ def test_the_paper_profile_offline_names_each_missing_model_before_loading_any(t
     assert_one_error(result, *needles, within=2 * FAST_S if command[0] == "generate" else FAST_S)
 
 
+@pytest.mark.parametrize("hub", [{"HF_HUB_OFFLINE": "1"}, {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}],
+                         ids=["offline", "unreachable"])
+def test_publish_without_the_hub_is_one_line(tmp_path, hub):
+    result = cfgen(tmp_path, "publish", "-p", "export.repo_id=someone/pairs",
+                   env_extra={"HF_TOKEN": "hf_not_a_real_token", **hub})
+    line = assert_one_error(result, "could not push", "someone/pairs")
+    assert "hf_not_a_real_token" not in line + result[1]
+
+
 @pytest.mark.parametrize("source, output", [("a.tsv", "a.tsv"), ("./a.tsv", "a.tsv"), ("a.tsv", "./a.tsv")])
 def test_ingest_refuses_to_overwrite_its_input(tmp_path, source, output):
     shutil.copy(DEMO_CAPTIONS, tmp_path / "a.tsv")
