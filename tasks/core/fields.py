@@ -47,7 +47,7 @@ def ordered(pair: tuple[float, float]) -> tuple[float, float]:
     return pair
 
 
-EditType = Literal["noun", "lexical", "quantifier", "insert", "delete"]  # schemas.EDIT_TYPES
+EditType = Literal["noun", "lexical", "quantifier", "insert", "delete", "swap"]  # schemas.EDIT_TYPES
 PosTag = Annotated[str, AfterValidator(_penn_tag)]
 Cosine = Annotated[float, Field(ge=-1.0, le=1.0)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]

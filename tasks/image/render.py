@@ -93,11 +93,12 @@ def batcher(shared: str, batch_samples: int) -> Batcher:
     return Batcher(batch_samples)
 
 
-SUBJECT_TYPES = ("noun",)  # edits whose two words name subjects an image shows (the both-subjects check)
+SUBJECT_TYPES = ("noun", "swap")  # edits whose two spans name what each image shows (the both-subjects check; a
+# swap's: its two phrases, "dog on a couch" vs "couch on a dog", both words being in both images)
 
 
 def caption_texts(models: ImageModels, pair: dict, subject_prompt: str) -> torch.Tensor:
-    """Unit embeddings of C_o, C_c and, for a noun swap, the subject prompts of its original word and substitute."""
+    """Unit embeddings of C_o, C_c and, for a noun or swap edit, the subject prompts of its original and substitute."""
     texts = [pair["caption"], pair["counterfactual"]]
     if pair["edit_type"] in SUBJECT_TYPES:
         texts += [subject_prompt.format(word=edited_word(pair[k], pair["edit_type"]))

@@ -125,6 +125,7 @@ EDIT_TYPE_TEXT = {
     "quantifier": "a count moved one step (a → two, two → three / a), its noun made to agree",
     "insert": "an adjective inserted before a noun by the masked LM",
     "delete": "an adjective or a prepositional phrase deleted",
+    "swap": "two nouns, or two adjectives, of one caption exchanged (a dog on a couch → a couch on a dog)",
 }
 
 

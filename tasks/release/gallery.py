@@ -18,7 +18,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from collections.abc import Callable
+from itertools import groupby
 from pathlib import Path
 
 import polars as pl
@@ -39,23 +41,25 @@ REJECT_FIELDS = ("caption_id", "image_id", "caption", "candidate", "counterfactu
 # stages the registry does not hold (the judge, object removal) -> the `paths` entry each writes, beside its rejects
 OTHER_OUTPUTS = {"judge": "judged", "removal_masks": "removal_masks", "removal_captions": "removal_captions",
                    "removal_gallery": "removal_gallery", "inpaint": "inpainted", "removal_selection": "removal_pairs"}
+_WORD = re.compile(r"[^\W_]+")
 
 
-def edit_span(text: str, other: str) -> list[int]:
-    """[start, end) of the words `text` has in place of `other`: what their common prefix and suffix leave, without
-    its edge spaces, widened to whole words (letters and digits) (empty where `text` lacks what `other` inserted)."""
-    start = len(os.path.commonprefix([text, other]))
-    end = len(text) - len(os.path.commonprefix([text[start:][::-1], other[start:][::-1]]))
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    if start < end:
-        while start > 0 and text[start - 1].isalnum():
-            start -= 1
-        while end < len(text) and text[end].isalnum():
-            end += 1
-    return [start, end]
+def edit_spans(text: str, other: str) -> list[list[int]]:
+    """[start, end) of each run of words (letters and digits) `text` has in place of `other`: between their common
+    first and last words, word by word where both hold as many (a swap: two runs), else one run. A run `text` lacks
+    (what `other` inserted) is empty, at the start of the next word (after the last word at the end)."""
+    words, others = list(_WORD.finditer(text)), _WORD.findall(other)
+    ours = [w.group() for w in words]
+    head = len(os.path.commonprefix([ours, others]))
+    tail = len(os.path.commonprefix([ours[head:][::-1], others[head:][::-1]]))
+    end, other_end = len(ours) - tail, len(others) - tail
+    if head == end:
+        at = words[head].start() if head < len(words) else words[-1].end() if words else 0
+        return [[at, at]] if head < other_end else []
+    same = end - head == other_end - head
+    differ = [i for i in range(head, end) if not same or ours[i] != others[i]]
+    runs = [[i for _, i in run] for _, run in groupby(enumerate(differ), key=lambda n_i: n_i[1] - n_i[0])]
+    return [[words[run[0]].start(), words[run[-1]].end()] for run in runs]
 
 
 def intact(path: Path) -> bool:
@@ -113,8 +117,8 @@ def pair_card(row: dict, read: Callable[[str], bytes], site: Path, validated: bo
     (`validated`, None: not labelled), the judge's (from its `judged` row, None: not judged) and their agreement."""
     return plain({
         **{k: row[k] for k in CAPTION_FIELDS}, **{k: row[k] for k in SCORES},
-        "span_o": edit_span(row["caption"], row["counterfactual"]),
-        "span_c": edit_span(row["counterfactual"], row["caption"]),
+        "spans_o": edit_spans(row["caption"], row["counterfactual"]),
+        "spans_c": edit_spans(row["counterfactual"], row["caption"]),
         "image_o": publish_image(read, row["image_o"], site), "image_c": publish_image(read, row["image_c"], site),
         "validation": None if validated is None else "validated" if validated else "not validated",
         "judge": judgement(judged), "agreement": agreement(judged)})
@@ -163,7 +167,7 @@ def rejects_view(outputs: dict[str, Path], seed: int) -> list[dict]:
 def removal_cards(pairs: pl.DataFrame, images: Path, site: Path) -> list[dict]:
     """One card per object-removal pair: I_0 | I_1, C_0 | C_1, the removed classes."""
     return [plain({"caption_id": r["caption_id"], "caption": r["caption"], "edited_caption": r["edited_caption"],
-                     "span_0": edit_span(r["caption"], r["edited_caption"]),
+                     "spans_0": edit_spans(r["caption"], r["edited_caption"]),
                      "removed": r["removed"], "split": r["split"], "clip_drop": r["clip_drop"],
                      "image_0": publish_image(from_store(images), r["image_0"], site),
                      "image_1": publish_image(from_store(images), r["image_1"], site)})

@@ -7,11 +7,13 @@
                  plural or singular to agree (`inflect`); a reject where no count comes out right (`quantity_noun`:
                  a lot of; `ambiguous_head`; `not_a_count`: a number off the list)
   delete         the span removed
+  swap           the span's two words exchanged (`swaps.exchange`: nouns, or adjectives where the site is tagged JJ)
 Every rewrite is applied in one place (`edit`), which makes the articles it leaves agree (`quantities.agree`: `an old
 hat` -> `a hat`, the article joining the edit). Output `candidates(caption_id, image_id, caption, edit_type, tag,
 position, start, end, original_word, substitute, mlm_score, candidate)` (`mlm_score` null for rule-made rewrites).
 Invariant (minimal edit): `candidate == caption[:start] + substitute + caption[end:]`, every other character
-byte-identical. Every rewrite that is dropped is a reject row with `stage='candidates'` and its `reason`.
+byte-identical; a swap's two words are its only change within the span, articles aside (`swaps.exchanged`). Every
+rewrite that is dropped is a reject row with `stage='candidates'` and its `reason`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from tasks.core.loading import load_pretrained
 from tasks.core.stages import Stage
 from tasks.text import tagging
 from tasks.text.quantities import agree, recounts
+from tasks.text.swaps import exchange
 
 SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
 _SITE_COLUMNS = ("caption_id", "image_id", "caption", "edit_type", "tag", "position", "start", "end", "original_word")
@@ -120,9 +123,11 @@ def reject_reason(word_start: bool, fill: str, site: dict, params: CandidatesPar
 
 
 def rule_rewrites(site: dict, params: CandidatesParams) -> tuple[list[str], str | None]:
-    """(the span rewrites of a quantifier or delete site, None), or ([], the reason a quantifier has none)."""
+    """(the span rewrites of a quantifier, delete or swap site, None), or ([], the reason a quantifier has none)."""
     if site["edit_type"] == "delete":
         return [""], None
+    if site["edit_type"] == "swap":
+        return [exchange(site["caption"], site["start"], site["end"], adjective=site["tag"] == "JJ")], None
     return recounts(site["caption"], site["start"], site["end"], params.numbers, params.quantity_nouns)
 
 

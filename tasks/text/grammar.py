@@ -6,6 +6,8 @@
   quantity_noun_counted   a quantifier counted a `quantity_nouns` word before `of` (`a lot of` -> `two lots of`)
   head_noun_deleted       a delete removed a word WordNet knows as a noun, not an adjective (one the tagger read
                           as an adjective), before a word that may be no noun (`in a kitchen start` -> `in a start`)
+  swap_not_exchanged      a swap's C_c is not C_o with two different words exchanged and only a / an else changed
+                          (`swaps.exchanged`, the two-span minimal edit)
 Each rule reads C_o, the edit and WordNet / inflect only, not how the stages chose the edit.
 """
 
@@ -18,9 +20,11 @@ from nltk.corpus import wordnet
 
 from tasks.text.quantities import ARTICLES, article, inflect_noun, nominal, thing_senses
 from tasks.text.sites import noun_only
+from tasks.text.swaps import exchanged
 from tasks.text.tagging import tag_caption
 
-DEFECTS = ("plural_participle", "article_disagreement", "quantity_noun_counted", "head_noun_deleted")
+DEFECTS = ("plural_participle", "article_disagreement", "quantity_noun_counted", "head_noun_deleted",
+           "swap_not_exchanged")
 _ARTICLE_AND_WORD = re.compile(r"\b(an?)\s+([^\W_][\w'-]*)", re.IGNORECASE)
 _WORDS = re.compile(r"[^\W_][\w'-]*")
 
@@ -61,6 +65,8 @@ def defects(row: dict, quantity_nouns: tuple[str, ...]) -> list[str]:
                   "quantity_noun_counted": _quantity_noun_counted(row, quantity_nouns)}
     if row["edit_type"] == "delete":
         found["head_noun_deleted"] = _head_noun_deleted(row)
+    if row["edit_type"] == "swap":
+        found["swap_not_exchanged"] = not exchanged(row["caption"], row["candidate"])
     return [defect for defect in DEFECTS if found.get(defect)]
 
 

@@ -1,9 +1,9 @@
 """Lexical-relation filter (the paper's error analysis, App. A.3): drop a substitution whose substitute and original
 word name the same thing or one a kind of the other, which makes no visible counterfactual (woman -> girl).
 
-Only word swaps (edit types `noun` and `lexical`) are checked, over the WordNet 3.0 synsets of both words in the part
-of speech of the site's tag (nouns; adjectives with their satellites; verbs), found by NLTK's reader through
-`NLTK_DATA` (inflected forms by its morphy), any sense, in this order:
+Only word substitutions (edit types `noun` and `lexical`; a swap keeps both words) are checked, over the WordNet 3.0
+synsets of both words in the part of speech of the site's tag (nouns; adjectives with their satellites; verbs),
+found by NLTK's reader through `NLTK_DATA` (inflected forms by its morphy), any sense, in this order:
   synonym    the two words share a synset                                  (car -> automobile)
   hyponym    a synset of the substitute has one of the original's among its
              hypernyms, transitively, instance hypernyms included           (woman -> girl, table -> desk)

@@ -9,6 +9,10 @@ that token's Penn Treebank tag and `n_tokens` the caption's token count. Per typ
   quantifier  a number (tagged CD) or a / an, through the nouns after it: `a dog`, `two brown dogs`, `a car driving`
               (`tasks.text.quantities` finds the noun it counts)
   insert      the empty span before a `noun_tags` token (an adjective goes there)
+  swap        two nouns, each its noun phrase's only noun, of one tag; or two attributive adjectives, each right before
+              such a noun; no coordinating word between them (`a cat and a dog` says the same swapped). The span runs
+              from the first word through the second (through the second adjective's noun); `tag` is the first's
+              (`tasks.text.swaps` rewrites it)
   delete      an attributive adjective (tagged JJ, before adjectives then the noun it modifies; not a word WordNet knows
               only as a noun, which the tagger misread: `a kitchen start` keeps `kitchen`) with the space after it, or
               a prepositional phrase (`delete_grammar`, not at the start, not headed by `kept_prepositions`) with the
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
+from itertools import combinations
 
 import nltk
 import polars as pl
@@ -28,6 +33,7 @@ from nltk.corpus import wordnet
 from tasks.core import schemas
 from tasks.core.caption_params import SitesParams
 from tasks.core.stages import Stage
+from tasks.text import swaps
 from tasks.text.tagging import WORD, Token, tag_caption
 
 SCHEMA, REJECTS_SCHEMA = schemas.SITES, schemas.SITES_REJECTS
@@ -84,6 +90,28 @@ def _modifies_a_noun(tokens: Sequence[Token], i: int, params: SitesParams) -> bo
     return j < len(tokens) and _is_noun(tokens[j], params)
 
 
+def _lone_nouns(tokens: Sequence[Token], params: SitesParams) -> list[int]:
+    """Indices of the nouns that are their phrase's only noun (no noun just before or after) and do not head an `of`
+    phrase (`a group of`, `the top of`: quantities and parts, which make no sense swapped)."""
+    def noun(i: int) -> bool:
+        return 0 <= i < len(tokens) and _is_noun(tokens[i], params)
+
+    return [i for i, t in enumerate(tokens) if noun(i) and swaps.WORD.fullmatch(t.text) and not noun(i - 1)
+            and not noun(i + 1) and (i + 1 == len(tokens) or tokens[i + 1].text.lower() != "of")]
+
+
+def swap_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]:
+    """Pairs of lone nouns of one tag, then pairs of adjectives right before lone nouns, different words each."""
+    nouns = _lone_nouns(tokens, params)
+    adjectives = {i - 1: i for i in nouns if i > 0 and tokens[i - 1].tag == "JJ"
+                  and swaps.WORD.fullmatch(tokens[i - 1].text) and not noun_only(tokens[i - 1].text)}
+    for ends, same_tag in (({i: i for i in nouns}, True), (adjectives, False)):  # unit -> where its span ends
+        for a, b in combinations(sorted(ends), 2):
+            if (tokens[a].text.lower() != tokens[b].text.lower() and (not same_tag or tokens[a].tag == tokens[b].tag)
+                    and not any(t.tag == "CC" for t in tokens[a + 1:b])):
+                yield a, tokens[a].start, tokens[ends[b]].end
+
+
 def delete_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]:
     for i, token in enumerate(tokens[:-1]):  # an attributive adjective, not inside a coordination
         if (token.tag == "JJ" and WORD.fullmatch(token.text) and not noun_only(token.text)
@@ -99,7 +127,7 @@ def delete_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]
 
 
 FINDERS = {"noun": noun_sites, "lexical": lexical_sites, "quantifier": quantifier_sites, "insert": insert_sites,
-           "delete": delete_sites}
+           "delete": delete_sites, "swap": swap_sites}
 
 
 def run(captions: pl.DataFrame, params: SitesParams, models: None = None) -> tuple[pl.DataFrame, pl.DataFrame]:

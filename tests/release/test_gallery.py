@@ -13,19 +13,21 @@ from tasks.core.io import rejects_path
 from tasks.core.schemas import COUNTERFACTUALS, JUDGED, JUDGED_REJECTS, PAIR, SELECTED
 from tasks.image import store
 from tasks.release import gallery
-from tasks.release.gallery import THUMB, build, edit_span
+from tasks.release.gallery import THUMB, build, edit_spans
 from tests.conftest import project_params
 
 
-def test_the_edit_span_of_every_edit_type():
-    cases = {("a dog on a couch", "a cat on a couch"): ([2, 5], [2, 5]),  # noun / lexical
-             ("two dogs on a couch", "three dogs on a couch"): ([0, 3], [0, 5]),  # quantifier
-             ("a dog on a couch", "a small dog on a couch"): ([2, 2], [2, 7]),  # insert: empty in C_o
-             ("a dog on a red couch", "a dog on a couch"): ([11, 14], [11, 11]),  # delete
-             ("two dogs", "two cats"): ([4, 8], [4, 8]),  # whole words, though "s" is shared
-             ("a bike on the street.", "a bike."): ([7, 20], [6, 6])}  # not the period both keep
+def test_the_edit_spans_of_every_edit_type():
+    cases = {("a dog on a couch", "a cat on a couch"): ([[2, 5]], [[2, 5]]),  # noun / lexical
+             ("two dogs on a couch", "three dogs on a couch"): ([[0, 3]], [[0, 5]]),  # quantifier
+             ("a dog on a couch", "a small dog on a couch"): ([[2, 2]], [[2, 7]]),  # insert: empty in C_o
+             ("a dog on a red couch", "a dog on a couch"): ([[11, 14]], [[11, 11]]),  # delete
+             ("two dogs", "two cats"): ([[4, 8]], [[4, 8]]),  # whole words, though "s" is shared
+             ("a bike on the street.", "a bike."): ([[7, 20]], [[6, 6]]),  # not the period both keep
+             ("a dog on a couch", "a couch on a dog"): ([[2, 5], [11, 16]], [[2, 7], [13, 16]]),  # swap: two
+             ("A dog on an ottoman", "An ottoman on a dog"): ([[0, 5], [9, 19]], [[0, 10], [14, 19]])}  # + articles
     for (c_o, c_c), spans in cases.items():
-        assert (edit_span(c_o, c_c), edit_span(c_c, c_o)) == spans
+        assert (edit_spans(c_o, c_c), edit_spans(c_c, c_o)) == spans
 
 
 def write_run(root, rows: int, seed: int = 0) -> dict[str, str]:

@@ -285,7 +285,7 @@ def test_head_at_masked_positions_equals_full_logits(mlm, demo_sites):
 
 # --- edit types beyond nouns ---------------------------------------------------------------------------------------
 
-ALL_TYPES = SitesParams(types=("noun", "lexical", "quantifier", "insert", "delete"))
+ALL_TYPES = SitesParams(types=("noun", "lexical", "quantifier", "insert", "delete", "swap"))
 
 
 def typed_sites(caption: str, edit_type: str) -> pl.DataFrame:

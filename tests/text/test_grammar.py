@@ -41,6 +41,10 @@ KITCHEN = "a bunch of people in a kitchen start to prepare food"
     (row(KITCHEN, "delete", "kitchen ", ""), ["head_noun_deleted"]),
     (row("A laptop computer on a desk.", "delete", "laptop ", ""), []),  # a noun modifying a noun
     (row("An old hat.", "delete", "An old ", "A "), []),
+    (row("A dog on an ottoman.", "swap", "A dog on an ottoman", "An ottoman on a dog"), []),
+    (row("A dog on an ottoman.", "swap", "dog on an ottoman", "ottoman on an dog"), ["article_disagreement"]),
+    (row("A dog on a couch.", "swap", "dog on a couch", "couch on a cat"), ["swap_not_exchanged"]),
+    (row("A dog on a couch.", "swap", "dog on a couch", "couch near a dog"), ["swap_not_exchanged"]),
 ])
 def test_each_defect_on_hand_written_rows(candidate, defects):
     assert grammar.defects(candidate, QUANTITY_NOUNS) == defects
@@ -53,13 +57,16 @@ def coco_beyond() -> pl.DataFrame:
 
 
 @requires_coco
-def test_quantifier_and_delete_edits_of_3000_coco_captions_are_grammatical(coco_beyond):
-    found, _ = sites.run(coco_beyond, SitesParams(types=("quantifier", "delete")))
+def test_rule_made_edits_of_3000_coco_captions_are_grammatical(coco_beyond):
+    """Quantifier, delete and swap edits."""
+    found, _ = sites.run(coco_beyond, SitesParams(types=("quantifier", "delete", "swap")))
     kept, rejects = candidates.run(found, RULE_MADE, mlm=None)
     defects = grammar.count(kept, QUANTITY_NOUNS)
     assert defects["plural_participle"] <= 2 and defects["article_disagreement"] <= 5, defects
-    assert defects["quantity_noun_counted"] == 0 and defects["head_noun_deleted"] == 0, defects
+    assert not any(defects[d] for d in ("quantity_noun_counted", "head_noun_deleted", "swap_not_exchanged")), defects
     assert kept.height > 10_000  # every other edit is still made
+    swaps = kept.filter(pl.col("edit_type") == "swap")
+    assert swaps.filter(pl.col("tag") == "JJ").height > 100 and swaps.filter(pl.col("tag") != "JJ").height > 1000
     assert rejects.filter(pl.col("reason") == "quantity_noun").height > 100
     widened = kept.filter(pl.col("edit_type") == "delete", pl.col("original_word").str.contains(r"^(?i)an?\s"))
     assert widened.height > 10  # `an old hat` -> `a hat`

@@ -190,7 +190,8 @@ def test_lowest_wins_ties_break_on_position_then_substitute(fake_scores, lm, par
         ("l_0", 5, "yard", "A yard.", 99.0),
     ]
     assert "c_0" not in winners["caption_id"].to_list()
-    reasons = {(r["caption_id"], r["substitute"]): (r["reason"], r["perplexity"]) for r in rejects.iter_rows(named=True)}
+    reasons = {(r["caption_id"], r["substitute"]): (r["reason"], r["perplexity"])
+               for r in rejects.iter_rows(named=True)}
     assert reasons == {
         ("m_0", "zebra"): ("outranked", 10.0), ("m_0", "yak"): ("outranked", 10.0),
         ("m_0", "bee"): ("outranked", 10.5), ("d_0", "cat"): ("outranked", 30.0),

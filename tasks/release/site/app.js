@@ -109,9 +109,14 @@ function sorted(pairs, state) {
   });
 }
 
-function highlighted(text, span, kind) {
-  const [start, end] = span;
-  return el("span", {}, text.slice(0, start), el("mark", { class: kind }, text.slice(start, end)), text.slice(end));
+function highlighted(text, spans, kind) {  // spans: sorted, disjoint [start, end) (a swap has two)
+  const parts = [];
+  let at = 0;
+  for (const [start, end] of spans) {
+    parts.push(text.slice(at, start), el("mark", { class: kind }, text.slice(start, end)));
+    at = end;
+  }
+  return el("span", {}, ...parts, text.slice(at));
 }
 
 function figure(image, label) {
@@ -146,8 +151,8 @@ function pairCard(pair) {
   return el("article", { class: "card", "data-caption-id": pair.caption_id, "data-edit-type": pair.edit_type,
     "data-judge": judgeVerdict(pair), "data-agreement": pair.agreement || "" },
     version, el("div", { class: "images" }, figure(pair.image_o, "I_o"), figure(pair.image_c, "I_c")),
-    el("p", {}, el("b", {}, "C_o "), highlighted(pair.caption, pair.span_o, "o")),
-    el("p", {}, el("b", {}, "C_c "), highlighted(pair.counterfactual, pair.span_c, "c")),
+    el("p", {}, el("b", {}, "C_o "), highlighted(pair.caption, pair.spans_o, "o")),
+    el("p", {}, el("b", {}, "C_c "), highlighted(pair.counterfactual, pair.spans_c, "c")),
     el("p", { class: "edit" }, `${pair.edit_type}: ${pair.original_word || "∅"} → ${pair.substitute || "∅"} `, verdict),
     judgeLine(pair.judge), scores);
 }
@@ -188,7 +193,7 @@ function renderRemoval() {
   $("#removal-cards").replaceChildren(...DATA.removal.map((pair) =>
     el("article", { class: "card removal" },
       el("div", { class: "images" }, figure(pair.image_0, "I_0"), figure(pair.image_1, "I_1")),
-      el("p", {}, el("b", {}, "C_0 "), highlighted(pair.caption, pair.span_0, "o")),
+      el("p", {}, el("b", {}, "C_0 "), highlighted(pair.caption, pair.spans_0, "o")),
       el("p", {}, el("b", {}, "C_1 "), pair.edited_caption),
       el("p", { class: "edit" }, `removed: ${pair.removed.join(", ")} · ${pair.split} · clip drop ${format(pair.clip_drop)}`))));
 }
