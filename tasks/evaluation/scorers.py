@@ -10,6 +10,7 @@ loaded once per process (`load_once`) and runs in inference mode.
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.image.scoring import load_clip
 
 Reader = Callable[[str], np.ndarray]  # image key -> HxWx3 uint8 pixels
+SEEDED = threading.Lock()  # held by a seeded forward pass (`_hugging_face`)
 
 
 @dataclass(frozen=True)
@@ -194,10 +196,12 @@ def _hugging_face(spec: ItmSpec, batch_size: int) -> Scorer:
     @torch.inference_mode()
     def run(texts: list[str] | None, images: list[np.ndarray] | None, call: Callable) -> torch.Tensor:
         """One forward pass, seeded: a model that draws (ViLT shuffles its image patches, which moves scores by
-        float rounding) scores the same batch the same way in every run."""
+        float rounding) scores the same batch the same way in every run. The global generator is the process's: one
+        seeded pass at a time (`SEEDED`), or another model's, run by another thread of the evaluate flow, reseeds or
+        restores it mid-pass."""
         inputs = processor(text=texts, images=[Image.fromarray(x) for x in images] if images else None,
                            return_tensors="pt", padding=True, truncation=True)
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        with SEEDED, torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(0)
             return call(**inputs.to(device))
 

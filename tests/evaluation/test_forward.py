@@ -181,3 +181,48 @@ def test_open_clip_scorer_equals_encode_and_logit_scale(eval_specs):
     assert_scores(embedded.rows(TEXTS, KEYS, False)(np.arange(len(KEYS))), matrix.T, "clip image rows")
     assert_scores(embedded.pairs(PAIR_TEXT, images.take(KEYS.index(k) for k in PAIR_KEY)),
                   [matrix[TEXTS.index(t), KEYS.index(k)] for t, k in zip(PAIR_TEXT, PAIR_KEY)], "clip pairs")
+
+
+
+def test_a_seeded_pass_is_not_reseeded_by_another_models_pass_in_another_thread(eval_specs):
+    """The evaluate flow runs its models in threads, and ViLT draws its patch order from the process's generator,
+    seeded per pass. Forced here with hooks on the real models: a Hugging Face CLIP pass (which also seeds) starts
+    first, ViLT's starts, CLIP's ends and restores the generator it found; ViLT's draw must still be seeded (a
+    resumed `dvc repro` once differed from the uninterrupted one in evaluation.parquet this way)."""
+    import threading
+
+    from tasks.evaluation.scorers import _load_hf
+    vilt, clip = (load_scorer(eval_specs[name], 8) for name in ("vilt", "hf_clip"))
+    embeddings = _load_hf(eval_specs["vilt"])[1].vilt.embeddings
+    drawn = []  # ViLT's embedded tokens per pass: their order is the draw
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 256, (32, 32, 3), dtype=np.uint8) for _ in range(6)]
+    clip_inside, vilt_inside, clip_done = threading.Event(), threading.Event(), threading.Event()
+
+    def signal_then_wait(inside: threading.Event, then: threading.Event):
+        def hook(*_) -> None:  # a pre-hook that returns None leaves the inputs as they are
+            inside.set()
+            then.wait(timeout=2)
+        return hook
+
+    def clip_pass() -> None:
+        clip.embed_texts(CAPTIONS)
+        clip_done.set()
+
+    hooks = [embeddings.register_forward_hook(lambda _, __, out: drawn.append(out[0].clone()))]
+    try:
+        alone = vilt.score(CAPTIONS, images).numpy()
+        hooks += [_load_hf(eval_specs["hf_clip"])[1].text_model.register_forward_pre_hook(
+                      signal_then_wait(clip_inside, vilt_inside)),  # waits for ViLT's pass to start
+                  embeddings.patch_embeddings.register_forward_pre_hook(
+                      signal_then_wait(vilt_inside, clip_done))]  # before ViLT's draw: waits for CLIP's pass to end
+        torch.manual_seed(1234)  # a generator state unlike the seeded one
+        other = threading.Thread(target=clip_pass)
+        other.start()
+        clip_inside.wait(timeout=10)
+        during = vilt.score(CAPTIONS, images).numpy()
+        other.join()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert torch.equal(drawn[0], drawn[1]) and np.array_equal(during, alone)
