@@ -38,6 +38,7 @@ import polars as pl
 import pytest
 import yaml
 
+from tasks.text.swaps import exchanged
 from tests.conftest import ROOT, requires_nltk, without_counters
 
 pytestmark = [requires_nltk, pytest.mark.slow]
@@ -251,18 +252,19 @@ def one_edit(c_o: str, c_c: str, original: str, substitute: str) -> bool:
 
 def assert_minimal_edits(repo: Path) -> int:
     """The minimal-edit invariant on every row of every output after the caption stages: the C_c table, the selected
-    pairs, both exported configs and every mixture (each of its captions one of its pair's C_o, C_c). Returns the
-    rows checked."""
-    columns = ["caption", "counterfactual", "original_word", "substitute"]
+    pairs, both exported configs (a swap's also the two-span one, `exchanged`) and every mixture (each of its captions
+    one of its pair's C_o, C_c). Returns the rows checked."""
+    columns = ["caption", "counterfactual", "original_word", "substitute", "edit_type"]
     processed = repo / "data/processed"
     export = pl.concat([pl.read_parquet(repo / "data/export" / config / "*.parquet")
                         for config in ("data", "validated")])
     tables = {"counterfactual_captions": pl.read_parquet(processed / "counterfactual_captions.parquet").select(columns),
               "selected": pl.read_parquet(processed / "selected.parquet").select(columns),
               "export": export.select(pl.col("caption_0").alias("caption"), pl.col("caption_1").alias("counterfactual"),
-                                      "original_word", "substitute")}
+                                      "original_word", "substitute", "edit_type")}
     for name, table in tables.items():
-        broken = [row for row in table.iter_rows() if not one_edit(*row)]
+        broken = [row for row in table.iter_rows() if not one_edit(*row[:4])
+                  or (row[4] == "swap" and not exchanged(*row[:2]))]
         assert table.height and not broken, (name, broken[:3])
     pairs = {r["id"]: {r["caption_0"], r["caption_1"]} for r in export.iter_rows(named=True)}
     mixtures = pl.read_parquet(repo / "data/export/mixtures/*/*.parquet")

@@ -245,3 +245,27 @@ def test_an_unknown_tab_or_page_in_a_link_shows_the_default_tab_and_page_1(tmp_p
         assert tab.inner_text("#page") == "page 2 of 2"
         errors = list(tab.errors)
     assert errors == []
+
+
+def test_a_swap_shows_both_spans_highlighted_in_a_browser(tmp_path):
+    """A swap's card marks both exchanged words of C_o and of C_c; a noun edit's card one word each."""
+    from tests.browser import page
+
+    paths = write_run(tmp_path, 2)
+    swap = {"caption": "A dog on an ottoman.", "counterfactual": "An ottoman on a dog.", "edit_type": "swap",
+            "original_word": "A dog on an ottoman", "substitute": "An ottoman on a dog"}
+    for table in ("paths.selected", "paths.counterfactual_captions"):
+        frame = pl.read_parquet(paths[table])
+        frame.with_columns(**{k: pl.when(pl.col("caption_id") == "c0").then(pl.lit(v)).otherwise(pl.col(k))
+                              for k, v in swap.items()}).write_parquet(paths[table])
+    build(project_params(*(f"{k}={v}" for k, v in paths.items())))
+    marked = "ms => ms.map(m => m.textContent)"
+    with page() as tab:
+        tab.goto((paths["paths.gallery"] / "index.html").as_uri() + "#tab=pairs")
+        assert tab.locator("article[data-caption-id=c0] mark.o").evaluate_all(marked) == ["A dog", "an ottoman"]
+        assert tab.locator("article[data-caption-id=c0] mark.c").evaluate_all(marked) == ["An ottoman", "a dog"]
+        assert "A dog on an ottoman." in tab.inner_text("article[data-caption-id=c0]")
+        assert tab.locator("article[data-caption-id=c1] mark.o").evaluate_all(marked) == ["dog"]
+        assert tab.locator("article[data-caption-id=c1] mark.c").evaluate_all(marked) == ["cat"]
+        errors = list(tab.errors)
+    assert errors == []
