@@ -89,7 +89,7 @@ def _run_flow(flow_fn: Callable, params: Params, *args: Any) -> Any:
     from flows.engine.server import prefect_api
     from flows.engine.sharding import task_runner
 
-    with prefect_api(), on_cluster(params):
+    with on_cluster(params), prefect_api():
         return flow_fn.with_options(task_runner=task_runner(params))(*args, params)
 
 

@@ -27,22 +27,27 @@ ParamsFile = Annotated[Path, typer.Option("--params-file", help="the params file
 
 def check_models(*sections: Any) -> None:
     """Every model of the params sections is on this machine, before any is loaded (as `cfgen plan` checks): a missing
-    folder, or a hub model not in the cache at its pinned revision, is one line naming the command that fetches it."""
+    folder, or a hub model not in the cache at its pinned revision, is one line naming the command that fetches it; a
+    local folder without the processor config its loader reads first, one line naming the folder."""
     from tasks.core.fingerprints import model_fingerprints
-    from tasks.plan.preflight import missing
+    from tasks.plan.preflight import incomplete, missing
 
     if absent := [line for section in sections for line in missing(section)]:
         raise UserError(f"these models are not on this machine: {'; '.join(absent)}")
     for section in sections:
         model_fingerprints(section)
+    if lacking := [line for section in sections for line in incomplete(section)]:
+        raise UserError("; ".join(lacking))
 
 
 def on_cluster(params: Params) -> contextlib.AbstractContextManager:
-    """With `engine.dask_address`: a scheduler lost mid-run becomes one line (`flows.engine.cluster`)."""
+    """With `engine.dask_address`: its scheduler answers now (else one line), and a scheduler lost mid-run becomes one
+    line (`flows.engine.cluster`). Call it before the Prefect API starts: no server is started for a dead address."""
     if not params.engine.dask_address:
         return contextlib.nullcontext()
-    from flows.engine.cluster import scheduler_loss_is_one_line
+    from flows.engine.cluster import check_scheduler, scheduler_loss_is_one_line
 
+    check_scheduler(params.engine.dask_address)
     return scheduler_loss_is_one_line(params.engine.dask_address)
 
 

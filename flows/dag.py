@@ -27,15 +27,18 @@ def publish(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) ->
 def run(source: Annotated[str | None, typer.Option(help="caption file (default: paths.captions_source)")] = None,
         profile: Annotated[str | None, typer.Option(help="demo | paper (default: params.yaml)")] = None,
         param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-    """The whole DAG as one Prefect flow (what the scheduled deployment runs)."""
+    """The whole DAG as one Prefect flow (what the scheduled deployment runs); a metrics file whose facts it leaves as
+    they were keeps its bytes, counters included (`flows.engine.counters`)."""
     with user_errors():
         extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
         params = load_params(params_file, [*(param or []), *extra])
         check_source(params.paths.captions_source)
+        from flows.engine.counters import counts_kept
         from flows.engine.server import prefect_api
         from flows.pipeline import dataset_flow
 
-        with prefect_api(), on_cluster(params):
+        metrics = [*sorted(params.paths.metrics.glob("*.json")), params.paths.run_metrics]
+        with on_cluster(params), prefect_api(), counts_kept(metrics):
             console.print_json(data=dataset_flow(source, profile, str(params_file), param or []))
 
 
@@ -51,9 +54,11 @@ def serve(name: Annotated[str, typer.Option(help="deployment name")] = "refresh"
         from flows.engine.server import lasting_api
 
         lasting_api()
-        from flows.pipeline import serve as serve_deployment  # every flow: imported once the checks passed
+        from flows.engine.serving import serve as serve_flow
+        from flows.pipeline import dataset_flow  # every flow: imported once the checks passed
 
-        serve_deployment(name, cron, source, profile, str(params_file), param or [])
+        serve_flow(dataset_flow, name, cron, {"source": source, "profile": profile, "params_file": str(params_file),
+                                              "overrides": param or []})
 
 
 def diff(rev_a: str, rev_b: str, params_file: ParamsFile = PARAMS_FILE) -> None:

@@ -82,10 +82,3 @@ def dataset_flow(source: str | None = None, profile: str | None = None, params_f
     metrics = run_dag(load_params(Path(params_file), [*(overrides or []), *extra]))
     get_run_logger().info("dataset refreshed: %s pairs accepted", metrics["selection"]["accepted"])
     return {stage: {k: v for k, v in m.items() if k != "rejects"} for stage, m in metrics.items()}
-
-
-def serve(name: str, cron: str, source: str | None, profile: str | None, params_file: str,
-          overrides: list[str]) -> None:
-    """Register the scheduled deployment with the Prefect API in PREFECT_API_URL and run its flow runs here."""
-    dataset_flow.serve(name=name, cron=cron, parameters={"source": source, "profile": profile,
-                                                         "params_file": params_file, "overrides": overrides})

@@ -116,19 +116,6 @@ def project_params(*overrides: str):
     return load_params(ROOT / "params.yaml", overrides)
 
 
-COUNTERS = {"pairs_generated", "samples_rendered", "renders", "renders_cached", "edits_filled", "edits_cached",
-            "shards_computed", "pairs_asked", "pairs_cached"}  # in a stage's metrics: computed now vs. from the cache
-
-
-def without_counters(metrics):
-    """A metrics document less the COUNTERS of every stage's metrics in it (a dict with a "stage" key): the only
-    numbers that may differ between two runs of the same inputs (e.g. a resumed run vs. an uninterrupted one)."""
-    if isinstance(metrics, dict):
-        dropped = COUNTERS if "stage" in metrics else set()
-        return {k: without_counters(v) for k, v in metrics.items() if k not in dropped}
-    return [without_counters(v) for v in metrics] if isinstance(metrics, list) else metrics
-
-
 @pytest.fixture(scope="session")
 def caption_params(tiny_text_models):
     """Params for the caption steps on the tiny models (demo profile, small shards and batches)."""

@@ -2,7 +2,8 @@
 
 - Every task holds `engine.task_resources` on its worker (`dask.annotate`): a worker started with `--resources
   GPU=1` runs one task at a time, whatever its thread count, so a GPU renders one batch at a time.
-- Before the first task is submitted: some worker offers those resources (else every task would wait forever) and,
+- Before the first task is submitted: some worker offers those resources (else every task would wait forever), it
+  finds the NLTK data this process found (given the absolute folders, `tasks.core.environment.find_nltk_data`) and,
   under the paper profile, every worker sees exactly one GPU unless every model pins its device
   (`tasks.core.loading.gpu_pinning_problem`); each failure is one line naming the worker.
 - When the flow run ends, every worker releases the models its tasks loaded (`tasks.core.loading.release_models`,
@@ -10,12 +11,15 @@
   killed mid-stage go when the next stage on the cluster ends.
 - The workers report their task runs to the Prefect API: a loopback API with a scheduler on another host is refused
   before anything runs (`check_api_reachable`).
+- An address where no scheduler answers is one line within SCHEDULER_TIMEOUT_S (`check_scheduler`), before the
+  command starts a Prefect server (distributed alone retries for 30 s, then fails inside the flow).
 - A scheduler lost mid-run is one line (`scheduler_loss_is_one_line`): what finished is persisted, and the same
   command resumes from it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 from collections.abc import Iterator
@@ -25,8 +29,11 @@ from urllib.parse import urlparse
 import dask
 from prefect_dask import DaskTaskRunner
 
+from tasks.core.environment import find_nltk_data, nltk_found
 from tasks.core.errors import UserError
 from tasks.core.loading import gpu_pinning_problem, release_models
+
+SCHEDULER_TIMEOUT_S = 5.0
 
 
 def is_loopback(address: str) -> bool:
@@ -46,6 +53,21 @@ def check_api_reachable(dask_address: str, api_url: str) -> None:
         raise UserError(f"engine.dask_address {dask_address} is another host, but the Prefect API {api_url} listens on "
                         "loopback only, where its workers cannot report: start `prefect server start --host 0.0.0.0` "
                         "and set PREFECT_API_URL=http://<this host>:4200/api")
+
+
+def check_scheduler(address: str, timeout: float = SCHEDULER_TIMEOUT_S) -> None:
+    """Refuse `engine.dask_address` unless a Dask scheduler there completes distributed's handshake within `timeout`
+    seconds. Call it where no event loop runs (the command's main thread)."""
+    from distributed.comm import connect
+
+    async def handshake() -> None:
+        await (await connect(address, timeout=timeout)).close()
+
+    try:
+        asyncio.run(handshake())
+    except (OSError, TimeoutError, ValueError) as err:  # refused, timed out; ValueError: not an address
+        raise UserError(f"no Dask scheduler answers at engine.dask_address {address} ({str(err).splitlines()[0]}): "
+                        f"start one (`dask scheduler`) or unset engine.dask_address") from None
 
 
 @contextlib.contextmanager
@@ -94,10 +116,12 @@ class ClusterTaskRunner(DaskTaskRunner):
             raise UserError(f"no worker of {self.address} offers engine.task_resources {wanted}: start workers with "
                             f"`dask worker {self.address} --resources {wanted.replace(' ', ',')}` (or set "
                             "engine.task_resources: {} for CPU workers)")
+        problems = [self.client.run(find_nltk_data, nltk_found())]
         if self.devices_pinned is not None:
-            problems = self.client.run(gpu_pinning_problem, self.devices_pinned)
-            if wrong := [f"Dask worker {worker} {problem}" for worker, problem in sorted(problems.items()) if problem]:
-                raise UserError("; ".join(wrong))
+            problems.append(self.client.run(gpu_pinning_problem, self.devices_pinned))
+        if wrong := [f"Dask worker {worker} {problem}" for found in problems
+                     for worker, problem in sorted(found.items()) if problem]:
+            raise UserError("; ".join(wrong))
 
     def submit(self, task: Any, parameters: dict[str, Any], wait_for: Any = None, dependencies: Any = None) -> Any:
         if not self._checked:

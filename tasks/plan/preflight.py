@@ -7,6 +7,7 @@ fetches it.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -14,7 +15,9 @@ from pathlib import Path
 
 from tasks.core.fingerprints import hf_cache_dir, is_hub_id
 from tasks.core.params import Params
-from tasks.core.specs import ClipSpec, ModelSpec, model_specs
+from tasks.core.specs import ClipSpec, ItmSpec, ModelSpec, model_specs
+
+PROCESSOR_CONFIGS = ("processor_config.json", "preprocessor_config.json")  # what AutoProcessor reads first
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,22 @@ def missing(section) -> list[str]:
     """`name (fetch command)` of each hub model of a params section that is not in this machine's cache."""
     checks = (clip_check(spec) if isinstance(spec, ClipSpec) else hub_check(spec) for _, spec in model_specs(section))
     return [f"{name} ({fetch})" for name, present, fetch in checks if not present and fetch]
+
+
+def reads_processor(spec: ModelSpec, folder: Path) -> bool:
+    """Whether the model's loader starts with its `AutoProcessor`: an image-text model (an `ItmSpec`, or a config
+    with a `vision_config`, as the judge's VLM has)."""
+    config = folder / "config.json"
+    return isinstance(spec, ItmSpec) or (config.is_file() and "vision_config" in json.loads(config.read_text()))
+
+
+def incomplete(section) -> list[str]:
+    """A line for each local model folder of a params section without a processor config its loader reads."""
+    folders = ((spec, Path(spec.local())) for _, spec in model_specs(section) if not isinstance(spec, ClipSpec))
+    return [f"model folder {spec.id} has no processor config ({' or '.join(PROCESSOR_CONFIGS)}): save the model's "
+            "processor there (`processor.save_pretrained`)" for spec, folder in folders
+            if folder.is_dir() and reads_processor(spec, folder)
+            and not any((folder / name).is_file() for name in PROCESSOR_CONFIGS)]
 
 
 def placement(spec: ModelSpec) -> tuple[str, str]:

@@ -53,7 +53,7 @@ def assert_one_error(result: tuple[int, str, str, float], *needles: str, within:
 
 def one_row_parquet(path: Path, schema: dict[str, pl.DataType], **values) -> Path:
     """One row holding `values` (a default for every other column) with exactly `schema`'s columns."""
-    defaults = {pl.String: "x", pl.Int64: 0, pl.Float64: 0.0}
+    defaults = {pl.String: "x", pl.Int64: 0, pl.Float64: 0.0, pl.Boolean: False}
     row = {c: [values.get(c, defaults[t])] for c, t in schema.items()}
     pl.DataFrame(row, schema=schema).write_parquet(path)
     return path
@@ -175,5 +175,5 @@ def test_a_diff_of_an_unknown_revision_or_one_without_outputs_is_one_line(tmp_pa
 def test_serve_refuses_a_missing_source_and_a_server_that_dies_with_it(tmp_path):
     assert_one_error(cfgen(tmp_path, "serve", "--source", "missing.tsv"), "caption file missing.tsv does not exist")
     (tmp_path / "captions.tsv").write_text("a_0\tA dog on a couch.\n")
-    assert_one_error(cfgen(tmp_path, "serve", "--source", "captions.tsv"), "serve needs a Prefect server that "
-                     "outlives it", "PREFECT_API_URL")  # a temporary server would drop the schedule with it
+    assert_one_error(cfgen(tmp_path, "serve", "--cron", "0 3 * * *", "--source", "captions.tsv"), "serve needs a "
+                     "Prefect server that outlives it", "PREFECT_API_URL")  # a temporary one would drop the schedule

@@ -36,7 +36,8 @@ import polars as pl
 import pytest
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from tests.conftest import DEMO_CAPTIONS, ROOT, project_params, requires_nltk, without_counters
+from flows.engine.counters import facts
+from tests.conftest import DEMO_CAPTIONS, ROOT, project_params, requires_nltk
 
 pytestmark = [requires_nltk, pytest.mark.slow]
 CFGEN = Path(sys.executable).parent / "cfgen"
@@ -360,8 +361,8 @@ def test_cfgen_run_on_a_dask_cluster_survives_sigkill_and_equals_a_local_run(loc
     same_bytes(local_folder, folder, "data", "*.parquet")
     assert same_bytes(local_folder, folder, str(paths.selected_images), "*.png")
     reports = sorted(p.relative_to(local_folder) for p in (local_folder / "reports").rglob("*.json"))
-    differ = [str(n) for n in reports if without_counters(json.loads((local_folder / n).read_text()))
-              != without_counters(json.loads((folder / n).read_text()))]
+    differ = [str(n) for n in reports if facts(json.loads((local_folder / n).read_text()))
+              != facts(json.loads((folder / n).read_text()))]
     assert reports and not differ, f"metrics that differ from the local run's: {differ}"
 
 

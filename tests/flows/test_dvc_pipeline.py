@@ -38,8 +38,9 @@ import polars as pl
 import pytest
 import yaml
 
+from flows.engine.counters import facts
 from tasks.text.swaps import exchanged
-from tests.conftest import ROOT, requires_nltk, without_counters
+from tests.conftest import ROOT, requires_nltk
 
 pytestmark = [requires_nltk, pytest.mark.slow]
 N_CAPTIONS = 15
@@ -297,7 +298,7 @@ def kill_mid(repo: Path, env: dict, stage: str, log: Path) -> tuple[int, int]:
 def differing(a: dict[str, bytes], b: dict[str, bytes]) -> list[str]:
     """Files whose bytes differ (metrics JSON: apart from COUNTERS; lock files: apart from those metrics' hashes)."""
     counted = {name for name in a.keys() & b.keys() if name.endswith(".json") and a[name] != b[name]
-               and without_counters(json.loads(a[name])) == without_counters(json.loads(b[name]))}
+               and facts(json.loads(a[name])) == facts(json.loads(b[name]))}
 
     def lock(text: bytes) -> dict:
         stages = yaml.safe_load(text)["stages"]

@@ -1,0 +1,34 @@
+"""`cfgen serve`'s runner: Prefect's `Runner`, which SIGTERM stops as gracefully as Ctrl-C.
+
+Prefect's own SIGTERM handler calls the runner's `stop()` inside its event loop, where that only makes a coroutine
+nobody awaits (a RuntimeWarning at every shutdown), then exits mid-loop. Here SIGTERM schedules `astop` on the
+runner's loop: polling ends, the served deployment's schedule is paused, and the command exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from prefect import Flow
+from prefect.runner import Runner
+
+from flows.engine.console import console
+
+
+class GracefulRunner(Runner):
+    def handle_sigterm(self, *args: Any, **kwargs: Any) -> None:
+        self._logger.info("SIGTERM received, stopping...")
+        self.execute_in_background(self.astop)
+
+
+def serve(flow: Flow, name: str, cron: str, parameters: dict[str, Any]) -> None:
+    """Register `flow` as deployment `name` on the Prefect API with its cron schedule and run its runs here until
+    SIGTERM or Ctrl-C (then its schedule is paused)."""
+    runner = GracefulRunner(name=name, pause_on_shutdown=True)
+    runner.add_flow(flow, name=name, cron=cron, parameters=parameters)
+    console.print(f"serving {flow.name}/{name} on {cron!r}; a run now: prefect deployment run '{flow.name}/{name}'",
+                  highlight=False, soft_wrap=True)
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: asyncio.run has stopped the runner, schedule paused
+        asyncio.run(runner.start())

@@ -1,0 +1,130 @@
+"""The bad inputs of a new user's probe, through the real `cfgen`: each is one `error:` line and exit code 2 (or a
+clean exit), and nothing a run wrote before is lost or changed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import polars as pl
+import pytest
+
+from tests.conftest import ROOT
+from tests.flows import test_dag_dask
+from tests.flows.test_cli import assert_one_error, cfgen, one_row_parquet
+from tests.flows.test_dag_dask import ENGINE, assert_ran_on_workers, dask_cluster, finish, recording
+from tests.flows.test_dag_dask import cfgen as cfgen_process
+from tests.flows.test_faults import tree
+
+local = test_dag_dask.local  # its fixture: the whole DAG on 8 demo captions, in-process
+from tests.flows.test_deployment import wait_for_deployment
+
+
+def test_a_judge_model_folder_without_its_processor_config_is_one_line_naming_it(tmp_path):
+    from tasks.core.schemas import SELECTED
+    from tasks.demo.tiny_vlm import build_tiny_vlm
+
+    vlm = build_tiny_vlm(tmp_path / "vlm", ["a dog on a couch"], seed=0).id
+    (tmp_path / "vlm" / "processor_config.json").unlink()  # the tokenizer, its config and the weights stay
+    (tmp_path / "data/processed").mkdir(parents=True)
+    one_row_parquet(tmp_path / "data/processed/selected.parquet", SELECTED)
+    result = cfgen(tmp_path, "judge", "-p", "judge.enabled=true", "-p", f"judge.model.id={vlm}")
+    assert_one_error(result, f"model folder {vlm} has no processor config", "processor_config.json")
+
+
+def test_a_dask_address_without_a_scheduler_is_one_line_naming_it_within_seconds(tmp_path):
+    from tasks.text.ingest import SCHEMA
+
+    one_row_parquet(tmp_path / "captions.parquet", SCHEMA, caption="a dog on a mat")
+    result = cfgen(tmp_path, "sites", "captions.parquet", "out.parquet", "-p", "engine.dask_address=tcp://127.0.0.1:9")
+    assert_one_error(result, "no Dask scheduler answers at engine.dask_address tcp://127.0.0.1:9", "dask scheduler")
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_sigterm_stops_serve_cleanly(tmp_path, prefect_server):
+    """A registered, serving deployment: SIGTERM ends `cfgen serve` with exit 0 and no un-awaited shutdown."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL
+
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    (tmp_path / "captions.tsv").write_text("a_0\tA dog on a couch.\n")
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PYTHONPATH": str(ROOT)}
+    log = tmp_path / "serve.log"
+    serving = subprocess.Popen([sys.executable, "-m", "flows.cli", "serve", "--name", "sigterm", "--source",
+                                "captions.tsv"], cwd=tmp_path, env=env, stdout=log.open("w"),
+                               stderr=subprocess.STDOUT)
+    try:
+        with get_client(sync_client=True) as client:
+            assert not wait_for_deployment(client, "cfgen-dataset/sigterm", serving).paused
+            time.sleep(2)  # past registration: the runner is polling
+            serving.send_signal(signal.SIGTERM)
+            code = serving.wait(timeout=30)
+            assert client.read_deployment_by_name("cfgen-dataset/sigterm").paused  # its schedule stopped with it
+    finally:
+        serving.kill()
+    output = log.read_text()
+    print(output)
+    assert "never awaited" not in output and "Traceback" not in output, output[-3000:]
+    assert code == 0, output[-3000:]
+
+
+def test_a_dask_worker_started_without_nltk_data_is_given_the_folder_this_process_found_it_in(tmp_path,
+                                                                                                prefect_server):
+    """The worker's NLTK_DATA names an empty folder (as on a host where nobody set it): `cfgen sites` on it still
+    tags every caption, on the worker."""
+    from tasks.text.ingest import SCHEMA
+
+    workers = {"worker-without-nltk": {"NLTK_DATA": str(tmp_path / "nothing-here")}}
+    with contextlib.contextmanager(dask_cluster)(tmp_path, workers) as cluster:
+        folder = cluster.folder
+        shutil.copy(ROOT / "params.yaml", folder / "params.yaml")
+        one_row_parquet(folder / "captions.parquet", SCHEMA, caption="a dog on a mat")
+        with recording(cluster) as recorded:
+            step = cfgen_process(folder, "sites", "captions.parquet", "sites.parquet", "-p",
+                                 f"engine.dask_address={cluster.address}", log="sites.log")
+            finish(step, folder / "sites.log", timeout=300)
+        assert assert_ran_on_workers(cluster, recorded, step.pid) == {"sites": 1}
+    assert pl.read_parquet(folder / "sites.parquet").height > 0
+
+
+def test_a_worker_that_cannot_see_the_nltk_folder_is_told_what_to_set():
+    from tasks.core.environment import find_nltk_data
+
+    line = find_nltk_data({"corpora/no_such_corpus": "/no/such/nltk_data"})
+    assert line == ("finds no NLTK data corpora/no_such_corpus (NLTK_DATA=" + os.environ.get("NLTK_DATA", "unset")
+                    + " there, and /no/such/nltk_data is not on its host): restart it with NLTK_DATA set to a folder "
+                    "that holds them")
+
+
+def test_a_metrics_file_rewritten_with_the_same_facts_gets_its_bytes_back(tmp_path):
+    from flows.engine.counters import counts_kept
+    from tasks.core.io import write_json
+
+    first = {"stage": "sites", "rows_in": 4, "rows_out": 9, "shards": 2, "shards_computed": 2}
+    same, changed, report = tmp_path / "same.json", tmp_path / "changed.json", tmp_path / "metrics.json"
+    for path, content in ((same, first), (changed, first), (report, {"stages": {"sites": first}})):
+        write_json(content, path)
+    before = {path: path.read_bytes() for path in (same, changed, report)}
+    with counts_kept([same, changed, report, tmp_path / "new.json"]):
+        write_json({**first, "shards_computed": 0}, same)  # all cached: only the counter differs
+        write_json({**first, "rows_out": 8, "shards_computed": 1}, changed)
+        write_json({"stages": {"sites": {**first, "shards_computed": 0}}}, report)
+        write_json(first, tmp_path / "new.json")
+    assert same.read_bytes() == before[same] and report.read_bytes() == before[report]
+    assert json.loads(changed.read_text())["rows_out"] == 8 and (tmp_path / "new.json").exists()
+
+
+@pytest.mark.slow
+def test_cfgen_run_of_an_up_to_date_folder_leaves_every_report_as_it_was(tmp_path, local):
+    """The whole DAG again, every unit cached: no metrics file (or any other report) changes."""
+    folder = shutil.copytree(local[0], tmp_path / "again")
+    before = tree(folder / "reports")
+    run = cfgen_process(folder, "run", *(arg for option in ENGINE for arg in ("-p", option)), log="run.log")
+    finish(run, folder / "run.log")
+    assert tree(folder / "reports") == before
