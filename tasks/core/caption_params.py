@@ -64,11 +64,13 @@ class RelationsParams(Frozen):
 
 
 class SimilarityParams(Frozen):
-    """Keeps `lower < cos(C_o, C_c) <= upper`, both in [-1, 1]."""
+    """Keeps `lower < cos(C_o, C_c) <= upper`, both in [-1, 1]; an edit type of `upper_by_type` has its own upper
+    bound (a swap keeps every word, which a sentence embedding barely tells apart: 0.91-1.0 on the demo)."""
 
     model: ModelSpec
     lower: Cosine = 0.8
     upper: Cosine = 0.91
+    upper_by_type: dict[EditType, Cosine] = {"swap": 1.0}
     batch_size: int = unkeyed(128, "sentences per forward pass", ge=1)
 
     @field_validator("upper")
@@ -77,6 +79,16 @@ class SimilarityParams(Frozen):
         if "lower" in info.data and not info.data["lower"] < upper:
             raise ValueError(f"must be > lower ({info.data['lower']}), got {upper}")
         return upper
+
+    @field_validator("upper_by_type")
+    @classmethod
+    def _each_above_lower(cls, uppers: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+        if "lower" in info.data and (low := {t: u for t, u in uppers.items() if not info.data["lower"] < u}):
+            raise ValueError(f"every upper bound must be > lower ({info.data['lower']}), got {low}")
+        return uppers
+
+    def window(self, edit_type: str) -> tuple[float, float]:
+        return self.lower, self.upper_by_type.get(edit_type, self.upper)
 
 
 class PerplexityParams(Frozen):

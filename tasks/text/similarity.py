@@ -1,4 +1,5 @@
-"""Similarity window: sentence-embedding cosine between C_o and each candidate; keep `lower < sim <= upper`.
+"""Similarity window: sentence-embedding cosine between C_o and each candidate; keep `lower < sim <= upper` (the upper
+bound of the candidate's edit type, `SimilarityParams.window`).
 
 Output: the candidate rows that pass, plus `similarity`. Each unique sentence (originals too) is embedded once.
 """
@@ -56,7 +57,7 @@ def run(frame: pl.DataFrame, params: SimilarityParams, encoder: SentenceTransfor
     scored = frame.filter(fits)
     sims = cosine(encoder, list(zip(scored["caption"], scored["candidate"])), params.batch_size)
     scored = scored.with_columns(similarity=pl.Series(sims, dtype=pl.Float64))
-    reasons = [window_reason(s, params.lower, params.upper) for s in sims]
+    reasons = [window_reason(s, *params.window(t)) for s, t in zip(sims, scored["edit_type"])]
     scored = scored.with_columns(reason=pl.Series(reasons, dtype=pl.String), stage=pl.lit("similarity"))
     too_long = frame.filter(~fits).with_columns(
         similarity=pl.lit(None, pl.Float64), stage=pl.lit("similarity"), reason=pl.lit("too_long_for_similarity"))

@@ -98,8 +98,8 @@ def test_an_override_cannot_descend_into_a_scalar_or_leave_a_profile_without_a_v
 
 @pytest.mark.parametrize("override, key", [
     ("sites.noun_tags=[NN, XX]", "sites.noun_tags[1]: 'XX' is not a Penn Treebank POS tag"),
-    ("sites.types=[noun, verb]", "sites.types[1]: Input should be 'noun', 'lexical', 'quantifier', 'insert' or "
-                                 "'delete'"),
+    ("sites.types=[noun, verb]", "sites.types[1]: Input should be 'noun', 'lexical', 'quantifier', 'insert', "
+                                 "'delete' or 'swap'"),
     ("candidates.keep_tags=[nn]", "candidates.keep_tags[0]: 'nn' is not a Penn Treebank POS tag"),
     ("selection.min_clip_dir=1.5", "selection.min_clip_dir:"),
     ("selection.min_image_image=-1.5", "selection.min_image_image:"),
@@ -148,7 +148,7 @@ def test_perplexity_weighs_exactly_the_edit_types_that_run(tmp_path, raw):
     assert load_params(path, ["sites.types=[noun, delete]", "perplexity.type_shares={noun: 3, lexical: 2}"]
                        ).perplexity.type_shares == {"noun": 3.0, "delete": 1.0}  # unset: 1; not running: dropped
     assert load_params(path, ["perplexity.type_shares.lexical=2"]).perplexity.type_shares == {
-        "noun": 1.0, "lexical": 2.0, "quantifier": 1.0, "insert": 1.0, "delete": 1.0}
+        "noun": 1.0, "lexical": 2.0, "quantifier": 1.0, "insert": 1.0, "delete": 1.0, "swap": 1.0}
     assert error(path, "perplexity.type_shares={noun: 1, delete: 0}").startswith("perplexity.type_shares.delete:")
     paper = load_params(path, ["profile=paper"])
     assert paper.sites.types == ("noun",) and paper.perplexity.type_shares == {"noun": 1.0}  # the paper's method
@@ -282,7 +282,7 @@ def test_a_malformed_override_and_a_misspelt_edit_type_are_one_line_each(tmp_pat
     path = write(tmp_path, raw)
     assert error(path, "sites.types=[noun") == ("override 'sites.types=[noun': the value is not valid YAML (expected "
                                                 "',' or ']', but got '<stream end>')")
-    assert "'lexicl' is not an edit type (one of noun, lexical, quantifier, insert, delete)" in error(
+    assert "'lexicl' is not an edit type (one of noun, lexical, quantifier, insert, delete, swap)" in error(
         path, "perplexity.type_shares={lexicl: 2}")
     assert load_params(path, ["perplexity.type_shares={lexical: 2}", "sites.types=[noun]"]).perplexity.type_shares \
         == {"noun": 1.0}  # a real type that does not run is still dropped

@@ -214,3 +214,15 @@ def test_frame_of_only_too_long_rows(encoder, base_params):
     check_accounting(frame, kept, rejects)
     assert kept.is_empty()
     assert set(rejects["reason"]) == {"too_long_for_similarity"}
+
+
+
+def test_an_edit_type_with_its_own_upper_bound_keeps_what_the_shared_one_drops(encoder, base_params):
+    """A swap keeps every word: the real MiniLM puts it above the shared window, its own upper bound keeps it."""
+    caption, swapped = "A dog on a couch.", "A couch on a dog."
+    frame = cand_frame([("s_0", caption, "dog on a couch", "couch on a dog")] * 2).with_columns(
+        edit_type=pl.Series(["noun", "swap"]))
+    assert frame["candidate"].to_list() == [swapped] * 2
+    kept, rejects = similarity.run(frame, params(base_params, lower=0.8, upper=0.91), encoder)
+    assert kept["edit_type"].to_list() == ["swap"] and rejects["reason"].to_list() == ["above_window"]
+    assert kept["similarity"][0] > 0.91
