@@ -9,7 +9,7 @@ that token's Penn Treebank tag and `n_tokens` the caption's token count. Per typ
   quantifier  a number (tagged CD) or a / an, through the nouns after it: `a dog`, `two brown dogs`, `a car driving`
               (`tasks.text.quantities` finds the noun it counts)
   insert      the empty span before a `noun_tags` token (an adjective goes there)
-  swap        two nouns, each its noun phrase's only noun, of one tag; or two attributive adjectives, each right before
+  swap        two nouns, each its noun phrase's only noun, of one tag and number (`plural`); or two attributive adjectives, each right before
               such a noun; no coordinating word between them (`a cat and a dog` says the same swapped). The span runs
               from the first word through the second (through the second adjective's noun); `tag` is the first's
               (`tasks.text.swaps` rewrites it)
@@ -100,14 +100,23 @@ def _lone_nouns(tokens: Sequence[Token], params: SitesParams) -> list[int]:
             and not noun(i + 1) and (i + 1 == len(tokens) or tokens[i + 1].text.lower() != "of")]
 
 
+@lru_cache(maxsize=65536)
+def plural(token: Token) -> bool:
+    """Tagged NNS, or a form WordNet reads only as another noun's inflection (`giraffes`, which the tagger may read
+    as NN)."""
+    return token.tag == "NNS" or wordnet.morphy(token.text.lower(), wordnet.NOUN) not in (None, token.text.lower())
+
+
 def swap_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]:
-    """Pairs of lone nouns of one tag, then pairs of adjectives right before lone nouns, different words each."""
+    """Pairs of lone nouns of one tag and number, then pairs of adjectives right before lone nouns, different words
+    each."""
     nouns = _lone_nouns(tokens, params)
     adjectives = {i - 1: i for i in nouns if i > 0 and tokens[i - 1].tag == "JJ"
                   and swaps.WORD.fullmatch(tokens[i - 1].text) and not noun_only(tokens[i - 1].text)}
     for ends, same_tag in (({i: i for i in nouns}, True), (adjectives, False)):  # unit -> where its span ends
         for a, b in combinations(sorted(ends), 2):
-            if (tokens[a].text.lower() != tokens[b].text.lower() and (not same_tag or tokens[a].tag == tokens[b].tag)
+            if (tokens[a].text.lower() != tokens[b].text.lower()
+                    and (not same_tag or (tokens[a].tag, plural(tokens[a])) == (tokens[b].tag, plural(tokens[b])))
                     and not any(t.tag == "CC" for t in tokens[a + 1:b])):
                 yield a, tokens[a].start, tokens[ends[b]].end
 

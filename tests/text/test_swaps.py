@@ -34,6 +34,7 @@ def swapped(caption: str) -> list[str]:
     ("Dogs chasing cats in a yard", ["Cats chasing dogs in a yard"]),  # each takes the other's initial case
     ("A cat and a dog.", []),  # a coordination says the same swapped
     ("A dog with two cats.", []),  # NN with NNS: the verb and articles would not agree
+    ("Two giraffes standing next to a tall tree.", []),  # `giraffes`, tagged NN, is a plural all the same
     ("A group of people on a beach.", []),  # `group of`: a quantity, no thing to swap
     ("A fire hydrant next to a dog.", []),  # a compound noun is no lone noun
     ("A woman's dog near a cat.", ["A dog's woman near a cat.", "A cat's dog near a woman.",  # `woman's`: the
