@@ -146,8 +146,8 @@ def _limitations(params: Mapping[str, Any]) -> list[str]:
             "use it for any evaluation."]
     covered = ", ".join(params["sites"]["types"])
     return (demo if params.get("profile") == "demo" else []) + [
-        f"Each counterfactual makes one edit of the types that ran ({covered}), one span each; multi-site and "
-        "free-form rewrites are not covered.",
+        f"Each counterfactual makes one edit of the types that ran ({covered}), one span each (a swap: two words "
+        "exchanged); multi-site and free-form rewrites are not covered.",
         "Edit sites come from NLTK part-of-speech tags and chunks, which mis-tag some words, so some edits hit the "
         "wrong word class or yield ungrammatical captions.",
         "Image pairs are filtered and selected with CLIP similarities, so the data inherits CLIP's biases and "
@@ -181,7 +181,7 @@ def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], par
             "`caption_0` (C_o), `caption_1` (C_c), then provenance: COCO `image_id`, the `edit_type`, the edited span "
             "`original_word` of C_o and its rewrite `substitute` with its token `position`, MLM score, sentence "
             "similarity, perplexity, the CLIP scores of the accepted image pair (and the both-subjects margins of a "
-            "noun swap), its sampling seed, p2p fraction and guidance scale, and the model ids.\n\n"
+            "noun edit or a swap), its sampling seed, p2p fraction and guidance scale, and the model ids.\n\n"
             f"Pipeline funnel:\n\n{_funnel(funnel)}\n\n"
             f"{_edit_types(by_edit_type or {}, list(params['sites']['types']))}\n\n"
             f"Most frequent edits (top {dp.top_subjects}, lower-cased; – is an empty span):\n\n"
@@ -197,8 +197,9 @@ def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], par
             "with the `perplexity.type_shares` weights among the types it has survivors of, and that type's "
             "lowest-perplexity rewrite becomes C_c. Each (C_o, C_c) is rendered many times with paired "
             "Prompt-to-Prompt diffusion (random seed, guidance scale and p2p fraction per sample) and the best "
-            "CLIP-filtered sample is kept; a noun swap must also pass the both-subjects check (CLIP prefers "
-            "\"a photo of a {original}\" on I_o and \"a photo of a {substitute}\" on I_c).\n\n"
+            "CLIP-filtered sample is kept; a noun edit must also pass the both-subjects check (CLIP prefers "
+            "\"a photo of a {original}\" on I_o and \"a photo of a {substitute}\" on I_c; a swap, on its two "
+            "phrases: \"dog on a couch\" against \"couch on a dog\").\n\n"
             "Models (the `model_<role>` columns):\n\n"
             + markdown_table(("Role", "Model (id@revision)"),
                              [(k.removeprefix("model_"), v) for k, v in models.items() if k.startswith("model_")])

@@ -9,10 +9,10 @@ that token's Penn Treebank tag and `n_tokens` the caption's token count. Per typ
   quantifier  a number (tagged CD) or a / an, through the nouns after it: `a dog`, `two brown dogs`, `a car driving`
               (`tasks.text.quantities` finds the noun it counts)
   insert      the empty span before a `noun_tags` token (an adjective goes there)
-  swap        two nouns, each its noun phrase's only noun, of one tag and number (`plural`); or two attributive adjectives, each right before
-              such a noun; no coordinating word between them (`a cat and a dog` says the same swapped). The span runs
-              from the first word through the second (through the second adjective's noun); `tag` is the first's
-              (`tasks.text.swaps` rewrites it)
+  swap        two nouns, each its noun phrase's only noun, of one tag and number (`plural`), not heading an `of`
+              phrase; or two attributive adjectives, each right before such a noun; no coordinating word between them
+              (`a cat and a dog` says the same swapped). The span runs from the first word through the second
+              (through the second adjective's noun); `tag` is the first's (`tasks.text.swaps` rewrites it)
   delete      an attributive adjective (tagged JJ, before adjectives then the noun it modifies; not a word WordNet knows
               only as a noun, which the tagger misread: `a kitchen start` keeps `kitchen`) with the space after it, or
               a prepositional phrase (`delete_grammar`, not at the start, not headed by `kept_prepositions`) with the
