@@ -11,7 +11,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.engine.sharding import task_runner
+from flows.engine.sharding import LocalTaskRunner, task_runner
 from flows.evaluation import evaluate_flow
 from flows.image import generate_flow, selection_flow
 from flows.judge import judge_flow
@@ -43,8 +43,10 @@ def removal_inputs_task(params: Params) -> None:
 
 
 def run_dag(params: Params) -> dict[str, dict]:
-    """Every stage in DAG order; returns their metrics (also written to `paths.metrics/<stage>.json`)."""
-    paths, runner = params.paths, task_runner(params)
+    """Every stage in DAG order; returns their metrics (also written to `paths.metrics/<stage>.json`). The sharded
+    stages and the judge run on `task_runner` (the cluster when one is set), the others in this process on a
+    `LocalTaskRunner`: every stage's models go when its flow run ends."""
+    paths, runner, local = params.paths, task_runner(params), LocalTaskRunner()
     if params.profile == "demo":
         tiny_models_task(paths.captions_source, paths.models / "demo", params.tiny_models)
     metrics = {"ingest": ingest_task.with_options(retries=2)(paths.captions_source, paths.captions)}
@@ -64,8 +66,8 @@ def run_dag(params: Params) -> dict[str, dict]:
     if params.profile == "demo":
         removal_inputs_task(params)
     for removal_flow in (removal_masks_flow, removal_captions_flow, inpaint_flow, removal_selection_flow):
-        metrics[removal_flow.name.replace("-", "_")] = removal_flow(params)
-    evaluate_flow(params)
+        metrics[removal_flow.name.replace("-", "_")] = removal_flow.with_options(task_runner=local)(params)
+    evaluate_flow.with_options(task_runner=local)(params)
     report_flow(params)
     export_flow(params)
     mixtures_flow(params)

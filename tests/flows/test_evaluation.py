@@ -5,6 +5,7 @@ parquet, metrics.json and the figure."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import polars as pl
 
@@ -20,15 +21,24 @@ from tests.evaluation.fixtures import selected_pairs
 pytest_plugins = ["tests.evaluation.fixtures"]
 
 
+def pairs_on_disk(root: Path) -> pl.DataFrame:
+    """`selected_pairs` written to root/selected.parquet (its images under root/img, real ones under root/coco)."""
+    selected, _, _ = selected_pairs(root)
+    write_frame(selected, root / "selected.parquet")
+    return selected
+
+
+def evaluation_paths(base, root: Path):
+    """`base.paths` reading `pairs_on_disk(root)` and writing under root (no object-removal pairs)."""
+    return base.paths.model_copy(update={
+        "selected": root / "selected.parquet", "selected_images": root / "img", "source_images": root / "coco",
+        "evaluation": root / "evaluation.parquet", "evaluation_reports": root / "reports",
+        "removal_pairs": root / "no_removal_pairs.parquet"})
+
 def test_models_are_evaluated_once_each_and_only_when_their_inputs_change(tmp_path, eval_specs, result_store,
                                                                              monkeypatch):
-    selected, images, real = selected_pairs(tmp_path)
-    write_frame(selected, tmp_path / "selected.parquet")
-    base = project_params()
-    paths = base.paths.model_copy(update={"selected": tmp_path / "selected.parquet", "selected_images": images,
-                                          "evaluation": tmp_path / "evaluation.parquet",
-                                          "evaluation_reports": tmp_path / "reports", "source_images": real,
-                                          "removal_pairs": tmp_path / "no_removal_pairs.parquet"})
+    base, selected = project_params(), pairs_on_disk(tmp_path)
+    paths = evaluation_paths(base, tmp_path)
     evaluated = []
     original = stage.evaluate
     monkeypatch.setattr(stage, "evaluate", lambda name, *args: evaluated.append(name) or original(name, *args))
@@ -95,3 +105,21 @@ def test_odmap_settings_key_the_odmap_units_alone(eval_specs):
     for setting in ({"odmap_normalisation": "k"}, {"odmap_variant": "all"}):
         assert keys(**setting)[0] == evaluate_key and keys(**setting)[1] != odmap_key
     assert keys(ks=(1, 2))[0] != evaluate_key and keys(ks=(1, 2))[1] != odmap_key  # read by both
+
+
+def test_cfgen_runs_evaluate_on_a_runner_that_releases_its_models(tmp_path, eval_specs, result_store):
+    """`cfgen run` (`run_dag`) gives the in-process flows a `LocalTaskRunner`: once evaluate's flow run ends, no model
+    it loaded is held (on Prefect's own runner both would stay loaded for the rest of the run)."""
+    from flows.engine.sharding import LocalTaskRunner
+    from tasks.core.loading import release_models
+
+    pairs_on_disk(tmp_path)
+    base = project_params()
+    params = base.model_copy(update={"paths": evaluation_paths(base, tmp_path), "evaluate": EvaluateParams(
+        models={"hf_clip": eval_specs["hf_clip"], "vilt": eval_specs["vilt"]})})
+    release_models()
+    evaluate_flow(params)
+    assert release_models() == 2  # Prefect's default runner: both still held
+    evaluate_flow.with_options(task_runner=LocalTaskRunner())(params.model_copy(
+        update={"evaluate": params.evaluate.model_copy(update={"ks": (1, 2)})}))  # a new key: both load again
+    assert release_models() == 0
