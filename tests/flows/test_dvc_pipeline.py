@@ -468,7 +468,10 @@ def test_b_narrower_similarity_window_generates_only_unseen_pairs(repo):
     path, env = repo
     output = path / "data/processed/counterfactual_captions.parquet"
     before = pl.read_parquet(output)
-    set_param(path, "similarity.upper", float(before["similarity"].max()))  # every current winner stays inside
+    own = yaml.safe_load((path / "params.yaml").read_text())["similarity"]["upper_by_type"]  # a swap's: not `upper`
+    shared = before.filter(~pl.col("edit_type").is_in(list(own)))["similarity"]
+    assert shared.len() > 0
+    set_param(path, "similarity.upper", float(shared.max()))  # every current winner stays inside
     stages = timed_repro(path, env, "(b1) similarity.upper = max winner similarity", "generate")
     assert stages[:2] == ["similarity", "perplexity"] and "candidates" not in stages
     after = pl.read_parquet(output)  # the same C_c; a perplexity may differ by float rounding (another trie packing)
@@ -476,7 +479,7 @@ def test_b_narrower_similarity_window_generates_only_unseen_pairs(repo):
     assert after["perplexity"].to_list() == pytest.approx(before["perplexity"].to_list(), rel=1e-5)
     assert "generate" not in stages or metrics(path, "generate")["pairs_generated"] == 0  # nothing to render
 
-    set_param(path, "similarity.upper", float(before["similarity"].median()))  # half the winners must change
+    set_param(path, "similarity.upper", float(shared.median()))  # half the winners under `upper` must change
     stages = timed_repro(path, env, "(b2) similarity.upper = median winner similarity", "generate")
     assert stages[:2] == ["similarity", "perplexity"] and "generate" in stages and "candidates" not in stages
     after = pl.read_parquet(output)
