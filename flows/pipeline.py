@@ -44,8 +44,9 @@ def removal_inputs_task(params: Params) -> None:
 
 def run_dag(params: Params) -> dict[str, dict]:
     """Every stage in DAG order; returns their metrics (also written to `paths.metrics/<stage>.json`). The sharded
-    stages and the judge run on `task_runner` (the cluster when one is set), the others in this process on a
-    `LocalTaskRunner`: every stage's models go when its flow run ends."""
+    stages and the judge run on `task_runner` (the cluster when one is set), evaluate in this process on a
+    `LocalTaskRunner`: their models go when each flow run ends. The object-removal flows keep their own runners
+    (inpaint's one thread: its pipeline is not thread-safe)."""
     paths, runner, local = params.paths, task_runner(params), LocalTaskRunner()
     if params.profile == "demo":
         tiny_models_task(paths.captions_source, paths.models / "demo", params.tiny_models)
@@ -66,7 +67,7 @@ def run_dag(params: Params) -> dict[str, dict]:
     if params.profile == "demo":
         removal_inputs_task(params)
     for removal_flow in (removal_masks_flow, removal_captions_flow, inpaint_flow, removal_selection_flow):
-        metrics[removal_flow.name.replace("-", "_")] = removal_flow.with_options(task_runner=local)(params)
+        metrics[removal_flow.name.replace("-", "_")] = removal_flow(params)
     evaluate_flow.with_options(task_runner=local)(params)
     report_flow(params)
     export_flow(params)
