@@ -47,7 +47,7 @@ def run_dag(params: Params) -> dict[str, dict]:
     stages and the judge run on `task_runner` (the cluster when one is set), evaluate in this process on a
     `LocalTaskRunner`: their models go when each flow run ends. The object-removal flows keep their own runners
     (inpaint's one thread: its pipeline is not thread-safe)."""
-    paths, runner, local = params.paths, task_runner(params), LocalTaskRunner()
+    paths, runner = params.paths, task_runner(params)
     if params.profile == "demo":
         tiny_models_task(paths.captions_source, paths.models / "demo", params.tiny_models)
     metrics = {"ingest": ingest_task.with_options(retries=2)(paths.captions_source, paths.captions)}
@@ -68,7 +68,7 @@ def run_dag(params: Params) -> dict[str, dict]:
         removal_inputs_task(params)
     for removal_flow in (removal_masks_flow, removal_captions_flow, inpaint_flow, removal_selection_flow):
         metrics[removal_flow.name.replace("-", "_")] = removal_flow(params)
-    evaluate_flow.with_options(task_runner=local)(params)
+    evaluate_flow.with_options(task_runner=LocalTaskRunner())(params)
     report_flow(params)
     export_flow(params)
     mixtures_flow(params)

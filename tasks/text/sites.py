@@ -100,7 +100,6 @@ def _lone_nouns(tokens: Sequence[Token], params: SitesParams) -> list[int]:
             and not noun(i + 1) and (i + 1 == len(tokens) or tokens[i + 1].text.lower() != "of")]
 
 
-@lru_cache(maxsize=65536)
 def plural(token: Token) -> bool:
     """Tagged NNS, or a form WordNet reads only as another noun's inflection (`giraffes`, which the tagger may read
     as NN)."""
@@ -113,10 +112,10 @@ def swap_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]:
     nouns = _lone_nouns(tokens, params)
     adjectives = {i - 1: i for i in nouns if i > 0 and tokens[i - 1].tag == "JJ"
                   and swaps.WORD.fullmatch(tokens[i - 1].text) and not noun_only(tokens[i - 1].text)}
-    for ends, same_tag in (({i: i for i in nouns}, True), (adjectives, False)):  # unit -> where its span ends
+    number = {i: (tokens[i].tag, plural(tokens[i])) for i in nouns}
+    for ends, same_number in (({i: i for i in nouns}, True), (adjectives, False)):  # unit -> where its span ends
         for a, b in combinations(sorted(ends), 2):
-            if (tokens[a].text.lower() != tokens[b].text.lower()
-                    and (not same_tag or (tokens[a].tag, plural(tokens[a])) == (tokens[b].tag, plural(tokens[b])))
+            if (tokens[a].text.lower() != tokens[b].text.lower() and (not same_number or number[a] == number[b])
                     and not any(t.tag == "CC" for t in tokens[a + 1:b])):
                 yield a, tokens[a].start, tokens[ends[b]].end
 
