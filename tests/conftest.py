@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,15 +50,17 @@ requires_coco = needs_shared(COCO_CAPTIONS)
 
 
 @pytest.fixture(scope="session")
-def paper_shape_models(tmp_path_factory) -> Path:
-    """Random roberta-base and gpt2-large of the published shapes (../shared/tools, ~40 s, ~3.6 GB)."""
+def paper_shape_models(tmp_path_factory) -> Iterator[Path]:
+    """Random roberta-base and gpt2-large of the published shapes (../shared/tools, ~40 s, ~3.6 GB), removed when the
+    session ends: a suite that keeps them fills a small CI disk."""
     import subprocess
     import sys
 
     out = tmp_path_factory.mktemp("paper-shape")
     subprocess.run([sys.executable, PAPER_SHAPE_TOOL, COCO_CAPTIONS, out],
                    check=True, capture_output=True)
-    return out
+    yield out
+    shutil.rmtree(out, ignore_errors=True)
 
 
 def crash_on_call(monkeypatch, module, n: int) -> None:

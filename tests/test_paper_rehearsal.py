@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -21,6 +22,7 @@ pytestmark = [requires_nltk, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory):
+    """The rehearsal's project (~5 GB of paper-shape models), removed after this module."""
     out = tmp_path_factory.mktemp("rehearsal")
     done = subprocess.run([sys.executable, "benchmarks/paper_rehearsal.py", str(out), "--captions", "2", "--samples",
                            "2", "--steps", "2", "--size", "64", "--removal-images", "2"], cwd=ROOT,
@@ -28,7 +30,8 @@ def rehearsal(tmp_path_factory):
     print(done.stdout[-6000:])
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
     report = json.loads((out / "rehearsal.json").read_text())
-    return out / "project", {row["stage"]: row for row in report["stages"]}
+    yield out / "project", {row["stage"]: row for row in report["stages"]}
+    shutil.rmtree(out, ignore_errors=True)
 
 
 def test_every_stage_of_the_dag_runs_once_and_no_demo_stage(rehearsal):
