@@ -45,8 +45,8 @@ def removal_inputs_task(params: Params) -> None:
 def run_dag(params: Params) -> dict[str, dict]:
     """Every stage in DAG order; returns their metrics (also written to `paths.metrics/<stage>.json`). The sharded
     stages and the judge run on `task_runner` (the cluster when one is set), evaluate in this process on a
-    `LocalTaskRunner`: their models go when each flow run ends. The object-removal flows keep their own runners
-    (inpaint's one thread: its pipeline is not thread-safe)."""
+    `LocalTaskRunner`: their models go when each flow run ends. The object-removal flows that load models declare
+    their own `LocalTaskRunner` (inpaint's of one thread: its pipeline is not thread-safe)."""
     paths, runner = params.paths, task_runner(params)
     if params.profile == "demo":
         tiny_models_task(paths.captions_source, paths.models / "demo", params.tiny_models)

@@ -13,11 +13,11 @@ import numpy as np
 import polars as pl
 from PIL import Image
 from prefect import flow
-from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.commands import PathsCommand, check_models
 from flows.engine.caching import unit_task
 from flows.engine.progress import StageProgress
+from flows.engine.sharding import LocalTaskRunner
 from flows.engine.workspace import result_store
 from flows.removal import finish
 from tasks.core import keys
@@ -66,7 +66,7 @@ def _readable(edit: dict, folder: Path) -> str | None:
     return None if size == (edit["width"], edit["height"]) else "size_mismatch"
 
 
-@flow(name="inpaint", task_runner=ThreadPoolTaskRunner(max_workers=1))
+@flow(name="inpaint", task_runner=LocalTaskRunner(max_workers=1))
 def inpaint_flow(params: Params) -> dict:
     """I_0 (the real image) and I_1 of every edited caption, both stored under `paths.inpainted_images`."""
     paths, section = params.paths, params.inpaint

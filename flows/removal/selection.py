@@ -5,6 +5,7 @@ from __future__ import annotations
 from prefect import flow
 
 from flows.commands import PathsCommand, check_models
+from flows.engine.sharding import LocalTaskRunner
 from flows.removal import finish
 from tasks.core.io import read_frame
 from tasks.core.loading import set_torch_threads
@@ -13,7 +14,7 @@ from tasks.core.schemas import INPAINTED, REMOVAL_SPLITS
 from tasks.removal import selection
 
 
-@flow(name="removal-selection")
+@flow(name="removal-selection", task_runner=LocalTaskRunner())
 def removal_selection_flow(params: Params) -> dict:
     """The CLIP check of every edit and the kept pairs' split."""
     paths, section = params.paths, params.removal_selection

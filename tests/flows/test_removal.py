@@ -17,6 +17,7 @@ from flows.removal.export import removal_export_flow
 from flows.removal.inpaint import fill_unit, inpaint_flow
 from flows.removal.masks import removal_masks_flow
 from flows.removal.selection import removal_selection_flow
+from tasks.core.loading import release_models
 from tasks.core.specs import ClipSpec, ModelSpec
 from tasks.removal import inpaint
 from tests.conftest import project_params, requires_nltk
@@ -53,7 +54,11 @@ def run_all(params) -> dict[str, dict]:
 
 
 def test_funnel_rerun_and_export(params, result_store):
+    """The funnel adds up, a rerun fills nothing and the export loads; the flows that load models (inpaint, removal
+    selection) release them when their flow runs end, as one `cfgen run` process needs: nothing is left to release."""
+    release_models()
     first = run_all(params)
+    assert release_models() == 0
     masks, captions, filled, pairs = first.values()
     assert masks["images"] == 24 and 0 < masks["eligible"] < masks["images"]
     assert masks["removals"] == masks["rows_out"] <= masks["classes_tried"]
