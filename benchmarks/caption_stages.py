@@ -59,7 +59,7 @@ def measure(source: Path, n: int, overrides: list[str], alone: bool) -> dict:
     t0 = time.perf_counter()
     import polars as pl
 
-    from tasks.core.config import load_params
+    from tasks.config import load_params
     from tasks.text import candidates, ingest, perplexity, similarity, sites
 
     imported = time.perf_counter() - t0
@@ -146,8 +146,8 @@ def model_overrides(profile: str, models: Path | None, source: Path, n: int) -> 
                 f"perplexity.model.{profile}.id={models / 'gpt2-large'}"]
     if profile != "demo":
         return []
-    from tasks.core.params import TinyModelsParams
     from tasks.demo import tiny_text
+    from tasks.demo.params import TinyModelsParams
     from tasks.text import ingest  # tiny models trained on these captions' vocabulary, as in the demo
 
     captions = ingest.read_captions(source)[0].head(n)["caption"].to_list()

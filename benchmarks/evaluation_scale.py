@@ -68,7 +68,7 @@ def recall(model, first, pairs: list[tuple[str, str]], read, params) -> dict[str
 
 
 def measure_bi_encoder(n: int, dim: int, ks: tuple[int, ...]) -> dict:
-    from tasks.core.release_params import EvaluateParams
+    from tasks.evaluation.params import EvaluateParams
 
     base = rss_mib()
     pairs, captions, keys = synthetic_pairs(n)
@@ -108,8 +108,8 @@ def measure_rerank(n: int, dim: int, ks: tuple[int, ...], rerank_k: int) -> dict
     import numpy as np
     import torch
 
-    from tasks.core.release_params import EvaluateParams
     from tasks.evaluation import evaluate
+    from tasks.evaluation.params import EvaluateParams
     from tasks.evaluation.scorers import CrossEncoder
 
     base = rss_mib()

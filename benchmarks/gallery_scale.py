@@ -30,7 +30,7 @@ def build(out: Path, pairs: int) -> Path:
     import numpy as np
     import polars as pl
 
-    from tasks.core.config import load_params
+    from tasks.config import load_params
     from tasks.core.schemas import COUNTERFACTUALS, SELECTED
     from tasks.image import store
     from tasks.release.gallery import build as build_gallery

@@ -15,11 +15,11 @@ from pathlib import Path
 import polars as pl
 from bench import ROOT, console, start, table
 
-from tasks.core.caption_params import CandidatesParams, SitesParams
 from tasks.core.schemas import EDIT_TYPES
 from tasks.core.specs import ModelSpec
 from tasks.text import candidates, grammar, sites
 from tasks.text.ingest import read_captions
+from tasks.text.params import CandidatesParams, SitesParams
 
 CAPTIONS = ROOT.parent / "shared" / "data" / "coco_val2017_captions.tsv"
 

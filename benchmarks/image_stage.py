@@ -36,9 +36,9 @@ PAIRS = [("a dog sitting on a couch", "a cat sitting on a couch"),
 
 
 def generate_params(folder: Path, clip: Path | None, opts: dict):
-    from tasks.core.image_params import GenerateParams
     from tasks.core.specs import ModelSpec
     from tasks.demo.tiny_images import build_tiny_clip
+    from tasks.image.params import GenerateParams
 
     return GenerateParams(
         diffusion=ModelSpec(id=str(folder), dtype=opts["dtype"]), vae=None,
@@ -126,9 +126,9 @@ def adaptive_cost(folder: Path, clip: Path, opts: dict, adaptive: bool) -> dict:
     The random CLIP's scores are noise, so selection keeps clip_dir >= 0: about half of the samples pass."""
     import polars as pl
 
-    from tasks.core.image_params import AdaptiveParams, SelectionParams
     from tasks.core.schemas import PAIR
     from tasks.image import generate, selection
+    from tasks.image.params import AdaptiveParams, SelectionParams
     from tasks.image.records import PairRecords
 
     params = generate_params(folder, clip, opts).model_copy(update={"steps": opts["adaptive_steps"], "adaptive":

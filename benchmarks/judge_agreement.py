@@ -23,7 +23,7 @@ import polars as pl
 import typer
 from bench import ROOT, console, start, table
 
-from tasks.core.config import load_params
+from tasks.config import load_params
 from tasks.judge import calibration
 from tasks.validation import agreement, labelstudio
 

@@ -88,8 +88,8 @@ def paper_params(params: dict, models: dict[str, Path], inputs: dict[str, Path],
 def make_project(out: Path, models: dict[str, Path], captions: int, samples: int, steps: int, size: int,
                  removal_images: int) -> Path:
     """OUT/project: this checkout as a fresh git + DVC repository on the rehearsal's params and inputs."""
-    from tasks.core.removal_params import SyntheticCocoParams
     from tasks.demo import synthetic_coco
+    from tasks.demo.params import SyntheticCocoParams
 
     project = copy_checkout(out / "project")
     source = SHARED_CAPTIONS if SHARED_CAPTIONS.is_file() else DEMO_CAPTIONS

@@ -49,7 +49,7 @@ def main(out: Path, pass_rate: Annotated[float, typer.Option(help="the plan's --
          repeats: Repeats = 3) -> None:
     """Plan the demo's image stages, run them, and compare (see the module docstring)."""
     from flows.engine.server import prefect_api
-    from tasks.core.config import load_params
+    from tasks.config import load_params
 
     out = out.resolve()
     project = commit(copy_checkout(out / "project"), "plan accuracy")

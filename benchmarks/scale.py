@@ -81,7 +81,7 @@ def run_generate(project: str, work: str, pairs: str, models: str, n_samples: in
 
     from flows.engine.server import prefect_api
     from flows.image import generate_flow, selection_flow
-    from tasks.core.config import load_params
+    from tasks.config import load_params
     from tasks.image import generate, render
 
     torch.set_num_threads(1)

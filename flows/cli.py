@@ -31,11 +31,11 @@ from flows.commands import (
 )
 from flows.dag import register as register_dag
 from flows.engine.console import VERBOSE, console, report_table, stop_on_sigterm, user_errors
+from tasks.config import PARAMS_FILE, load_params
 from tasks.core import schemas
-from tasks.core.config import PARAMS_FILE, load_params
 from tasks.core.io import check_distinct, check_input, check_outputs
-from tasks.core.params import Params
 from tasks.core.stages import CAPTION_STEPS, skip_reason, stage
+from tasks.params import Params
 
 STEP_COMMANDS = (*CAPTION_STEPS, "generate")  # `cfgen NAME SOURCE OUTPUT`, built when invoked (`_step_command`)
 

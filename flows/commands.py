@@ -14,11 +14,11 @@ from typing import Annotated, Any
 import typer
 
 from flows.engine.console import console, user_errors
-from tasks.core.config import PARAMS_FILE, load_params
+from tasks.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
 from tasks.core.io import check_outputs, write_json
-from tasks.core.params import Params
 from tasks.core.stages import registered
+from tasks.params import Params
 
 ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
                                                         "similarity.upper=0.9 (repeatable)")]

@@ -10,7 +10,7 @@ import typer
 
 from flows.commands import ParamOption, ParamsFile, check_source, on_cluster
 from flows.engine.console import console, user_errors
-from tasks.core.config import PARAMS_FILE, load_params
+from tasks.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
 
 

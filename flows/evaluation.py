@@ -27,10 +27,10 @@ from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import content_hash
 from tasks.core.io import plain, source_image_paths, write_frame, write_json
 from tasks.core.loading import set_torch_threads
-from tasks.core.params import Params
 from tasks.core.schemas import EVALUATION, ITM_DELTAS
 from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.evaluation import evaluate as stage
+from tasks.params import Params
 from tasks.release import figures
 
 log = logging.getLogger(__name__)

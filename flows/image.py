@@ -27,14 +27,14 @@ from flows.engine.progress import StageProgress
 from flows.engine.sharding import stage_metrics
 from flows.engine.workspace import result_store
 from tasks.core import keys
-from tasks.core.image_params import GenerateParams, SelectionParams
 from tasks.core.io import publish_folder, read_frame, read_rgb, staging_folder, write_outputs
 from tasks.core.loading import set_torch_threads
-from tasks.core.params import Params
 from tasks.core.schemas import PAIR, SAMPLES
 from tasks.image import chunks, generate, render, selection, store
+from tasks.image.params import GenerateParams, SelectionParams
 from tasks.image.records import PairRecords
 from tasks.image.sampling import Sample
+from tasks.params import Params
 
 
 def sample_records(params: Params) -> PairRecords:

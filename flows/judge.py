@@ -28,11 +28,11 @@ from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
 from tasks.core.io import plain, read_frame, read_rgb, write_json, write_outputs
 from tasks.core.loading import set_torch_threads
-from tasks.core.params import Params
-from tasks.core.release_params import JudgeParams
 from tasks.core.schemas import JUDGE_COLUMNS, JUDGED, JUDGED_REJECTS, PAIR, SELECTED
 from tasks.judge import ask, calibration
+from tasks.judge.params import JudgeParams
 from tasks.judge.verdict import verdicts
+from tasks.params import Params
 from tasks.release import figures
 from tasks.validation import agreement
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import polars as pl
 
 from tasks.core.errors import UserError
-from tasks.core.params import Params
 from tasks.core.schemas import COUNTERFACTUALS
 from tasks.core.stages import CAPTION_STEPS, skip_reason, stage
+from tasks.params import Params
 
 
 def quiet_placement() -> None:

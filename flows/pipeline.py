@@ -23,11 +23,12 @@ from flows.removal.masks import removal_masks_flow
 from flows.removal.selection import removal_selection_flow
 from flows.text import ingest_task, stage_flow
 from flows.validation import validation_flow, validation_tasks_flow
-from tasks.core.config import PARAMS_FILE, load_params
+from tasks.config import PARAMS_FILE, load_params
 from tasks.core.io import write_json
-from tasks.core.params import Params, TinyModelsParams
 from tasks.core.stages import CAPTION_STEPS, stages
 from tasks.demo import synthetic_coco, tiny_models
+from tasks.demo.params import TinyModelsParams
+from tasks.params import Params
 
 
 @task(retries=2, retry_delay_seconds=5)

@@ -13,8 +13,8 @@ from prefect import flow, get_run_logger
 from flows.commands import PathsCommand, show_json
 from flows.engine.console import console
 from tasks.core.io import source_image_paths, write_json
-from tasks.core.params import Params
 from tasks.core.stages import stages
+from tasks.params import Params
 from tasks.release import card, datasheet, export, mixtures, report
 from tasks.release.provenance import provenance
 

@@ -16,8 +16,9 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows.engine.sharding import run_sharded, stage_metrics
 from tasks.core.fingerprints import content_hash
 from tasks.core.io import read_frame, source_image_paths, write_outputs
-from tasks.core.params import Params, PathsParams
+from tasks.core.params import PathsParams
 from tasks.core.stages import CAPTION_STEPS, skip_reason, stage
+from tasks.params import Params
 
 
 @task

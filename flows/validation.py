@@ -10,7 +10,7 @@ from prefect import flow, get_run_logger
 from flows.commands import PathsCommand, show_json
 from flows.engine.console import console
 from tasks.core.io import read_frame, write_frame, write_json
-from tasks.core.params import Params
+from tasks.params import Params
 from tasks.validation import agreement, labelstudio
 
 VALIDATED = {"caption_id": pl.String}

@@ -107,7 +107,7 @@ def demo_captions() -> list[str]:
 @pytest.fixture(scope="session")
 def tiny_text_models(tmp_path_factory, demo_captions) -> dict[str, Path]:
     """Tiny random masked + causal LMs (paths), vocabulary trained on the demo captions."""
-    from tasks.core.params import TinyModelsParams
+    from tasks.demo.params import TinyModelsParams
     from tasks.demo.tiny_text import build
 
     return build(demo_captions, tmp_path_factory.mktemp("tiny_text"), TinyModelsParams())
@@ -115,7 +115,7 @@ def tiny_text_models(tmp_path_factory, demo_captions) -> dict[str, Path]:
 
 def project_params(*overrides: str):
     """The project's params.yaml with `key=value` overrides, loaded the way every command loads it."""
-    from tasks.core.config import load_params
+    from tasks.config import load_params
 
     return load_params(ROOT / "params.yaml", overrides)
 
@@ -131,8 +131,8 @@ def caption_params(tiny_text_models):
 @pytest.fixture(scope="session")
 def removal_inputs(tmp_path_factory) -> dict[str, Path]:
     """The demo's object-removal inputs: the synthetic COCO set, the tiny inpainting model and the tiny CLIP."""
-    from tasks.core.removal_params import SyntheticCocoParams
     from tasks.demo import synthetic_coco
+    from tasks.demo.params import SyntheticCocoParams
     from tasks.demo.tiny_images import build_tiny_clip
     from tasks.demo.tiny_inpaint import build_tiny_inpaint
 

@@ -1,5 +1,6 @@
 """Import layering of `tasks`, read from the source (imports inside functions count): each package imports only what
-its docstring allows, nothing in `tasks` imports `flows` or Prefect, and release never touches a model library."""
+its docstring allows, a stage's params section (`tasks/<package>/params.py`) only the core, nothing in `tasks` imports
+`flows` or Prefect, and release never touches a model library."""
 
 from __future__ import annotations
 
@@ -13,13 +14,18 @@ ALLOWED = {  # package -> project packages/modules it may import
     "tasks.core": ("tasks.core",),
     "tasks.text": ("tasks.core", "tasks.text"),
     "tasks.image": ("tasks.core", "tasks.image"),
-    "tasks.release": ("tasks.core", "tasks.release"),
+    "tasks.release": ("tasks.core", "tasks.params", "tasks.release"),
     "tasks.demo": ("tasks.core", "tasks.text.ingest", "tasks.demo"),
     "tasks.evaluation": ("tasks.core", "tasks.image.scoring", "tasks.evaluation"),
     "tasks.validation": ("tasks.core", "tasks.validation"),
     "tasks.removal": ("tasks.core", "tasks.text.ingest", "tasks.text.tagging", "tasks.image.scoring", "tasks.removal"),
-    "tasks.plan": ("tasks.core", "tasks.plan"),
+    "tasks.plan": ("tasks.core", "tasks.params", "tasks.image.params", "tasks.plan"),
     "tasks.judge": ("tasks.core", "tasks.validation.agreement", "tasks.judge"),
+}
+SECTIONS = tuple(f"{package}.params" for package in ALLOWED if package != "tasks.core")  # each stage's params
+ROOTS = {  # the whole params (every section) and its resolution: modules of `tasks` itself
+    "tasks.params": ("tasks.core", *SECTIONS),
+    "tasks.config": ("tasks.core", "tasks.params"),
 }
 FORBIDDEN = {  # package -> modules it must never import, even where ALLOWED admits their package
     "tasks": ("flows", "prefect", "prefect_dask", "dask"),
@@ -38,7 +44,7 @@ def violations(root: Path) -> list[str]:
         module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
         names = source.imported(module, path)
         project = {n for n in names if within(n, "tasks") and n != "tasks"}
-        for package, allowed in ALLOWED.items():
+        for package, allowed in (ALLOWED | ROOTS | dict.fromkeys(SECTIONS, ("tasks.core",))).items():
             if within(module, package):
                 found += [f"{module} imports {n}" for n in sorted(project)
                           if not any(within(n, a) or within(a, n) for a in allowed)]
@@ -58,7 +64,8 @@ def test_a_forbidden_import_is_reported(tmp_path):
     edits = {"text/tagging.py": "from tasks.image import render", "image/render.py": "from ..text import tagging",
              "release/report.py": "    from tasks.core.loading import load_pretrained",
              "release/diff.py": "import torch", "core/params.py": "from tasks.text import ingest",
-             "demo/tiny_text.py": "from tasks.text.tagging import tag_caption"}
+             "demo/tiny_text.py": "from tasks.text.tagging import tag_caption",
+             "text/params.py": "from tasks.text import tagging"}
     for name, line in edits.items():
         path = tmp_path / "tasks" / name
         body = f"\n\ndef _late():\n{line}\n" if line.startswith(" ") else f"\n{line}\n"
@@ -75,6 +82,7 @@ def test_a_forbidden_import_is_reported(tmp_path):
         "tasks.release.diff imports torch",
         "tasks.release.report imports tasks.core.loading",
         "tasks.release.report imports tasks.core.loading.load_pretrained",
+        "tasks.text.params imports tasks.text", "tasks.text.params imports tasks.text.tagging",
         "tasks.text.tagging imports tasks.image", "tasks.text.tagging imports tasks.image.render",
     ]
 

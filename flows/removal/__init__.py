@@ -13,7 +13,7 @@ from prefect import get_run_logger
 
 from flows.engine.sharding import stage_metrics
 from tasks.core.io import write_json, write_outputs
-from tasks.core.params import Params
+from tasks.params import Params
 
 
 def finish(name: str, rows_in: int, kept: pl.DataFrame, rejects: pl.DataFrame, output: Path, params: Params,

@@ -7,8 +7,8 @@ from prefect import flow
 from flows.commands import PathsCommand
 from flows.removal import finish
 from tasks.core.io import read_frame, write_outputs
-from tasks.core.params import Params
 from tasks.core.schemas import REMOVAL_MASKS
+from tasks.params import Params
 from tasks.removal import captions, mentions
 from tasks.text.ingest import read_captions
 

@@ -11,8 +11,8 @@ from flows.commands import PathsCommand
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
 from tasks.core.io import read_frame
-from tasks.core.params import Params
 from tasks.core.schemas import REMOVAL_PAIRS, REMOVAL_SPLITS
+from tasks.params import Params
 from tasks.release import export
 from tasks.removal import release
 

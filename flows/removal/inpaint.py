@@ -24,11 +24,11 @@ from tasks.core import keys
 from tasks.core.fields import keyed_dump
 from tasks.core.io import publish_folder, read_frame, read_rgb, staging_folder
 from tasks.core.loading import set_torch_threads
-from tasks.core.params import Params
-from tasks.core.removal_params import InpaintParams
 from tasks.core.schemas import INPAINTED, INPAINTED_REJECTS, REMOVAL_CAPTIONS
 from tasks.image.store import write_png
+from tasks.params import Params
 from tasks.removal import inpaint
+from tasks.removal.params import InpaintParams
 
 EDIT_FIELDS = ("image_id", "width", "height", "removed", "boxes", "caption_id", "edited_caption")
 

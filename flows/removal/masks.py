@@ -7,7 +7,7 @@ from prefect import flow
 
 from flows.commands import PathsCommand
 from flows.removal import finish
-from tasks.core.params import Params
+from tasks.params import Params
 from tasks.removal import coco, masks
 
 

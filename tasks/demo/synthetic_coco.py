@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image, ImageDraw
 
-from tasks.core.removal_params import SyntheticCocoParams
+from tasks.demo.params import SyntheticCocoParams
 
 
 class _Class(NamedTuple):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.core.params import TinyModelsParams
 from tasks.demo import tiny_eval, tiny_images, tiny_inpaint, tiny_text, tiny_vlm
+from tasks.demo.params import TinyModelsParams
 from tasks.text import ingest
 
 

@@ -20,7 +20,7 @@ from transformers import (
     RobertaTokenizerFast,
 )
 
-from tasks.core.params import TinyModelsParams
+from tasks.demo.params import TinyModelsParams
 
 SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 WIDTH, LAYERS, HEADS = 32, 2, 2

@@ -25,10 +25,10 @@ import polars as pl
 
 from tasks.core.errors import UserError
 from tasks.core.io import read_rgb
-from tasks.core.release_params import EvaluateParams
 from tasks.core.schemas import EVALUATION
 from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.evaluation import itm, odmap
+from tasks.evaluation.params import EvaluateParams
 from tasks.evaluation.retrieval import RetrievalSet, ranking, rerank, retrieval
 from tasks.evaluation.scorers import (
     Asked,

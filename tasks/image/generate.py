@@ -20,10 +20,10 @@ from typing import Protocol
 import polars as pl
 
 from tasks.core import keys
-from tasks.core.image_params import GenerateParams, SelectionParams
 from tasks.core.schemas import PAIR, SAMPLES, SAMPLES_REJECTS
 from tasks.core.stages import Stage
 from tasks.image import render, selection
+from tasks.image.params import GenerateParams, SelectionParams
 from tasks.image.sampling import Sample, encode_prompts, load_tokenizer, plan_sample, token_counts
 
 SCHEMA, REJECTS_SCHEMA = SAMPLES, SAMPLES_REJECTS

@@ -22,10 +22,10 @@ from functools import cache
 import torch
 
 from tasks.core import keys
-from tasks.core.image_params import GenerateParams
 from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS, edited_word
 from tasks.core.specs import model_specs
 from tasks.core.stages import entry
+from tasks.image.params import GenerateParams
 from tasks.image.sampling import Diffusion, Prompts, Rendered, Sample, encode_prompts, load_diffusion, render
 from tasks.image.scoring import ClipScorer, load_clip, pair_scores
 

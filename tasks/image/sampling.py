@@ -22,10 +22,10 @@ from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, UNet2DCond
 from diffusers.utils.torch_utils import randn_tensor
 from transformers import CLIPTextModel, CLIPTokenizer
 
-from tasks.core.image_params import GenerateParams
 from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
 from tasks.core.specs import ModelSpec
 from tasks.image import p2p
+from tasks.image.params import GenerateParams
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.core.image_params import SelectionParams
 from tasks.core.schemas import PAIR, SAMPLES, SCORE_COLUMNS, SELECTED, SELECTED_REJECTS, SUBJECT_COLUMNS
 from tasks.core.stages import Stage
 from tasks.image import render, store
+from tasks.image.params import SelectionParams
 from tasks.image.render import reject_reason
 from tasks.image.sampling import Sample
 

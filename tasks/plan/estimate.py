@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from tasks.core.image_params import GenerateParams
+from tasks.image.params import GenerateParams
 
 IMAGE_STAGES = ("generate", "selection")
 

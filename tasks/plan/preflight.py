@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.core.fingerprints import hf_cache_dir, is_hub_id
-from tasks.core.params import Params
 from tasks.core.specs import ClipSpec, ItmSpec, ModelSpec, model_specs
+from tasks.params import Params
 
 PROCESSOR_CONFIGS = ("processor_config.json", "preprocessor_config.json")  # what AutoProcessor reads first
 

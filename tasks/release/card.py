@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 import yaml
 
-from tasks.core.release_params import ExportParams
 from tasks.release.markdown import markdown_table
+from tasks.release.params import ExportParams
 
 SIZE_CATEGORIES = ((10**3, "n<1K"), (10**4, "1K<n<10K"), (10**5, "10K<n<100K"), (10**6, "100K<n<1M"),
                    (10**7, "1M<n<10M"), (10**8, "10M<n<100M"), (10**9, "100M<n<1B"))

@@ -13,11 +13,11 @@ from typing import Any
 
 import polars as pl
 
-from tasks.core.params import Params
-from tasks.core.release_params import DatasheetParams
 from tasks.core.schemas import ITM_DELTAS, edited_word
 from tasks.core.stages import stages
+from tasks.params import Params
 from tasks.release.markdown import markdown_table, param_lines, public, score
+from tasks.release.params import DatasheetParams
 from tasks.release.report import FUNNEL_STEPS, TYPE_STEPS
 
 

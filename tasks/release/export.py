@@ -23,8 +23,8 @@ import polars as pl
 from huggingface_hub.errors import HfHubHTTPError
 
 from tasks.core.errors import UserError
-from tasks.core.release_params import ExportParams
 from tasks.core.schemas import EXPORT, JUDGE_COLUMNS
+from tasks.release.params import ExportParams
 
 log = logging.getLogger(__name__)
 

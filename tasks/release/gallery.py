@@ -27,9 +27,9 @@ import polars as pl
 from PIL import Image
 
 from tasks.core.io import plain, prune, rejects_path, write_file
-from tasks.core.params import Params
 from tasks.core.schemas import JUDGE_COLUMNS, JUDGE_QUESTIONS, SCORE_COLUMNS, SUBJECT_COLUMNS
 from tasks.core.stages import stages
+from tasks.params import Params
 
 SITE = Path(__file__).with_name("site")
 THUMB = 192  # thumbnail side, pixels (never larger than the image)

@@ -16,8 +16,8 @@ import numpy as np
 import polars as pl
 
 from tasks.core.io import DIGITS, plain, write_json
-from tasks.core.params import Params
 from tasks.core.schemas import SCORE_COLUMNS
+from tasks.params import Params
 from tasks.release import figures as fig
 
 log = logging.getLogger(__name__)

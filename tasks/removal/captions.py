@@ -28,8 +28,8 @@ from typing import NamedTuple
 import polars as pl
 
 from tasks.core import schemas
-from tasks.core.removal_params import RemovalCaptionsParams
 from tasks.removal.mentions import ClassWords, chunks, classes_in, mentioned, phrase
+from tasks.removal.params import RemovalCaptionsParams
 from tasks.text.tagging import Token, tag_caption
 
 SCHEMA, REJECTS_SCHEMA = schemas.REMOVAL_CAPTIONS, schemas.REMOVAL_CAPTIONS_REJECTS

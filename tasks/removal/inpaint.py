@@ -14,9 +14,9 @@ from PIL import Image, ImageFilter
 
 from tasks.core.keys import digest
 from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
-from tasks.core.removal_params import InpaintParams
 from tasks.core.specs import ModelSpec
 from tasks.removal.masks import union_mask
+from tasks.removal.params import InpaintParams
 
 
 def mask_of(edit: dict, params: InpaintParams) -> np.ndarray:

@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from tasks.core import schemas
-from tasks.core.removal_params import RemovalMasksParams
+from tasks.removal.params import RemovalMasksParams
 
 SCHEMA, REJECTS_SCHEMA = schemas.REMOVAL_MASKS, schemas.REMOVAL_MASKS_REJECTS
 STAGE = "removal_masks"

@@ -16,8 +16,8 @@ import polars as pl
 from tasks.core import schemas
 from tasks.core.io import read_rgb
 from tasks.core.keys import digest
-from tasks.core.removal_params import RemovalSelectionParams
 from tasks.image.scoring import ClipScorer, load_clip
+from tasks.removal.params import RemovalSelectionParams
 
 SCHEMA, REJECTS_SCHEMA = schemas.REMOVAL_PAIRS, schemas.REMOVAL_PAIRS_REJECTS
 CLIP_BATCH = 32

@@ -26,10 +26,10 @@ import torch
 from transformers import AutoModelForMaskedLM, BatchEncoding, PreTrainedTokenizerBase
 
 from tasks.core import schemas
-from tasks.core.caption_params import CandidatesParams
 from tasks.core.loading import load_pretrained
 from tasks.core.stages import Stage
 from tasks.text import tagging
+from tasks.text.params import CandidatesParams
 from tasks.text.quantities import agree, recounts
 from tasks.text.swaps import exchange
 

@@ -24,9 +24,9 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerBase
 from transformers.activations import GELUTanh, NewGELUActivation
 
 from tasks.core import schemas
-from tasks.core.caption_params import PerplexityParams
 from tasks.core.loading import load_pretrained
 from tasks.core.stages import Stage
+from tasks.text.params import PerplexityParams
 
 SCHEMA, REJECTS_SCHEMA = schemas.COUNTERFACTUALS, schemas.COUNTERFACTUALS_REJECTS
 ROW_TOKENS = 256  # longer packed rows spend more attention on masked pairs, shorter ones use the matmuls less well

@@ -24,10 +24,10 @@ from nltk.corpus import wordnet
 from nltk.corpus.reader.wordnet import ADJ, NOUN, VERB
 
 from tasks.core import schemas
-from tasks.core.caption_params import RelationsParams
 from tasks.core.errors import UserError
 from tasks.core.schemas import edited_word
 from tasks.core.stages import Stage
+from tasks.text.params import RelationsParams
 
 SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
 NLTK_RESOURCES = ("corpora/wordnet",)  # in the cache keys

@@ -26,11 +26,11 @@ import torch.nn.functional as F
 from PIL import Image
 
 from tasks.core import schemas
-from tasks.core.caption_params import SaliencyParams
 from tasks.core.io import read_rgb
 from tasks.core.loading import hub_kwargs, load_once, resolve_device
 from tasks.core.specs import ItmSpec
 from tasks.core.stages import Stage
+from tasks.text.params import SaliencyParams
 from tasks.text.tagging import tag_caption
 
 if TYPE_CHECKING:

@@ -10,10 +10,10 @@ import polars as pl
 from sentence_transformers import SentenceTransformer
 
 from tasks.core import schemas
-from tasks.core.caption_params import SimilarityParams
 from tasks.core.loading import hub_kwargs, load_once, resolve_device
 from tasks.core.specs import ModelSpec
 from tasks.core.stages import Stage
+from tasks.text.params import SimilarityParams
 
 SCHEMA, REJECTS_SCHEMA = schemas.SIMILARITY, schemas.rejects(schemas.SIMILARITY)
 

@@ -31,9 +31,9 @@ import polars as pl
 from nltk.corpus import wordnet
 
 from tasks.core import schemas
-from tasks.core.caption_params import SitesParams
 from tasks.core.stages import Stage
 from tasks.text import swaps
+from tasks.text.params import SitesParams
 from tasks.text.tagging import WORD, Token, tag_caption
 
 SCHEMA, REJECTS_SCHEMA = schemas.SITES, schemas.SITES_REJECTS

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.core.config import ParamsError, load_params
+from tasks.config import ParamsError, load_params
 from tasks.core.fields import keyed_dump
-from tasks.core.params import PROFILES, Params
+from tasks.core.params import PROFILES
 from tasks.core.specs import ClipSpec, ItmSpec, model_specs
+from tasks.params import Params
 from tests.conftest import ROOT
 
 

@@ -5,12 +5,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.core.caption_params import CandidatesParams, SitesParams
 from tasks.core.fingerprints import ModelNotFound, fingerprint
 from tasks.core.keys import unit
 from tasks.core.shards import content_shards, shard_content
 from tasks.core.specs import ModelSpec, model_specs
 from tasks.core.stages import stage
+from tasks.text.params import CandidatesParams, SitesParams
 
 
 def shard_key(stage, shard: pl.DataFrame, section, *extra: str) -> str:

@@ -14,8 +14,9 @@ import pytest
 from PIL import Image
 
 from tasks.core.fingerprints import content_hash
-from tasks.core.removal_params import RemovalMasksParams, SyntheticCocoParams
+from tasks.demo.params import SyntheticCocoParams
 from tasks.demo.synthetic_coco import CLASSES, build
+from tasks.removal.params import RemovalMasksParams
 
 COCO_NAMES = {1: "person", 2: "bicycle", 3: "car", 15: "bench", 17: "cat", 18: "dog", 34: "frisbee", 67: "dining table"}
 WORDS = {"person": {"man", "men", "woman", "women", "person", "people"}, "bicycle": {"bicycle", "bike", "bikes"},

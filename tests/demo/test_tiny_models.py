@@ -4,8 +4,8 @@ every cache key built on them are stable across machines); another seed gives ot
 from __future__ import annotations
 
 from tasks.core.fingerprints import content_hash
-from tasks.core.params import TinyModelsParams
 from tasks.demo import tiny_models
+from tasks.demo.params import TinyModelsParams
 from tests.conftest import DEMO_CAPTIONS
 
 FOLDERS = ("vocab", "mlm", "clm", "diffusion", "clip", "hf_clip", "vilt", "vlm")

@@ -12,8 +12,8 @@ import pytest
 
 from tasks.core.errors import UserError
 from tasks.core.io import read_rgb, source_image_paths
-from tasks.core.release_params import EvaluateParams
 from tasks.evaluation import evaluate
+from tasks.evaluation.params import EvaluateParams
 from tasks.evaluation.retrieval import RetrievalSet
 from tasks.evaluation.scorers import BiEncoder, CrossEncoder, Images, load_scorer
 from tests.evaluation.fixtures import CAPTIONS, dense_recall, selected_pairs, truth_matrix

@@ -14,9 +14,9 @@ import torch
 from PIL import Image
 
 from tasks.core.io import read_rgb
-from tasks.core.release_params import EvaluateParams
 from tasks.core.schemas import SELECTED
 from tasks.evaluation import evaluate
+from tasks.evaluation.params import EvaluateParams
 from tasks.evaluation.scorers import Asked, CrossEncoder, Images
 from tasks.image import store
 from tests.evaluation.fixtures import CAPTIONS

@@ -12,9 +12,9 @@ import polars as pl
 from flows.evaluation import evaluate_flow, model_content, model_unit, pairs_content
 from tasks.core.io import write_frame
 from tasks.core.keys import digest
-from tasks.core.release_params import EvaluateParams
 from tasks.core.schemas import EVALUATION
 from tasks.evaluation import evaluate as stage
+from tasks.evaluation.params import EvaluateParams
 from tests.conftest import project_params
 from tests.evaluation.fixtures import selected_pairs
 

@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from flows.text import captions_flow, stage_flow
-from tasks.core.caption_params import SitesParams
 from tasks.core.io import rejects_path, write_frame
 from tasks.core.params import EngineParams
 from tasks.core.shards import content_shards
 from tasks.text.ingest import read_captions
+from tasks.text.params import SitesParams
 from tasks.text.relations import relation
 from tests.conftest import COCO_CAPTIONS, DEMO_CAPTIONS, ROOT, crash_on_call, requires_coco, requires_nltk
 

@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from tasks.core.image_params import GenerateParams
 from tasks.core.specs import ClipSpec, ModelSpec
 from tasks.demo.tiny_images import TINY_IMAGE_SIZE, build_tiny_clip, build_tiny_diffusion
 from tasks.image import generate, render
+from tasks.image.params import GenerateParams
 from tasks.image.records import PairRecords
 
 PAIRS = pl.DataFrame({

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 import torch
 
-from tasks.core.image_params import SelectionParams
 from tasks.core.schemas import SCORE_COLUMNS
 from tasks.image import render, sampling, selection
+from tasks.image.params import SelectionParams
 from tasks.image.records import PairRecords
 from tasks.image.sampling import Sample, encode_prompts, plan_sample
 from tests.image.fixtures import PAIRS, make_params, screen

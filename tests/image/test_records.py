@@ -55,7 +55,7 @@ def test_a_pair_costs_one_record_file_whatever_n_samples(tmp_path, tiny_specs, i
 
 SCREEN = """
 import pathlib, sys, polars as pl, torch
-from tasks.core.image_params import GenerateParams
+from tasks.image.params import GenerateParams
 from tasks.image import generate
 from tasks.image.records import MEASURED, PairRecords
 torch.set_num_threads(1)

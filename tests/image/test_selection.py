@@ -8,9 +8,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.core.image_params import SelectionParams
 from tasks.core.schemas import SAMPLES
 from tasks.image import selection
+from tasks.image.params import SelectionParams
 
 GOOD = {"sim_text_image_o": 0.3, "sim_text_image_c": 0.3, "sim_image_image": 0.8, "clip_dir": 0.3}
 SUBJECTS = {"subject_margin_o": 0.05, "subject_margin_c": 0.05}

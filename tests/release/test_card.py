@@ -8,8 +8,8 @@ import pytest
 import yaml
 from PIL import Image
 
-from tasks.core.release_params import ExportParams
 from tasks.release import card, export
+from tasks.release.params import ExportParams
 from tests.release.test_datasheet import sheet
 
 

@@ -7,10 +7,10 @@ import re
 import polars as pl
 import pytest
 
-from tasks.core.config import load_params
-from tasks.core.release_params import DatasheetParams
+from tasks.config import load_params
 from tasks.release import markdown
 from tasks.release.datasheet import altered_subjects, human_share, render_datasheet
+from tasks.release.params import DatasheetParams
 from tests.conftest import ROOT
 
 SWAPS = [("c0", "Man", "woman"), ("c1", "man", "Woman"), ("c2", "dog", "cat"), ("c3", "cat", "dog"),

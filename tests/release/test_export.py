@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
+from tasks.config import load_params
 from tasks.core import schemas
-from tasks.core.config import load_params
-from tasks.core.release_params import ExportParams
 from tasks.release import card, datasheet, export
+from tasks.release.params import ExportParams
 from tests.conftest import ROOT
 
 MODELS = {"model_mlm": "FacebookAI/roberta-base@e2da8e2", "model_diffusion": "stable-diffusion-v1-5@451f4fe"}

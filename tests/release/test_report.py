@@ -12,9 +12,9 @@ import pytest
 from PIL import Image
 
 from tasks.core import schemas
-from tasks.core.image_params import SelectionParams
 from tasks.core.schemas import SCORE_COLUMNS
 from tasks.image import selection
+from tasks.image.params import SelectionParams
 from tasks.release import figures, report
 from tasks.text import ingest
 

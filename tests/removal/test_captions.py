@@ -9,8 +9,8 @@ import yaml
 
 from tasks.core import schemas
 from tasks.core.errors import UserError
-from tasks.core.removal_params import RemovalCaptionsParams
 from tasks.removal import captions, mentions
+from tasks.removal.params import RemovalCaptionsParams
 from tasks.text.ingest import read_captions
 from tasks.text.tagging import tag_caption
 from tests.conftest import COCO_CAPTIONS, requires_coco, requires_nltk

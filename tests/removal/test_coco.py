@@ -9,8 +9,8 @@ import pytest
 
 from tasks.core import schemas
 from tasks.core.errors import UserError
-from tasks.core.removal_params import RemovalMasksParams
 from tasks.removal import coco, masks
+from tasks.removal.params import RemovalMasksParams
 
 IMAGES = [
     {"id": 1, "file_name": "a.jpg", "width": 10, "height": 8},

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from tasks.core.removal_params import InpaintParams
 from tasks.core.specs import ModelSpec
 from tasks.removal import inpaint
 from tasks.removal.masks import union_mask
+from tasks.removal.params import InpaintParams
 
 EDIT = {"image_id": "7", "caption_id": "7_0", "width": 20, "height": 12, "removed": ["dog"],
         "boxes": [[3.0, 2.0, 5.0, 4.0], [12.5, 6.0, 4.0, 3.0]], "edited_caption": "A cat on the grass."}

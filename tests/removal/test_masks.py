@@ -8,9 +8,9 @@ import numpy as np
 import polars as pl
 
 from tasks.core import schemas
-from tasks.core.removal_params import RemovalMasksParams
 from tasks.removal import masks
 from tasks.removal.masks import union_mask
+from tasks.removal.params import RemovalMasksParams
 
 PARAMS = RemovalMasksParams()  # alpha1 0.4, alpha2 0.8, alpha3 0.7
 Layout = dict[str, dict[str, list[list[float]]]]  # image_id -> class -> boxes

@@ -5,11 +5,11 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from tasks.core.removal_params import InpaintParams, RemovalSelectionParams
 from tasks.core.schemas import INPAINTED, REMOVAL_EXPORT, REMOVAL_PAIRS
 from tasks.core.specs import ClipSpec
 from tasks.image.store import write_png
 from tasks.removal import inpaint, release, selection
+from tasks.removal.params import InpaintParams, RemovalSelectionParams
 
 
 @pytest.fixture

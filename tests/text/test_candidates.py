@@ -8,11 +8,11 @@ import polars as pl
 import pytest
 import torch
 
-from tasks.core.caption_params import CandidatesParams, SitesParams
 from tasks.core.specs import ModelSpec
 from tasks.text import candidates, tagging
 from tasks.text import sites as site_stage
 from tasks.text.ingest import read_captions
+from tasks.text.params import CandidatesParams, SitesParams
 from tests.conftest import DEMO_CAPTIONS, requires_nltk
 
 pytestmark = requires_nltk

@@ -6,10 +6,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tasks.core.caption_params import CandidatesParams, SitesParams
 from tasks.core.specs import ModelSpec
 from tasks.text import candidates, grammar, sites
 from tasks.text.ingest import read_captions
+from tasks.text.params import CandidatesParams, SitesParams
 from tests.conftest import COCO_CAPTIONS, requires_coco, requires_nltk
 
 pytestmark = requires_nltk

@@ -9,10 +9,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tasks.core.caption_params import PerplexityParams, SitesParams
 from tasks.core.specs import ModelSpec
 from tasks.text import ingest, perplexity, similarity
 from tasks.text import sites as site_stage
+from tasks.text.params import PerplexityParams, SitesParams
 from tests.conftest import COCO_CAPTIONS, requires_coco, requires_nltk
 
 KEY = ["caption_id", "position", "substitute"]

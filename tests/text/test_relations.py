@@ -7,10 +7,10 @@ import polars as pl
 import pytest
 from nltk.corpus import wordnet
 
-from tasks.core.caption_params import RelationsParams
 from tasks.core.errors import UserError
 from tasks.core.schemas import CANDIDATES
 from tasks.text import relations
+from tasks.text.params import RelationsParams
 from tests.conftest import requires_nltk
 
 pytestmark = requires_nltk

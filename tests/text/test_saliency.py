@@ -15,10 +15,10 @@ import torch.nn.functional as F
 from PIL import Image
 from polars.testing import assert_frame_equal
 
-from tasks.core.caption_params import SaliencyParams
 from tasks.core.schemas import SITES, SITES_REJECTS
 from tasks.demo.tiny_eval import build_tiny_hf_clip
 from tasks.text import saliency
+from tasks.text.params import SaliencyParams
 from tasks.text.tagging import tag_caption
 from tests.conftest import requires_nltk
 

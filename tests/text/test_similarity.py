@@ -8,9 +8,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.core.caption_params import SimilarityParams
 from tasks.core.specs import ModelSpec
 from tasks.text import candidates, similarity
+from tasks.text.params import SimilarityParams
 from tests.conftest import MINILM
 
 # The widest valid window (the params refuse bounds outside [-1, 1]): every cosine of two distinct sentences is in it.

@@ -7,9 +7,9 @@ import nltk
 import polars as pl
 import pytest
 
-from tasks.core.caption_params import SitesParams
 from tasks.text import sites as stage
 from tasks.text.ingest import read_captions
+from tasks.text.params import SitesParams
 from tests.conftest import DEMO_CAPTIONS, requires_nltk
 
 pytestmark = requires_nltk

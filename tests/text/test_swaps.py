@@ -6,9 +6,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tasks.core.caption_params import CandidatesParams, SitesParams
 from tasks.core.specs import ModelSpec
 from tasks.text import candidates, sites
+from tasks.text.params import CandidatesParams, SitesParams
 from tasks.text.swaps import exchanged
 from tests.conftest import requires_nltk
 

@@ -145,7 +145,7 @@ def _record_sources(polars) -> None:
             setattr(polars, name, wrap(getattr(polars, name)))
 
 
-PATCHES = {"tasks.core.specs": lambda module: _record(module.Frozen), "tasks.core.config": _loading,
+PATCHES = {"tasks.core.specs": lambda module: _record(module.Frozen), "tasks.config": _loading,
            "polars": _record_sources}
 
 

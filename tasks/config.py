@@ -21,7 +21,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tasks.core.errors import UserError
-from tasks.core.params import PROFILES, Params
+from tasks.core.params import PROFILES
+from tasks.params import Params
 
 PARAMS_FILE = Path("params.yaml")
 

@@ -11,14 +11,6 @@ from tasks.core.fields import VAE_FACTOR, Cosine, Unit
 from tasks.core.specs import ClipSpec, Frozen, ModelSpec
 
 
-class SyntheticCocoParams(Frozen):
-    """The demo's stand-in for COCO: images of coloured shapes with COCO-format instances and captions."""
-
-    seed: int = 0
-    images: int = Field(24, ge=1)
-    size: int = Field(64, ge=16, description="image width in pixels (heights vary, for the aspect handling)")
-
-
 class RemovalMasksParams(Frozen):
     """For each class c_r of an image (mask_q = union of its boxes): skip when area(mask_q) / area(image) > alpha3;
     remove c_r alone when every other class g overlaps it by |mask_q ∩ mask_g| / |mask_g| < alpha1; remove it with

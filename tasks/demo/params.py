@@ -1,0 +1,23 @@
+"""Params sections of the demo profile's inputs: the tiny random models and the synthetic COCO set."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from tasks.core.specs import Frozen
+
+
+class TinyModelsParams(Frozen):
+    """The demo profile's tiny random text and image models (`tasks.demo.tiny_models`)."""
+
+    seed: int = 0
+    vocab_size: int = Field(1000, ge=300)
+    max_length: int = Field(128, ge=16)
+
+
+class SyntheticCocoParams(Frozen):
+    """The demo's stand-in for COCO: images of coloured shapes with COCO-format instances and captions."""
+
+    seed: int = 0
+    images: int = Field(24, ge=1)
+    size: int = Field(64, ge=16, description="image width in pixels (heights vary, for the aspect handling)")
