@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import socket
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlparse
@@ -57,17 +58,24 @@ def check_api_reachable(dask_address: str, api_url: str) -> None:
 
 def check_scheduler(address: str, timeout: float = SCHEDULER_TIMEOUT_S) -> None:
     """Refuse `engine.dask_address` unless a Dask scheduler there completes distributed's handshake within `timeout`
-    seconds. Call it where no event loop runs (the command's main thread)."""
+    seconds; a TCP port that refuses is refused at once (distributed's `connect` retries it until `timeout`). Call it
+    where no event loop runs (the command's main thread)."""
     from distributed.comm import connect
+    from distributed.comm.addressing import parse_address, parse_host_port
 
     async def handshake() -> None:
         await (await connect(address, timeout=timeout)).close()
 
     try:
+        scheme, location = parse_address(address)
+        if scheme == "tcp":
+            socket.create_connection(parse_host_port(location), timeout=timeout).close()
         asyncio.run(handshake())
-    except (OSError, TimeoutError, ValueError) as err:  # refused, timed out; ValueError: not an address
-        raise UserError(f"no Dask scheduler answers at engine.dask_address {address} ({str(err).splitlines()[0]}): "
-                        f"start one (`dask scheduler`) or unset engine.dask_address") from None
+    except Exception as err:  # refused, timed out, not an address, or a server that speaks another protocol
+        # (distributed then reads a garbage frame length: MemoryError)
+        reason = (str(err) or type(err).__name__).splitlines()[0]
+        raise UserError(f"no Dask scheduler answers at engine.dask_address {address} ({reason}): start one "
+                        "(`dask scheduler`) or unset engine.dask_address") from None
 
 
 @contextlib.contextmanager
