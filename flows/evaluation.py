@@ -21,6 +21,7 @@ from prefect import flow, get_run_logger
 
 from flows.commands import PathsCommand, check_models, show_json
 from flows.engine.caching import unit_task
+from flows.engine.sharding import LocalTaskRunner
 from flows.engine.workspace import result_store
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
@@ -95,9 +96,10 @@ def removal_metrics(params: Params) -> dict[str, dict] | None:
             for name, spec in params.evaluate.models.items()}
 
 
-@flow(name="evaluate")
+@flow(name="evaluate", task_runner=LocalTaskRunner())
 def evaluate_flow(params: Params) -> dict:
-    """Every model of `evaluate.models` on the selected pairs; returns the metrics written to metrics.json."""
+    """Every model of `evaluate.models` on the selected pairs; returns the metrics written to metrics.json. Its
+    runner releases the models when the flow run ends."""
     paths = params.paths
     selected = pl.read_parquet(paths.selected)
     real_paths = source_image_paths(selected["image_id"], paths.source_images, paths.source_image_name)

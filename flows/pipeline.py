@@ -11,7 +11,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from flows.engine.sharding import LocalTaskRunner, task_runner
+from flows.engine.sharding import task_runner
 from flows.evaluation import evaluate_flow
 from flows.image import generate_flow, selection_flow
 from flows.judge import judge_flow
@@ -45,9 +45,9 @@ def removal_inputs_task(params: Params) -> None:
 
 def run_dag(params: Params) -> dict[str, dict]:
     """Every stage in DAG order; returns their metrics (also written to `paths.metrics/<stage>.json`). The sharded
-    stages and the judge run on `task_runner` (the cluster when one is set), evaluate in this process on a
-    `LocalTaskRunner`: their models go when each flow run ends. The object-removal flows that load models declare
-    their own `LocalTaskRunner` (inpaint's of one thread: its pipeline is not thread-safe)."""
+    stages and the judge run on `task_runner` (the cluster when one is set); evaluate and the object-removal flows
+    that load models declare their own `LocalTaskRunner` (inpaint's of one thread: its pipeline is not thread-safe).
+    Either way a stage's models go when its flow run ends."""
     paths, runner = params.paths, task_runner(params)
     if params.profile == "demo":
         tiny_models_task(paths.captions_source, paths.models / "demo", params.tiny_models)
@@ -69,7 +69,7 @@ def run_dag(params: Params) -> dict[str, dict]:
         removal_inputs_task(params)
     for removal_flow in (removal_masks_flow, removal_captions_flow, inpaint_flow, removal_selection_flow):
         metrics[removal_flow.name.replace("-", "_")] = removal_flow(params)
-    evaluate_flow.with_options(task_runner=LocalTaskRunner())(params)
+    evaluate_flow(params)
     report_flow(params)
     export_flow(params)
     mixtures_flow(params)

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import model_validator
 
-from tasks.core.params import EngineParams, PathsParams
+from tasks.core.params import PROFILES, EngineParams, PathsParams
 from tasks.core.schemas import EDIT_TYPES
 from tasks.core.specs import ClipSpec, ModelSpec, Rooted, model_specs
 from tasks.demo.params import SyntheticCocoParams, TinyModelsParams
@@ -39,7 +39,7 @@ class Params(Rooted):
     only for `fill: inpaint`, the saliency model only when enabled) has a pinned revision; perplexity weighs exactly
     the edit types that run."""
 
-    profile: Literal["demo", "paper"]
+    profile: Literal[PROFILES]
     paths: PathsParams
     engine: EngineParams
     tiny_models: TinyModelsParams

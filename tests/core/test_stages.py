@@ -12,6 +12,7 @@ import yaml
 from flows.commands import PathsCommand, command_names
 from tasks.core.stages import CAPTION_STEPS, Stage, entry, registered, stages
 from tests.conftest import ROOT
+from tests.tracing import code_deps
 
 
 def test_the_data_stages_form_one_chain_in_dag_order():
@@ -49,3 +50,18 @@ def test_a_step_command_imports_its_own_stage_and_no_other():
                               timeout=120).stdout.splitlines()[-1]
     assert "tasks.text.relations" in imported
     assert not any(other in imported for other in ("candidates", "perplexity", "similarity", "tasks.image."))
+
+
+def test_each_dvc_stage_reads_in_one_screen_and_its_code_deps_are_rewritten_alone():
+    """`dvc.yaml`'s deps are in the form `tests.tracing.code_deps` writes after a traced run, which changes a
+    stage's code deps and nothing else; each stage's entry fits one screen (55 lines)."""
+    for file in code_deps.FILES:
+        text = (ROOT / file).read_text()
+        assert code_deps.rewrite(text, {}) == text, f"{file} is not in canonical form"
+        assert max(len(stage.splitlines()) for stage in text.split("\nstages:\n")[1].split("\n\n")) <= 55
+    text = (ROOT / "dvc.yaml").read_text()
+    before = yaml.safe_load(text)["stages"]
+    after = yaml.safe_load(code_deps.rewrite(text, {"sites": {"tasks/text/sites.py", "flows/text.py"}}))["stages"]
+    assert after["sites"]["deps"] == [d for d in before["sites"]["deps"] if not code_deps.is_code(d)] + [
+        "flows/text.py", "tasks/text/sites.py"]
+    assert {**after, "sites": before["sites"]} == before

@@ -41,6 +41,7 @@ import yaml
 from flows.engine.counters import facts
 from tasks.text.swaps import exchanged
 from tests.conftest import ROOT, requires_nltk
+from tests.tracing import code_deps
 
 pytestmark = [requires_nltk, pytest.mark.slow]
 N_CAPTIONS = 15
@@ -137,19 +138,18 @@ def repo(first_repro) -> tuple[Path, dict]:
 
 def test_every_stage_lists_exactly_the_code_it_imports(first_repro):
     path = first_repro.path
-    demo = yaml.safe_load((path / "demo/dvc.yaml").read_text())["stages"]  # DVC names them by file
-    stages = yaml.safe_load((path / "dvc.yaml").read_text())["stages"] | {f"demo/dvc.yaml:{name}": stage
-                                                                          for name, stage in demo.items()}
-    imported = {name: {Path(f).relative_to(path).as_posix() for f in found["modules"]}
-                for name, found in traced(first_repro).items()}
+    stages = {name: stage for file, prefix in code_deps.FILES.items()  # DVC names demo/dvc.yaml's by file
+              for name, stage in ((prefix + n, s) for n, s in yaml.safe_load((path / file).read_text())["stages"]
+                                  .items())}
+    imported = code_deps.traced(first_repro.trace, path)
     assert set(imported) == set(stages)
     wrong = {}
     for stage, files in imported.items():
-        listed = {d for d in stages[stage]["deps"] if isinstance(d, str) and d.startswith(("tasks/", "flows/"))
-                  and d.endswith(".py")}
+        listed = {d for d in stages[stage]["deps"] if code_deps.is_code(d)}
         if listed != files:
             wrong[stage] = {"missing": sorted(files - listed), "not imported": sorted(listed - files)}
-    assert not wrong, json.dumps(wrong, indent=1)
+    assert not wrong, (json.dumps(wrong, indent=1) + "\nto write what each stage imported: python -m "
+                       f"tests.tracing.code_deps {first_repro.trace} {path}")
 
 
 def locked_stages(repo: Path) -> dict[str, dict]:

@@ -108,9 +108,10 @@ def test_odmap_settings_key_the_odmap_units_alone(eval_specs):
 
 
 def test_cfgen_runs_evaluate_on_a_runner_that_releases_its_models(tmp_path, eval_specs, result_store):
-    """`cfgen run` (`run_dag`) gives the in-process flows a `LocalTaskRunner`: once evaluate's flow run ends, no model
-    it loaded is held (on Prefect's own runner both would stay loaded for the rest of the run)."""
-    from flows.engine.sharding import LocalTaskRunner
+    """Evaluate declares a `LocalTaskRunner`: once its flow run ends, no model it loaded is held (on Prefect's own
+    runner both would stay loaded for the rest of the run, `cfgen run`'s later stages included)."""
+    from prefect.task_runners import ThreadPoolTaskRunner
+
     from tasks.core.loading import release_models
 
     pairs_on_disk(tmp_path)
@@ -118,8 +119,8 @@ def test_cfgen_runs_evaluate_on_a_runner_that_releases_its_models(tmp_path, eval
     params = base.model_copy(update={"paths": evaluation_paths(base, tmp_path), "evaluate": EvaluateParams(
         models={"hf_clip": eval_specs["hf_clip"], "vilt": eval_specs["vilt"]})})
     release_models()
-    evaluate_flow(params)
+    evaluate_flow.with_options(task_runner=ThreadPoolTaskRunner())(params)
     assert release_models() == 2  # Prefect's default runner: both still held
-    evaluate_flow.with_options(task_runner=LocalTaskRunner())(params.model_copy(
+    evaluate_flow(params.model_copy(
         update={"evaluate": params.evaluate.model_copy(update={"ks": (1, 2)})}))  # a new key: both load again
     assert release_models() == 0
