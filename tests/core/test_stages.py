@@ -10,6 +10,8 @@ import sys
 import yaml
 
 from flows.commands import PathsCommand, command_names
+from tasks.config import load_params
+from tasks.core.io import rejects_path
 from tasks.core.stages import CAPTION_STEPS, Stage, entry, registered, stages
 from tests.conftest import ROOT
 from tests.tracing import code_deps
@@ -40,6 +42,22 @@ def test_every_registered_stage_and_command_is_a_dvc_stage_and_a_cli_command():
     listed = subprocess.run([sys.executable, "-m", "flows.cli", "--help"], cwd=ROOT, capture_output=True, text=True,
                             env={**os.environ, "COLUMNS": "200"}, timeout=120).stdout
     assert all(f" {name} " in listed for name in [*stages(), *command_names()])
+
+
+def test_each_dvc_stage_runs_what_its_declaration_says():
+    """A data stage's DVC entry runs `cfgen NAME` from the `paths` entry of the stage it reads (`after`) into its own
+    (`data`), depends on the first and writes the second with its rejects beside it, and declares its params section
+    (ingest reads none); a paths command's entry runs `cfgen NAME` alone."""
+    dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    paths = load_params(ROOT / "params.yaml", []).paths
+    for name, declared in stages().items():
+        entry, source = dvc[name], stages()[declared.after].data if declared.after else "captions_source"
+        assert entry["cmd"].startswith(f"cfgen {name} ${{paths.{source}}} ${{paths.{declared.data}}} "), name
+        assert f"${{paths.{source}}}" in entry["deps"], name
+        rejects = rejects_path(getattr(paths, declared.data)).as_posix()
+        assert entry["outs"][:2] == [f"${{paths.{declared.data}}}", rejects], name
+        assert declared.after is None or name in entry["params"], name
+    assert all(dvc[name.replace("-", "_")]["cmd"] == f"cfgen {name}" for name in command_names())
 
 
 def test_a_step_command_imports_its_own_stage_and_no_other():
