@@ -28,11 +28,18 @@ def is_code(dep: str) -> bool:
 
 def deps_lines(deps: list[str], notes: dict[str, str]) -> list[str]:
     """`deps:` in flow style, wrapped at WIDTH: the data deps (one with a note alone on its line, the note kept),
-    then the code, each folder on a new line unless it fits whole on the line before."""
-    groups = [[f'"{d}"'] for d in deps if not is_code(d)]
+    then, from a new line, the code, each folder on a new line unless it fits whole on the line before."""
     code = sorted(d for d in deps if is_code(d))
-    groups += [list(g) for _, g in groupby(code, key=lambda d: PurePosixPath(d).parent)]
-    lines, line = ["    deps: ["], ""
+    lines = ["    deps: [", *wrap([[f'"{d}"'] for d in deps if not is_code(d)], notes),
+             *wrap([list(g) for _, g in groupby(code, key=lambda d: PurePosixPath(d).parent)], {})]
+    body, _, note = lines[-1].partition("  #")
+    lines[-1] = body.rstrip(",") + "]" + (f"  #{note}" if note else "")
+    return lines
+
+
+def wrap(groups: list[list[str]], notes: dict[str, str]) -> list[str]:
+    """Lines of `groups`' items, a group on a new line unless it fits whole, a noted item ending its line."""
+    lines, line = [], ""
     for group in groups:
         note = notes.get(group[0].strip('"'))
         if line and (note or len(line) + len(", ".join(group)) + 2 > WIDTH):
@@ -46,11 +53,7 @@ def deps_lines(deps: list[str], notes: dict[str, str]) -> list[str]:
         if note:
             lines.append(f"{line}  {note}")
             line = ""
-    if line:
-        lines.append(line)
-    body, _, note = lines[-1].partition("  #")
-    lines[-1] = body.rstrip(",") + "]" + (f"  #{note}" if note else "")
-    return lines
+    return lines + [line] if line else lines
 
 
 NOTE = re.compile(r'^\s*(?:- )?"?(?P<dep>[^"#,]+?)"?,?\s+(?P<note>#.*)$')
