@@ -17,12 +17,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import cache, lru_cache
+from typing import TYPE_CHECKING
 
-import inflect
 from nltk.corpus import wordnet
 
 from tasks.core.schemas import ARTICLES
 from tasks.text.tagging import Token, tag_caption
+
+if TYPE_CHECKING:
+    import inflect
 
 NLTK_RESOURCES = ("corpora/wordnet",)  # in the cache keys
 DETERMINERS = ("DT", "PRP$", "POS", "WP$")  # tags of the words a count of one (`a`) cannot follow
@@ -36,6 +39,10 @@ _WORD_AHEAD = re.compile(r"\s*([^\W_][\w'-]*)")
 
 @cache
 def _engine() -> inflect.engine:
+    """inflect's engine, imported on first use: typeguard instruments inflect as it loads (~2.5 s), which a process
+    that never inflects (the release stages, a cached caption step) need not pay."""
+    import inflect
+
     engine = inflect.engine()
     for word in AN_INITIALISMS:
         engine.defan(word)
