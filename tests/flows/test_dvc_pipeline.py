@@ -141,7 +141,7 @@ def test_every_stage_lists_exactly_the_code_it_imports(first_repro):
     stages = {name: stage for file, prefix in code_deps.FILES.items()  # DVC names demo/dvc.yaml's by file
               for name, stage in ((prefix + n, s) for n, s in yaml.safe_load((path / file).read_text())["stages"]
                                   .items())}
-    imported = code_deps.traced(first_repro.trace, path)
+    imported = code_deps.imported(first_repro.trace, path)
     assert set(imported) == set(stages)
     wrong = {}
     for stage, files in imported.items():
@@ -165,13 +165,10 @@ def locked_stages(repo: Path) -> dict[str, dict]:
 
 def traced(first: FirstRepro) -> dict[str, dict]:
     """Per stage (as DVC names it), the union over its processes of what tests/tracing recorded."""
-    found: dict[str, dict] = {}
+    found = code_deps.traced(first.trace)
     for name in locked_stages(first.path):
-        records = [json.loads(f.read_text()) for f in (first.trace / name.replace("/", "__").replace(":", "__"))
-                   .glob("*.json")]
-        assert records, f"no trace of stage {name}"
-        found[name] = {kind: set().union(*(r[kind] for r in records)) for kind in ("keys", "nodes", "read", "modules")}
-    return found
+        assert name in found, f"no trace of stage {name}"
+    return {name: found[name] for name in locked_stages(first.path)}
 
 
 def under(path: str, folders: list[str]) -> bool:

@@ -16,8 +16,11 @@ import sys
 from itertools import groupby
 from pathlib import Path, PurePosixPath
 
+import yaml
+
 CODE = ("flows/", "tasks/")
 FILES = {"dvc.yaml": "", "demo/dvc.yaml": "demo/dvc.yaml:"}  # file -> how DVC prefixes its stages' names
+KINDS = ("keys", "nodes", "read", "modules")  # what a traced process records besides its stage and argv
 WIDTH = 120
 INDENT = " " * 6
 
@@ -62,8 +65,6 @@ NOTE = re.compile(r'^\s*(?:- )?"?(?P<dep>[^"#,]+?)"?,?\s+(?P<note>#.*)$')
 def rewrite(text: str, code: dict[str, set[str]]) -> str:
     """`text` (a dvc.yaml) with every stage's `deps:` in canonical form, its code replaced by `code[stage]` where
     given."""
-    import yaml
-
     stages = yaml.safe_load(text)["stages"]
     lines = text.splitlines()
     for name, stage in stages.items():
@@ -78,21 +79,28 @@ def rewrite(text: str, code: dict[str, set[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def traced(trace: Path, repo: Path) -> dict[str, set[str]]:
-    """Per stage (as DVC names it), the project modules its processes imported, relative to `repo`."""
-    found = {}
-    for folder in trace.iterdir():
-        name = re.sub(r"^demo__dvc\.yaml__", "demo/dvc.yaml:", folder.name)
-        found[name] = {Path(m).relative_to(repo).as_posix()
-                       for record in folder.glob("*.json") for m in json.loads(record.read_text())["modules"]}
+def traced(trace: Path) -> dict[str, dict[str, set[str]]]:
+    """Per stage (as DVC names it), the union over its processes of each kind of record `sitecustomize.py` wrote."""
+    found: dict[str, dict[str, set[str]]] = {}
+    for path in trace.glob("*/*.json"):
+        record = json.loads(path.read_text())
+        seen = found.setdefault(record["stage"], {kind: set() for kind in KINDS})
+        for kind in KINDS:
+            seen[kind].update(record[kind])
     return found
 
 
+def imported(trace: Path, repo: Path) -> dict[str, set[str]]:
+    """Per stage, the project modules its processes imported, relative to `repo`."""
+    return {name: {Path(m).relative_to(repo).as_posix() for m in seen["modules"]}
+            for name, seen in traced(trace).items()}
+
+
 def main(trace: str, repo: str, project: Path = Path(".")) -> None:
-    imported = traced(Path(trace), Path(repo))
+    code_of = imported(Path(trace), Path(repo))
     for file, prefix in FILES.items():
         path = project / file
-        code = {name.removeprefix(prefix): files for name, files in imported.items()
+        code = {name.removeprefix(prefix): files for name, files in code_of.items()
                 if name.startswith(prefix) and (prefix or ":" not in name)}
         path.write_text(rewrite(path.read_text(), code))
 

@@ -9,7 +9,8 @@ DVC stage's process (`DVC_STAGE` set) and with `CFGEN_TRACE_DIR` set, it records
   dotted path (`generate.steps`), the path carried from parent to child as attributes are read; leaves apart from
   sections (`generate.clip`: read whole when a spec is compared, dumped or hashed).
 
-At exit it writes `$CFGEN_TRACE_DIR/<stage>/<pid>.json` (`/` and `:` in the stage name as `__`).
+At exit it writes `$CFGEN_TRACE_DIR/<stage>/<pid>.json` (`/` and `:` in the folder name as `__`; the record names
+its stage as DVC does).
 """
 
 from __future__ import annotations
@@ -176,7 +177,7 @@ def _write() -> None:
     os.makedirs(folder, exist_ok=True)
     files = {os.path.abspath(p): reading for p, reading in opened.items()}
     with open(os.path.join(folder, f"{os.getpid()}.json"), "w") as f:
-        json.dump({"argv": sys.argv, "keys": sorted(keys), "nodes": sorted(nodes),
+        json.dump({"stage": STAGE, "argv": sys.argv, "keys": sorted(keys), "nodes": sorted(nodes),
                    "read": sorted(p for p, r in files.items() if r), "modules": sorted(
                        os.path.abspath(m.__file__) for name, m in list(sys.modules.items())
                        if name.split(".")[0] in ("tasks", "flows") and getattr(m, "__file__", None))}, f)
