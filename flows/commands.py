@@ -1,6 +1,6 @@
 """The `cfgen` commands whose inputs and outputs all come from `paths` (evaluation, validation, release, object
 removal: each declared beside its flow as a `PathsCommand`, whose module only its own command imports), and the
-tools' commands (plan, tiny-models, synthetic-coco)."""
+tools' commands (plan, tiny-models, synthetic-coco, toy-world)."""
 
 from __future__ import annotations
 
@@ -151,7 +151,37 @@ def synthetic_coco(output: Path, param: ParamOption = None, params_file: ParamsF
         console.print(f"synthetic COCO written to {output}")
 
 
+toy_world = typer.Typer(help="The toy world: its captions, and the training of the miniature models the demo runs.",
+                        no_args_is_help=True)
+
+
+@toy_world.command("train")
+def toy_world_train(output: Annotated[Path, typer.Argument(help="where the compact weights go")] = Path(
+                        "models/toyworld"),
+                    seed: int = 0, vae_steps: int = 600, diffusion_steps: int = 4500, clip_steps: int = 1200,
+                    lm_steps: int = 600, batch: int = 32, lr: float = 1e-3) -> None:
+    """Train the diffusion model (VAE, text encoder, UNet), the CLIP model and the two text LMs on toy-world scenes
+    drawn on the fly (CPU, seeded; ~45 min on 2 cores at the defaults, which made the committed weights)."""
+    with user_errors():
+        from tasks.toyworld.train import Schedule, train
+
+        record = train(output, Schedule(seed, vae_steps, diffusion_steps, clip_steps, lm_steps, batch, lr))
+        console.print(f"weights written to {output}: {record['seconds']} s")
+
+
+@toy_world.command("captions")
+def toy_world_captions(output: Path, count: Annotated[int, typer.Option(min=1)] = 100, seed: int = 0) -> None:
+    """`count` toy-world captions, one scene each, as a `caption_id<TAB>caption` TSV (ids `7{scene:05d}_0`)."""
+    with user_errors():
+        from tasks.toyworld.world import captions
+
+        check_outputs(output)
+        output.write_text("".join(f"7{i:05d}_0\t{text}\n" for i, text in enumerate(captions(count, seed), 1)))
+        console.print(f"{count} captions written to {output}")
+
+
 def register(app: typer.Typer) -> None:
-    """Add the tools' commands (plan, tiny-models, synthetic-coco) to `app`."""
+    """Add the tools' commands (plan, tiny-models, synthetic-coco, toy-world) to `app`."""
     for name, command in (("plan", plan), ("tiny-models", tiny_models), ("synthetic-coco", synthetic_coco)):
         app.command(name)(command)
+    app.add_typer(toy_world, name="toy-world")

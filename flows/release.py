@@ -71,10 +71,11 @@ def datasheet_flow(params: Params) -> None:
     exported = pl.scan_parquet(paths.export / "data" / "*.parquet").select("id").collect()["id"].to_list()
     found = {name: json.loads(path.read_text()) if path.is_file() else None for name, path in (
         ("evaluation", paths.evaluation_reports / "metrics.json"), ("mixtures", paths.metrics / "mixtures.json"),
-        ("validation", paths.metrics / "validation.json"), ("judge", paths.metrics / "judge.json"))}
+        ("validation", paths.metrics / "validation.json"), ("judge", paths.metrics / "judge.json"),
+        ("truth", paths.metrics / "truth.json"))}
     sheet = datasheet.write(json.loads(paths.run_metrics.read_text()), pl.read_parquet(paths.counterfactual_captions),
                             exported, provenance(params), params, found["evaluation"], found["validation"],
-                            found["judge"])
+                            found["judge"], found["truth"])
     mixture_sizes = found["mixtures"]["sizes"] if found["mixtures"] else None
     validated = found["validation"]["validated_pairs"] if found["validation"] else 0
     judged = found["judge"]["rows_out"] if found["judge"] and found["judge"]["enabled"] else 0

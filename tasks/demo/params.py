@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 
 from tasks.core.specs import Frozen
@@ -13,6 +15,8 @@ class TinyModelsParams(Frozen):
     seed: int = 0
     vocab_size: int = Field(1000, ge=300)
     max_length: int = Field(128, ge=16)
+    toy_world: Path | None = Field(None, description="trained toy-world weights (`cfgen toy-world train`): the "
+                                                     "diffusion, CLIP and text LMs come from them; None: random")
 
 
 class SyntheticCocoParams(Frozen):

@@ -10,12 +10,18 @@ from tasks.text import ingest
 
 
 def build(source: Path, output: Path, params: TinyModelsParams) -> None:
-    """`output/{mlm,clm,vocab}` (text), `output/{diffusion,clip}` (image), `output/{hf_clip,vilt}` (evaluation),
-    `output/vlm` (the judge) and `output/inpaint` (object removal) from the captions of `source`."""
+    """`output/{mlm,clm}` (text), `output/{diffusion,clip}` (image), `output/{hf_clip,vilt}` (evaluation),
+    `output/vlm` (the judge) and `output/inpaint` (object removal) from the captions of `source`: the first four
+    trained on the toy world when `params.toy_world` names its weights, else random (with `output/vocab`)."""
     captions = ingest.read_captions(source)[0]["caption"].to_list()
-    tiny_text.build(captions, output, params)
-    tiny_images.build_tiny_diffusion(output / "diffusion", params.seed)
-    tiny_images.build_tiny_clip(output / "clip", params.seed)
+    if params.toy_world is not None:
+        from tasks.toyworld.assemble import assemble
+
+        assemble(params.toy_world, output)
+    else:
+        tiny_text.build(captions, output, params)
+        tiny_images.build_tiny_diffusion(output / "diffusion", params.seed)
+        tiny_images.build_tiny_clip(output / "clip", params.seed)
     tiny_eval.build_tiny_hf_clip(output / "hf_clip", params.seed)
     tiny_eval.build_tiny_vilt(output / "vilt", captions, params.seed)
     tiny_vlm.build_tiny_vlm(output / "vlm", captions, params.seed)

@@ -1,0 +1,49 @@
+"""The toy-world weights (`models/toyworld`, written by `cfgen toy-world train`) saved in the layouts the pipeline
+loads: `diffusion/` (SD v1: unet, vae, text_encoder, tokenizer, scheduler), `clip/` (open_clip JSON + checkpoint),
+`mlm/` and `clm/` (transformers folders with the world vocabulary's tokenizers). Deterministic: the same weights give
+byte-identical folders, so model fingerprints and cache keys are stable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from diffusers import EulerAncestralDiscreteScheduler
+from safetensors.torch import save_file
+
+from tasks.demo.tiny_images import SD_BETAS, TINY_CLIP_NAME, clip_bpe_tokenizer
+from tasks.toyworld import models
+from tasks.toyworld.train import LM_MAX_LENGTH, LMS
+
+VOCAB_ROWS = 49408
+
+
+def _full(state: dict) -> dict:
+    return {k: v.float() for k, v in state.items()}
+
+
+def assemble(weights: Path, out: Path) -> None:
+    record = json.loads((weights / "train.json").read_text())
+    states = models.load(weights / "diffusion.safetensors")
+    unet, vae, text_encoder = models.diffusion_modules()
+    unet.load_state_dict(_full(states["unet"]))
+    vae.load_state_dict(_full(states["vae"]))
+    vae.register_to_config(scaling_factor=record["scaling_factor"])
+    text_encoder.load_state_dict(models.expand(states["text_encoder"], models.EMBEDDINGS["text_encoder"], VOCAB_ROWS))
+    for name, module in (("unet", unet), ("vae", vae), ("text_encoder", text_encoder)):
+        module.save_pretrained(out / "diffusion" / name)
+    clip_bpe_tokenizer().save_pretrained(out / "diffusion" / "tokenizer")
+    EulerAncestralDiscreteScheduler(**SD_BETAS).save_pretrained(out / "diffusion" / "scheduler")
+
+    clip = out / "clip"
+    clip.mkdir(parents=True, exist_ok=True)
+    (clip / f"{TINY_CLIP_NAME}.json").write_text(json.dumps(models.CLIP_CONFIG, indent=2))
+    state = models.expand(models.load(weights / "clip.safetensors")["clip"], models.EMBEDDINGS["clip"], VOCAB_ROWS)
+    save_file({k: v.contiguous() for k, v in state.items()}, str(clip / "tiny_clip.safetensors"))
+
+    vocab, merges = str(weights / "vocab" / "vocab.json"), str(weights / "vocab" / "merges.txt")
+    for name, build, cls, shape in LMS:
+        build(vocab, merges, out / name, LM_MAX_LENGTH, **shape)  # the tokenizer, and a model to load into
+        model = cls.from_pretrained(out / name)
+        model.load_state_dict(models.load(weights / f"{name}.safetensors")[name])
+        model.save_pretrained(out / name)
