@@ -157,7 +157,7 @@ toy_world = typer.Typer(help="The toy world: its captions, and the training of t
 
 @toy_world.command("train")
 def toy_world_train(output: Annotated[Path, typer.Argument(help="where the compact weights go")] = Path(
-                        "models/toyworld"),
+                        "tasks/toyworld/weights"),
                     seed: int = 0, vae_steps: int = 600, diffusion_steps: int = 4500, clip_steps: int = 1200,
                     lm_steps: int = 600, batch: int = 32, lr: float = 1e-3) -> None:
     """Train the diffusion model (VAE, text encoder, UNet), the CLIP model and the two text LMs on toy-world scenes

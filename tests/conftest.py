@@ -20,7 +20,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CFGEN_SHARED", ROOT.parent / "shared"))
-DEMO_CAPTIONS = ROOT / "data" / "raw" / "demo_captions.tsv"
+DEMO_CAPTIONS = ROOT / "data" / "raw" / "demo_captions.tsv"  # COCO-like: the text stages' unit tests read it
+WORLD_CAPTIONS = ROOT / "data" / "raw" / "toyworld_captions.tsv"  # the demo's source (paths.captions_source)
 COCO_CAPTIONS = SHARED / "data" / "coco_val2017_captions.tsv"
 NLTK_DATA = SHARED / "nltk_data"
 PAPER_SHAPE_TOOL = SHARED / "tools" / "make_paper_shape_models.py"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pydantic import Field
 
 from tasks.core.specs import Frozen
@@ -15,8 +13,9 @@ class TinyModelsParams(Frozen):
     seed: int = 0
     vocab_size: int = Field(1000, ge=300)
     max_length: int = Field(128, ge=16)
-    toy_world: Path | None = Field(None, description="trained toy-world weights (`cfgen toy-world train`): the "
-                                                     "diffusion, CLIP and text LMs come from them; None: random")
+    toy_world: str | None = Field(None, description="trained toy-world weights (`cfgen toy-world train`; a folder "
+                                                    "or pkg:module/dir): the diffusion, CLIP and text LMs come from "
+                                                    "them; None: random")
 
 
 class SyntheticCocoParams(Frozen):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tasks.core.specs import resolve_path
 from tasks.demo import tiny_eval, tiny_images, tiny_inpaint, tiny_text, tiny_vlm
 from tasks.demo.params import TinyModelsParams
 from tasks.text import ingest
@@ -17,7 +18,7 @@ def build(source: Path, output: Path, params: TinyModelsParams) -> None:
     if params.toy_world is not None:
         from tasks.toyworld.assemble import assemble
 
-        assemble(params.toy_world, output)
+        assemble(Path(resolve_path(params.toy_world)), output)
     else:
         tiny_text.build(captions, output, params)
         tiny_images.build_tiny_diffusion(output / "diffusion", params.seed)

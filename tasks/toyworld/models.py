@@ -1,6 +1,6 @@
 """The miniature models' architectures, shared by the trainer (`train`) and the demo's model builder (`assemble`).
 
-The toy-world weights are kept compact (`models/toyworld/*.safetensors`, fp16): a text tower's 49,408-row token
+The toy-world weights are kept compact (`tasks/toyworld/weights/*.safetensors`, fp16): a text tower's 49,408-row token
 embedding keeps only the rows of the world's tokens (`token_ids`), since no other token is ever trained; `expand`
 puts them back into the full table (every other row zero) before a model is saved in the layout the pipeline loads.
 """

@@ -63,7 +63,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def _kappa(a: pl.Series, b: pl.Series) -> float | None:
-    """Cohen's κ of two boolean series (None when either is constant or empty)."""
+    """Cohen's κ of two boolean series (None when empty, or when both are one same constant)."""
     if a.is_empty():
         return None
     x, y = a.cast(pl.Float64).to_numpy(), b.cast(pl.Float64).to_numpy()

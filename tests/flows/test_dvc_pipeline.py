@@ -40,7 +40,7 @@ import yaml
 
 from flows.engine.counters import facts
 from tasks.text.swaps import exchanged
-from tests.conftest import ROOT, requires_nltk
+from tests.conftest import ROOT, WORLD_CAPTIONS, requires_nltk
 from tests.tracing import code_deps
 
 pytestmark = [requires_nltk, pytest.mark.slow]
@@ -79,8 +79,9 @@ def copy_project(repo: Path, env: dict) -> None:
         if (ROOT / name).is_file() and name != "dvc.lock":
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, repo / name)
-    captions = (repo / "data/raw/demo_captions.tsv").read_text().splitlines()[:N_CAPTIONS]
-    (repo / "data/raw/demo_captions.tsv").write_text("\n".join(captions) + "\n")
+    source = repo / WORLD_CAPTIONS.relative_to(ROOT)
+    captions = source.read_text().splitlines()[:N_CAPTIONS]
+    source.write_text("\n".join(captions) + "\n")
     for seed, image_id in enumerate(sorted({line.split("_")[0] for line in captions})[:2]):
         pixels = np.random.default_rng(seed).integers(0, 256, (48, 64, 3), dtype=np.uint8)
         Image.fromarray(pixels).save(repo / "data/raw/source_images" / f"{int(image_id):0>12}.jpg")

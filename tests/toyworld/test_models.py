@@ -17,7 +17,7 @@ from tasks.toyworld.assemble import assemble
 from tasks.toyworld.train import Schedule, train
 from tests.conftest import ROOT
 
-WEIGHTS = ROOT / "models" / "toyworld"
+WEIGHTS = ROOT / "tasks" / "toyworld" / "weights"
 STEPS, SIZE = 20, 32
 ACCURACY_FLOOR = 0.5  # the committed weights measured ... (README, "The toy world")
 
