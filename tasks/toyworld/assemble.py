@@ -1,7 +1,7 @@
 """The toy-world weights (`tasks/toyworld/weights`, written by `cfgen toy-world train`) saved in the layouts the
-pipeline loads: `diffusion/` (SD v1: unet, vae, text_encoder, tokenizer, scheduler), `clip/` (open_clip JSON + checkpoint),
-`mlm/` and `clm/` (transformers folders with the world vocabulary's tokenizers). Deterministic: the same weights give
-byte-identical folders, so model fingerprints and cache keys are stable."""
+pipeline loads: `diffusion/` (SD v1: unet, vae, text_encoder, tokenizer, scheduler), `clip/` (open_clip JSON +
+checkpoint), `mlm/` and `clm/` (transformers folders with the world vocabulary's tokenizers). Deterministic: the same
+weights give byte-identical folders, so model fingerprints and cache keys are stable."""
 
 from __future__ import annotations
 
