@@ -28,7 +28,9 @@ def report_flow(params: Params) -> dict:
     paths = params.paths
     frames = {name: pl.read_parquet(getattr(paths, key)) for name, key in FRAMES.items()}
     stage_metrics = {s: json.loads((paths.metrics / f"{s}.json").read_text()) for s in stages()}
-    metrics = report.write_report(frames, stage_metrics, params)
+    truth = paths.metrics / "truth.json"
+    metrics = report.write_report(frames, stage_metrics, params,
+                                  json.loads(truth.read_text()) if truth.is_file() else None)
     get_run_logger().info("report: %s", metrics["funnel"])
     return metrics
 
