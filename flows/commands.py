@@ -19,6 +19,7 @@ from tasks.core.errors import UserError
 from tasks.core.io import check_outputs, write_json
 from tasks.core.stages import registered
 from tasks.params import Params
+from tasks.toyworld.params import Schedule
 
 ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
                                                         "similarity.upper=0.9 (repeatable)")]
@@ -158,12 +159,13 @@ toy_world = typer.Typer(help="The toy world: its captions, and the training of t
 @toy_world.command("train")
 def toy_world_train(output: Annotated[Path, typer.Argument(help="where the compact weights go")] = Path(
                         "tasks/toyworld/weights"),
-                    seed: int = 0, vae_steps: int = 600, diffusion_steps: int = 4500, clip_steps: int = 1200,
-                    lm_steps: int = 600, batch: int = 32, lr: float = 1e-3) -> None:
+                    seed: int = Schedule.seed, vae_steps: int = Schedule.vae_steps,
+                    diffusion_steps: int = Schedule.diffusion_steps, clip_steps: int = Schedule.clip_steps,
+                    lm_steps: int = Schedule.lm_steps, batch: int = Schedule.batch, lr: float = Schedule.lr) -> None:
     """Train the diffusion model (VAE, text encoder, UNet), the CLIP model and the two text LMs on toy-world scenes
     drawn on the fly (CPU, seeded; ~45 min on 2 cores at the defaults, which made the committed weights)."""
     with user_errors():
-        from tasks.toyworld.train import Schedule, train
+        from tasks.toyworld.train import train
 
         record = train(output, Schedule(seed, vae_steps, diffusion_steps, clip_steps, lm_steps, batch, lr))
         console.print(f"weights written to {output}: {record['seconds']} s")

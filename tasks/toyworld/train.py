@@ -13,7 +13,7 @@ import logging
 import random
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,7 @@ from transformers import AutoTokenizer, DataCollatorForLanguageModeling, GPT2LMH
 from tasks.demo.tiny_images import SD_BETAS, TINY_IMAGE_SIZE, clip_bpe_tokenizer
 from tasks.demo.tiny_text import causal_lm, masked_lm, train_vocab
 from tasks.toyworld import models, world
+from tasks.toyworld.params import Schedule
 
 log = logging.getLogger(__name__)
 LM_MAX_LENGTH = 32
@@ -34,17 +35,6 @@ LMS = (("mlm", masked_lm, RobertaForMaskedLM,
         {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}),
        ("clm", causal_lm, GPT2LMHeadModel, {"n_embd": 32, "n_layer": 2, "n_head": 2}))
 SUBJECT_PROMPT = "a photo of a {word}"  # the both-subjects check's prompt (generate.subject_prompt)
-
-
-@dataclass(frozen=True)
-class Schedule:
-    seed: int = 0
-    vae_steps: int = 600
-    diffusion_steps: int = 6000
-    clip_steps: int = 1500
-    lm_steps: int = 600
-    batch: int = 32
-    lr: float = 1e-3
 
 
 def draw(rng: random.Random, n: int) -> tuple[torch.Tensor, list[world.Spec]]:

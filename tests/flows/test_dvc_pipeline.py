@@ -381,7 +381,7 @@ def test_i_a_judge_threshold_or_its_verdict_code_reruns_the_judge_and_asks_the_v
     for question in ("original_o", "substitute_c"):  # P(Yes) < 1: every pair's asked word now reads as missing
         set_param(path, f"judge.thresholds.{question}", 1.0)
     stages = timed_repro(path, env, "(i1) the judge's expected-yes thresholds 1.0")
-    assert stages[0] == "judge" and set(stages) <= {"judge", "export", "datasheet", "gallery"}
+    assert stages[0] == "judge" and set(stages) <= {"judge", "truth", "report", "export", "datasheet", "gallery"}
     judged = metrics(path, "judge")
     assert (judged["pairs_asked"], judged["pairs_cached"], judged["rows_out"]) == (0, first["pairs"], 0)
     assert set(judged["rejects"]) <= {"judge_original_missing", "judge_substitute_missing"}
@@ -585,8 +585,8 @@ def subject_rejected(path: Path) -> int:
 
 
 NOUN_SWAP = {"demo/dvc.yaml:tiny_models", "ingest", "sites", "saliency", "candidates", "relations", "similarity",
-             "perplexity", "generate", "selection", "validation_tasks", "validation", "judge", "report", "export",
-             "mixtures"}
+             "perplexity", "generate", "selection", "validation_tasks", "validation", "judge", "truth", "report",
+             "export", "mixtures"}
 REMOVAL = ["removal_masks", "removal_captions", "inpaint", "removal_selection", "removal_export"]
 
 

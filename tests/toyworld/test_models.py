@@ -14,7 +14,8 @@ from tasks.image import p2p
 from tasks.image.sampling import Sample, encode_prompts, load_diffusion, render
 from tasks.toyworld import truth, world
 from tasks.toyworld.assemble import assemble
-from tasks.toyworld.train import Schedule, train
+from tasks.toyworld.params import Schedule
+from tasks.toyworld.train import train
 from tests.conftest import ROOT
 
 WEIGHTS = ROOT / "tasks" / "toyworld" / "weights"
