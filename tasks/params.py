@@ -30,7 +30,6 @@ from tasks.text.params import (
     SimilarityParams,
     SitesParams,
 )
-from tasks.toyworld.params import TruthParams
 from tasks.validation.params import ValidationParams
 
 
@@ -53,7 +52,6 @@ class Params(Rooted):
     generate: GenerateParams
     selection: SelectionParams
     judge: JudgeParams
-    truth: TruthParams
     export: ExportParams
     validation: ValidationParams
     evaluate: EvaluateParams

@@ -40,7 +40,7 @@ import yaml
 
 from flows.engine.counters import facts
 from tasks.text.swaps import exchanged
-from tests.conftest import ROOT, WORLD_CAPTIONS, requires_nltk
+from tests.conftest import ROOT, requires_nltk
 from tests.tracing import code_deps
 
 pytestmark = [requires_nltk, pytest.mark.slow]
@@ -79,9 +79,8 @@ def copy_project(repo: Path, env: dict) -> None:
         if (ROOT / name).is_file() and name != "dvc.lock":
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, repo / name)
-    source = repo / WORLD_CAPTIONS.relative_to(ROOT)
-    captions = source.read_text().splitlines()[:N_CAPTIONS]
-    source.write_text("\n".join(captions) + "\n")
+    captions = (repo / "data/raw/demo_captions.tsv").read_text().splitlines()[:N_CAPTIONS]
+    (repo / "data/raw/demo_captions.tsv").write_text("\n".join(captions) + "\n")
     for seed, image_id in enumerate(sorted({line.split("_")[0] for line in captions})[:2]):
         pixels = np.random.default_rng(seed).integers(0, 256, (48, 64, 3), dtype=np.uint8)
         Image.fromarray(pixels).save(repo / "data/raw/source_images" / f"{int(image_id):0>12}.jpg")
@@ -381,7 +380,7 @@ def test_i_a_judge_threshold_or_its_verdict_code_reruns_the_judge_and_asks_the_v
     for question in ("original_o", "substitute_c"):  # P(Yes) < 1: every pair's asked word now reads as missing
         set_param(path, f"judge.thresholds.{question}", 1.0)
     stages = timed_repro(path, env, "(i1) the judge's expected-yes thresholds 1.0")
-    assert stages[0] == "judge" and set(stages) <= {"judge", "truth", "report", "export", "datasheet", "gallery"}
+    assert stages[0] == "judge" and set(stages) <= {"judge", "export", "datasheet", "gallery"}
     judged = metrics(path, "judge")
     assert (judged["pairs_asked"], judged["pairs_cached"], judged["rows_out"]) == (0, first["pairs"], 0)
     assert set(judged["rejects"]) <= {"judge_original_missing", "judge_substitute_missing"}
@@ -585,8 +584,8 @@ def subject_rejected(path: Path) -> int:
 
 
 NOUN_SWAP = {"demo/dvc.yaml:tiny_models", "ingest", "sites", "saliency", "candidates", "relations", "similarity",
-             "perplexity", "generate", "selection", "validation_tasks", "validation", "judge", "truth", "report",
-             "export", "mixtures"}
+             "perplexity", "generate", "selection", "validation_tasks", "validation", "judge", "report", "export",
+             "mixtures"}
 REMOVAL = ["removal_masks", "removal_captions", "inpaint", "removal_selection", "removal_export"]
 
 
