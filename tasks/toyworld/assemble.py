@@ -15,8 +15,6 @@ from tasks.demo.tiny_images import SD_BETAS, TINY_CLIP_NAME, clip_bpe_tokenizer
 from tasks.toyworld import models
 from tasks.toyworld.train import LM_MAX_LENGTH, LMS
 
-VOCAB_ROWS = 49408
-
 
 def _full(state: dict) -> dict:
     return {k: v.float() for k, v in state.items()}
@@ -29,7 +27,7 @@ def assemble(weights: Path, out: Path) -> None:
     unet.load_state_dict(_full(states["unet"]))
     vae.load_state_dict(_full(states["vae"]))
     vae.register_to_config(scaling_factor=record["scaling_factor"])
-    text_encoder.load_state_dict(models.expand(states["text_encoder"], models.EMBEDDINGS["text_encoder"], VOCAB_ROWS))
+    text_encoder.load_state_dict(models.expand(states["text_encoder"], models.EMBEDDINGS["text_encoder"]))
     for name, module in (("unet", unet), ("vae", vae), ("text_encoder", text_encoder)):
         module.save_pretrained(out / "diffusion" / name)
     clip_bpe_tokenizer().save_pretrained(out / "diffusion" / "tokenizer")
@@ -38,7 +36,7 @@ def assemble(weights: Path, out: Path) -> None:
     clip = out / "clip"
     clip.mkdir(parents=True, exist_ok=True)
     (clip / f"{TINY_CLIP_NAME}.json").write_text(json.dumps(models.CLIP_CONFIG, indent=2))
-    state = models.expand(models.load(weights / "clip.safetensors")["clip"], models.EMBEDDINGS["clip"], VOCAB_ROWS)
+    state = models.expand(models.load(weights / "clip.safetensors")["clip"], models.EMBEDDINGS["clip"])
     save_file({k: v.contiguous() for k, v in state.items()}, str(clip / "tiny_clip.safetensors"))
 
     vocab, merges = str(weights / "vocab" / "vocab.json"), str(weights / "vocab" / "merges.txt")

@@ -18,10 +18,11 @@ from transformers import CLIPTextConfig, CLIPTextModel
 from tasks.demo.tiny_images import TINY_IMAGE_SIZE
 
 TEXT_WIDTH = 64
+VOCAB = 49408  # the CLIP BPE's tokens: every text tower's embedding rows
 CLIP_CONFIG = {
     "embed_dim": 32,
     "vision_cfg": {"image_size": TINY_IMAGE_SIZE, "layers": 2, "width": 64, "head_width": 16, "patch_size": 4},
-    "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 4, "layers": 2},
+    "text_cfg": {"context_length": 77, "vocab_size": VOCAB, "width": 64, "heads": 4, "layers": 2},
 }
 # The token-embedding table of each compact state dict: its `token_ids` hold the rows it keeps.
 EMBEDDINGS = {"text_encoder": "embeddings.token_embedding.weight", "clip": "token_embedding.weight"}
@@ -38,7 +39,7 @@ def diffusion_modules() -> tuple[UNet2DConditionModel, AutoencoderKL, CLIPTextMo
         down_block_types=("CrossAttnDownBlock2D",) * 3, up_block_types=("CrossAttnUpBlock2D",) * 3,
         cross_attention_dim=TEXT_WIDTH, attention_head_dim=8)
     text_encoder = CLIPTextModel(CLIPTextConfig(
-        vocab_size=49408, hidden_size=TEXT_WIDTH, intermediate_size=2 * TEXT_WIDTH, num_hidden_layers=2,
+        vocab_size=VOCAB, hidden_size=TEXT_WIDTH, intermediate_size=2 * TEXT_WIDTH, num_hidden_layers=2,
         num_attention_heads=4, max_position_embeddings=77, bos_token_id=49406, eos_token_id=49407, pad_token_id=49407))
     return unet, vae, text_encoder
 
@@ -47,18 +48,20 @@ def clip_model() -> open_clip.CLIP:
     return open_clip.CLIP(**CLIP_CONFIG)
 
 
+def half(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`state` in fp16, each tensor stored on its own (safetensors refuses shared storage)."""
+    return {k: v.detach().half().contiguous() for k, v in state.items()}
+
+
 def compact(state: dict[str, torch.Tensor], embedding: str, token_ids: torch.Tensor) -> dict[str, torch.Tensor]:
     """`state` in fp16 with only `token_ids`' rows of `embedding`."""
-    out = {k: v.detach().half().contiguous() for k, v in state.items() if k != embedding}
-    out[embedding] = state[embedding][token_ids].detach().half().contiguous()
-    out["token_ids"] = token_ids
-    return out
+    return half({**state, embedding: state[embedding][token_ids]}) | {"token_ids": token_ids}
 
 
-def expand(state: dict[str, torch.Tensor], embedding: str, rows: int) -> dict[str, torch.Tensor]:
+def expand(state: dict[str, torch.Tensor], embedding: str) -> dict[str, torch.Tensor]:
     """The inverse of `compact` (in fp32): the full embedding table, zero where no token was kept."""
     out = {k: v.float() for k, v in state.items() if k != "token_ids"}
-    table = torch.zeros(rows, out[embedding].shape[1])
+    table = torch.zeros(VOCAB, out[embedding].shape[1])
     table[state["token_ids"]] = out[embedding]
     out[embedding] = table
     return out

@@ -155,10 +155,6 @@ def train_lm(model, tokenizer, rng: random.Random, schedule: Schedule, masked: b
     return _steps("mlm" if masked else "clm", schedule.lm_steps, loss_of, list(model.parameters()), schedule.lr)
 
 
-def _half(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {k: v.detach().half().contiguous() for k, v in state.items()}
-
-
 def train(out: Path, schedule: Schedule) -> dict:
     """Train every miniature model and write its compact weights, the LMs' vocabulary and `train.json` to `out`;
     returns the record."""
@@ -180,7 +176,7 @@ def train(out: Path, schedule: Schedule) -> dict:
     losses["diffusion"] = timed("diffusion", lambda: train_diffusion(unet, text_encoder, vae,
                                                                      record["scaling_factor"], rng, schedule))
     models.save(out / "diffusion.safetensors", {
-        "unet": _half(unet.state_dict()), "vae": _half(vae.state_dict()),
+        "unet": models.half(unet.state_dict()), "vae": models.half(vae.state_dict()),
         "text_encoder": models.compact(text_encoder.state_dict(), models.EMBEDDINGS["text_encoder"], ids)})
     clip = models.clip_model()
     losses["clip"] = timed("clip", lambda: train_clip(clip, rng, schedule))

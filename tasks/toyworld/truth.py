@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from sklearn.metrics import cohen_kappa_score
 
 from tasks.toyworld import checker, world
 
@@ -32,32 +33,29 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def _kappa(a: pl.Series, b: pl.Series) -> float | None:
-    """Cohen's κ of two boolean series (None when empty, or when both are one same constant)."""
+    """Cohen's κ of two boolean series (sklearn's, as the judge's calibration); None when empty or undefined (both
+    one same constant)."""
     if a.is_empty():
         return None
-    x, y = a.cast(pl.Float64).to_numpy(), b.cast(pl.Float64).to_numpy()
-    observed = float((x == y).mean())
-    expected = float(x.mean() * y.mean() + (1 - x.mean()) * (1 - y.mean()))
-    return None if expected == 1 else round((observed - expected) / (1 - expected), 4)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = cohen_kappa_score(a.to_numpy(), b.to_numpy(), labels=[False, True])
+    return None if np.isnan(value) else round(float(value), 4)
 
 
 def _group(samples: pl.DataFrame, selected: pl.DataFrame) -> dict:
-    accurate_samples = samples.filter("accurate")
-    return {
-        "samples": samples.height, "selected_pairs": selected.height,
-        "pair_accuracy": {"samples": _share(samples["accurate"]), "selected": _share(selected["accurate"])},
-        "minimality": {"samples": _share(accurate_samples["minimal"]),
-                       "selected": _share(selected.filter("accurate")["minimal"])},
-        "p2p_gain": _gain(samples),
-        "filter_lift": _ratio(_share(selected["accurate"]), _share(samples["accurate"])),
-    }
-
-
-def _gain(samples: pl.DataFrame) -> float | None:
-    """Minimality with sharing minus without, each among its own accurate samples."""
-    with_p2p = _share(samples.filter("accurate")["minimal"])
+    """The headline metrics of one group; `p2p_gain` is minimality with sharing minus without, each among its own
+    accurate samples."""
+    accuracy = {"samples": _share(samples["accurate"]), "selected": _share(selected["accurate"])}
+    minimality = {"samples": _share(samples.filter("accurate")["minimal"]),
+                  "selected": _share(selected.filter("accurate")["minimal"])}
     without = _share(samples.filter("accurate_no_p2p")["minimal_no_p2p"])
-    return None if with_p2p is None or without is None else round(with_p2p - without, 4)
+    return {
+        "samples": samples.height, "selected_pairs": selected.height, "pair_accuracy": accuracy,
+        "minimality": minimality,
+        "p2p_gain": None if minimality["samples"] is None or without is None else round(
+            minimality["samples"] - without, 4),
+        "filter_lift": _ratio(accuracy["selected"], accuracy["samples"]),
+    }
 
 
 def _check(passed: pl.Series, accurate: pl.Series) -> dict:
