@@ -48,7 +48,7 @@ def model_unit(name: str, entry: str, spec: ClipSpec | ItmSpec, params: Params) 
                 if k != "models" and (entry == "od_map" or k not in ODMAP_SETTINGS)}
     specs = [spec, *([first] if first else [])]
     read = {"settings": settings, "models": [keyed_dump(s) for s in specs]}
-    return keys.unit(name, [f"{stage.__name__}:{entry}"], read, specs)
+    return keys.unit(name, [getattr(stage, entry)], read, specs)
 
 
 def pairs_content(selected: pl.DataFrame, real: list[str | None], validated: list[str] | None) -> str:

@@ -36,7 +36,7 @@ from tasks.params import Params
 from tasks.release import figures
 from tasks.validation import agreement
 
-CODE = ("tasks.judge.ask:ask",)
+CODE = (ask.ask,)
 
 
 def judge_unit(params: JudgeParams) -> keys.Unit:

@@ -22,6 +22,7 @@ from flows.removal.inpaint import inpaint_flow
 from flows.removal.masks import removal_masks_flow
 from flows.removal.selection import removal_selection_flow
 from flows.text import ingest_task, stage_flow
+from flows.truth import truth_flow
 from flows.validation import validation_flow, validation_tasks_flow
 from tasks.config import PARAMS_FILE, load_params
 from tasks.core.io import write_json
@@ -65,6 +66,7 @@ def run_dag(params: Params) -> dict[str, dict]:
     validation_tasks_flow(params)
     validation_flow(params)
     metrics["judge"] = judge_flow.with_options(task_runner=runner)(params)
+    metrics["truth"] = truth_flow.with_options(task_runner=runner)(params)
     if params.profile == "demo":
         removal_inputs_task(params)
     for removal_flow in (removal_masks_flow, removal_captions_flow, inpaint_flow, removal_selection_flow):

@@ -28,7 +28,9 @@ def report_flow(params: Params) -> dict:
     paths = params.paths
     frames = {name: pl.read_parquet(getattr(paths, key)) for name, key in FRAMES.items()}
     stage_metrics = {s: json.loads((paths.metrics / f"{s}.json").read_text()) for s in stages()}
-    metrics = report.write_report(frames, stage_metrics, params)
+    truth = paths.metrics / "truth.json"
+    metrics = report.write_report(frames, stage_metrics, params,
+                                  json.loads(truth.read_text()) if truth.is_file() else None)
     get_run_logger().info("report: %s", metrics["funnel"])
     return metrics
 
@@ -71,10 +73,11 @@ def datasheet_flow(params: Params) -> None:
     exported = pl.scan_parquet(paths.export / "data" / "*.parquet").select("id").collect()["id"].to_list()
     found = {name: json.loads(path.read_text()) if path.is_file() else None for name, path in (
         ("evaluation", paths.evaluation_reports / "metrics.json"), ("mixtures", paths.metrics / "mixtures.json"),
-        ("validation", paths.metrics / "validation.json"), ("judge", paths.metrics / "judge.json"))}
+        ("validation", paths.metrics / "validation.json"), ("judge", paths.metrics / "judge.json"),
+        ("truth", paths.metrics / "truth.json"))}
     sheet = datasheet.write(json.loads(paths.run_metrics.read_text()), pl.read_parquet(paths.counterfactual_captions),
                             exported, provenance(params), params, found["evaluation"], found["validation"],
-                            found["judge"])
+                            found["judge"], found["truth"])
     mixture_sizes = found["mixtures"]["sizes"] if found["mixtures"] else None
     validated = found["validation"]["validated_pairs"] if found["validation"] else 0
     judged = found["judge"]["rows_out"] if found["judge"] and found["judge"]["enabled"] else 0

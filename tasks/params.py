@@ -30,6 +30,7 @@ from tasks.text.params import (
     SimilarityParams,
     SitesParams,
 )
+from tasks.toyworld.params import TruthParams
 from tasks.validation.params import ValidationParams
 
 
@@ -52,6 +53,7 @@ class Params(Rooted):
     generate: GenerateParams
     selection: SelectionParams
     judge: JudgeParams
+    truth: TruthParams
     export: ExportParams
     validation: ValidationParams
     evaluate: EvaluateParams

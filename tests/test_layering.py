@@ -16,7 +16,7 @@ ALLOWED = {  # package -> project packages/modules it may import
     "tasks.image": ("tasks.core", "tasks.image"),
     "tasks.release": ("tasks.core", "tasks.params", "tasks.release"),
     "tasks.demo": ("tasks.core", "tasks.text.ingest", "tasks.demo", "tasks.toyworld.assemble"),
-    "tasks.toyworld": ("tasks.core", "tasks.demo.tiny_images",
+    "tasks.toyworld": ("tasks.core", "tasks.image.params", "tasks.image.sampling", "tasks.demo.tiny_images",
                        "tasks.demo.tiny_text", "tasks.toyworld"),
     "tasks.evaluation": ("tasks.core", "tasks.image.scoring", "tasks.evaluation"),
     "tasks.validation": ("tasks.core", "tasks.validation"),

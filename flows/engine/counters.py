@@ -17,7 +17,7 @@ from typing import Any
 from tasks.core.io import write_file
 
 COUNTERS = frozenset({"pairs_generated", "samples_rendered", "renders", "renders_cached", "edits_filled",
-                      "edits_cached", "shards_computed", "pairs_asked", "pairs_cached"})
+                      "edits_cached", "shards_computed", "pairs_asked", "pairs_cached", "pairs_checked"})
 
 
 def facts(metrics: Any) -> Any:

@@ -83,7 +83,7 @@ def run_sharded(stage: Stage, frame: pl.DataFrame, params: Params) -> ShardedRes
     with StageProgress(stage.name, len(shards), unit="shards") as progress:
         futures = run_shard.with_options(name=stage.name, result_storage=result_store(params)).map(
             shard=shards, content=[shard_content(s) for s in shards], stage=unmapped(stage),
-            section=unmapped(section), unit=unmapped(keys.unit(stage.name, stage.entries, section, specs)),
+            section=unmapped(section), unit=unmapped(keys.unit(stage.name, stage.runs, section, specs)),
             torch_threads=unmapped(engine.torch_threads))
         for _ in as_completed(futures):
             progress.advance()

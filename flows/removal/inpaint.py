@@ -37,7 +37,7 @@ def fill_unit(params: InpaintParams) -> keys.Unit:
     """The fill's params (`inpaint.read_fields`), its model (the `inpaint` fill's only) and the code."""
     model = [params.model] if params.fill == "inpaint" else []
     read = {name: value for name, value in keyed_dump(params).items() if name in inpaint.read_fields(params.fill)}
-    return keys.unit("inpaint", [f"{inpaint.__name__}:fill", f"{inpaint.__name__}:load_models"], read, model)
+    return keys.unit("inpaint", [inpaint.fill, inpaint.load_models], read, model)
 
 
 def edit_content(image_0: str, edit: dict) -> str:

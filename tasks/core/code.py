@@ -213,7 +213,10 @@ def identity(*entries: str) -> Identity:
     """What the project functions or classes `"module:name"` run: see the module docstring."""
     walk = Walk()
     for entry in sorted(set(entries)):
-        walk.definition(*entry.split(":"))
+        module_name, name = entry.split(":")
+        if name not in walk.module(module_name).definitions | walk.module(module_name).imports:
+            raise ValueError(f"code entry {entry}: {module_name} defines no {name} (renamed?)")
+        walk.definition(module_name, name)
     (libraries, imported), data = library_versions(walk.libraries), data_hashes(walk.data)
     parts = dict(sorted(walk.parts.items()))
     h = hashlib.blake2b(digest_size=16)

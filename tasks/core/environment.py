@@ -1,8 +1,14 @@
 """What besides the project's own code runs a cached unit: the installed distributions and the data files it reads.
 
-`library_versions` follows a library's requirements transitively (torchvision, reached only through open_clip's
-preprocessing, counts like open_clip itself); `data_hashes` hashes NLTK data by content wherever `NLTK_DATA` finds it.
-Both are read now, from this process's `sys.path` and environment.
+`library_versions` keys, in one rule, **every distribution whose code can compute a unit's output: those the reached
+code imports and everything they require, transitively, except what only carries bytes to a network or a terminal
+or manages packages (`NON_COMPUTING`), plus the optional libraries a reached library runs whenever they are installed
+(`USED_WHEN_INSTALLED`)**. So torchvision, reached only through open_clip's preprocessing, counts like open_clip
+itself; a newer certifi (a TLS bundle) or rich (console text) re-renders nothing, since no pixel or score can depend
+on them; accelerate counts, since diffusers and transformers load every weight through it when it is installed
+(`init_empty_weights`, `set_module_tensor_to_device`). A distribution nobody has classified errs towards keying.
+`data_hashes` hashes NLTK data by content wherever `NLTK_DATA` finds it. Both are read now, from this process's
+`sys.path` and environment.
 
 `data_hashes` remembers the absolute folder each resource was found in (`nltk_found`): a Dask worker, started
 elsewhere without `NLTK_DATA`, is given those folders before its first task (`find_nltk_data`).
@@ -22,6 +28,14 @@ from packaging.utils import canonicalize_name
 from tasks.core.errors import UserError
 from tasks.core.fingerprints import content_hash
 
+NON_COMPUTING = frozenset({
+    "anyio", "certifi", "charset-normalizer", "h11", "hf-xet", "httpcore", "httpcore2", "httpx", "httpx2", "idna",
+    "requests", "truststore", "urllib3",  # HTTP and TLS: the hub, which no unit calls (weights are read from disk)
+    "click", "colorama", "markdown-it-py", "mdurl", "pygments", "rich", "shellingham", "tqdm", "typer",  # terminal
+    "filelock", "importlib-metadata", "packaging", "setuptools", "zipp",  # finding, describing, locking packages
+})
+USED_WHEN_INSTALLED = {"diffusers": ("accelerate",), "transformers": ("accelerate",)}
+
 
 @cache
 def _distributions() -> dict[str, list[str]]:
@@ -39,14 +53,14 @@ def _requirements(distribution: importlib.metadata.Distribution) -> list[str]:
 
 
 def library_versions(top_level: set[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """Distribution name (lower case) -> installed version: (the distributions providing the non-stdlib top-level
-    modules `top_level` and everything they require, transitively; those providing `top_level` themselves)."""
+    """Distribution name (lower case) -> installed version: (the distributions the module docstring's rule keys for
+    code importing the non-stdlib top-level modules `top_level`; those providing `top_level` themselves)."""
     direct = [d for name in sorted(top_level - set(sys.stdlib_module_names)) for d in _distributions().get(name, [])]
     roots, todo = {canonicalize_name(d) for d in direct}, list(direct)
     found, imported, seen = {}, {}, set()
     while todo:
         name = canonicalize_name(todo.pop())
-        if name in seen:
+        if name in seen or (name in NON_COMPUTING and name not in roots):
             continue
         seen.add(name)
         try:
@@ -56,7 +70,7 @@ def library_versions(top_level: set[str]) -> tuple[dict[str, str], dict[str, str
         found[distribution.metadata["Name"].lower()] = distribution.version
         if name in roots:
             imported[distribution.metadata["Name"].lower()] = distribution.version
-        todo.extend(_requirements(distribution))
+        todo.extend([*_requirements(distribution), *USED_WHEN_INSTALLED.get(name, ())])
     return dict(sorted(found.items())), dict(sorted(imported.items()))
 
 

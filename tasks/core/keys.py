@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -27,6 +27,7 @@ from tasks.core.errors import UserError
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
 from tasks.core.specs import ModelSpec
+from tasks.core.stages import entry
 
 
 class StaleCode(UserError):
@@ -79,11 +80,12 @@ class Unit:
             raise StaleCode(f"restart the workers: they run other code than this checkout ({self.name})")
 
 
-def unit(name: str, entries: Iterable[str], params: BaseModel | dict[str, Any], models: Iterable[ModelSpec] = (),
+def unit(name: str, code: Iterable[Callable], params: BaseModel | dict[str, Any], models: Iterable[ModelSpec] = (),
          placed: Iterable[ModelSpec] | None = None) -> Unit:
-    """The unit `name` running `entries` (`"module:name"`), reading `params` (a section, keyed fields only, or a dict
-    already reduced to what it reads) and loading `models` (placed: `models`, unless given)."""
-    entries, models = tuple(sorted(set(entries))), tuple(models)
+    """The unit `name` running `code` (function or class objects: a renamed one fails where it is named), reading
+    `params` (a section, keyed fields only, or a dict already reduced to what it reads) and loading `models` (placed:
+    `models`, unless given)."""
+    entries, models = tuple(sorted({entry(c) for c in code})), tuple(models)
     code = identity(*entries).key
     read = keyed_dump(params) if isinstance(params, BaseModel) else params
     shared = digest(json.dumps(read, sort_keys=True), *(fingerprint(m) for m in models), code)

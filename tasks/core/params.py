@@ -63,6 +63,10 @@ class PathsParams(Frozen):
     removal_pairs: Path
     removal_export: Path
     gallery: Path = Field(Path("reports/gallery"), description="the static pair gallery (open index.html)")
+    truth: Path = Field(Path("data/processed/truth.parquet"), description="the toy world's truth of every selected "
+                                                                          "pair (`cfgen truth`)")
+    truth_samples: Path = Field(Path("data/interim/truth_samples.parquet"), description="... and of every "
+                                                                                       "generated sample")
 
 
 class EngineParams(Frozen):

@@ -42,9 +42,14 @@ class Stage:
     code: tuple[Callable, ...] = ()
 
     @property
+    def runs(self) -> tuple[Callable, ...]:
+        """The code the stage's cached unit executes."""
+        return self.code or (self.run, self.load_models)
+
+    @property
     def entries(self) -> tuple[str, ...]:
-        """`module:name` of the code the stage's cached unit executes."""
-        return tuple(map(entry, self.code or (self.run, self.load_models)))
+        """`module:name` of `runs`."""
+        return tuple(map(entry, self.runs))
 
     def section(self, params):
         """This stage's typed params section of a whole `Params`."""

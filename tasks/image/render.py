@@ -24,7 +24,6 @@ import torch
 from tasks.core import keys
 from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS, edited_word
 from tasks.core.specs import model_specs
-from tasks.core.stages import entry
 from tasks.image.params import GenerateParams
 from tasks.image.sampling import Diffusion, Prompts, Rendered, Sample, encode_prompts, load_diffusion, render
 from tasks.image.scoring import ClipScorer, load_clip, pair_scores
@@ -45,7 +44,7 @@ def load_models(params: GenerateParams) -> ImageModels:
 
 def sample_unit(params: GenerateParams) -> keys.Unit:
     """What fixes a sample besides its own values; the VAE runs where the diffusion model does."""
-    return keys.unit("generate", tuple(map(entry, SAMPLE_CODE)), params, [spec for _, spec in model_specs(params)],
+    return keys.unit("generate", SAMPLE_CODE, params, [spec for _, spec in model_specs(params)],
                      placed=(params.diffusion, params.clip))
 
 

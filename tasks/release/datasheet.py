@@ -16,6 +16,7 @@ import polars as pl
 from tasks.core.schemas import ITM_DELTAS, edited_word
 from tasks.core.stages import stages
 from tasks.params import Params
+from tasks.release import ground_truth
 from tasks.release.markdown import markdown_table, param_lines, public, score
 from tasks.release.params import DatasheetParams
 from tasks.release.report import FUNNEL_STEPS, TYPE_STEPS
@@ -141,9 +142,10 @@ def _edit_types(by_type: Mapping[str, Mapping[str, int]], types: list[str]) -> s
 
 
 def _limitations(params: Mapping[str, Any]) -> list[str]:
-    demo = ["**Demo profile**: tiny random text, diffusion, CLIP and VLM models built offline; counterfactual "
-            "captions, images, CLIP scores and the judge's answers are noise that only exercises the pipeline. Do not "
-            "use it for any evaluation."]
+    demo = ["**Demo profile**: the toy world (flat shapes on a plain background, captions from a small grammar) and "
+            "miniature diffusion, CLIP and text models trained on it by `cfgen toy-world train`; its VLM judge and "
+            "evaluation models are random, so their answers are noise. The ground truth above says how many pairs "
+            "are real counterfactuals. Do not use it for any evaluation of real models."]
     covered = ", ".join(params["sites"]["types"])
     return (demo if params.get("profile") == "demo" else []) + [
         f"Each counterfactual makes one edit of the types that ran ({covered}), one span each (a swap: two words "
@@ -162,10 +164,10 @@ def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], par
                      table: pl.DataFrame, human_share: float, created: str, dp: DatasheetParams,
                      evaluation: Mapping[str, Any] | None = None, validation: Mapping[str, Any] | None = None,
                      by_edit_type: Mapping[str, Mapping[str, int]] | None = None,
-                     judge: Mapping[str, Any] | None = None) -> str:
-    """Markdown datasheet: the seven Gebru et al. sections, filled from this run (`evaluation`, `validation`, `judge`:
-    the evaluate, validation and judge stages' results, when they ran; `by_edit_type`: the report's per-type
-    funnel)."""
+                     judge: Mapping[str, Any] | None = None, truth: Mapping[str, Any] | None = None) -> str:
+    """Markdown datasheet: the seven Gebru et al. sections, filled from this run (`evaluation`, `validation`, `judge`,
+    `truth`: the evaluate, validation, judge and truth stages' results, when they ran; `by_edit_type`: the report's
+    per-type funnel)."""
     final = list(funnel.values())[-1] if funnel else 0
     top = [(row["edit_type"], row["original_word"] or "–", row["substitute"] or "–", row["count"],
             f"{row['share']:.1%}") for row in table.head(dp.top_subjects).iter_rows(named=True)]
@@ -210,7 +212,7 @@ def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], par
             "Rows in and out of each stage, and why rows were dropped:\n\n"
             f"{_rejects(stage_metrics)}"),
         "Preprocessing/Cleaning/Labeling": (
-            f"{_validation(validation)}\n\n{_judge(judge)}"
+            f"{_validation(validation)}\n\n{_judge(judge)}\n\n{ground_truth.section(truth)}"
             "\n\nEvery filter is automatic and logged as a reject with its reason (above). Images "
             "are stored as lossless PNG exactly as generated. All parameters of this run (resolved params.yaml):\n\n"
             f"{param_lines(params)}"),
@@ -233,7 +235,8 @@ def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], par
 
 def write(run: Mapping[str, Any], counterfactuals: pl.DataFrame, exported: list[str], models: dict[str, str],
           params: Params, evaluation: Mapping[str, Any] | None = None,
-          validation: Mapping[str, Any] | None = None, judge: Mapping[str, Any] | None = None) -> str:
+          validation: Mapping[str, Any] | None = None, judge: Mapping[str, Any] | None = None,
+          truth: Mapping[str, Any] | None = None) -> str:
     """Write the datasheet to `paths.datasheet` and return it. Counts come from the report's metrics (`run`: funnel,
     per-stage metrics); `final` is what the export holds."""
     funnel = {step: run["funnel"][step] for step in FUNNEL_STEPS} | {"final": len(exported)}
@@ -243,7 +246,7 @@ def write(run: Mapping[str, Any], counterfactuals: pl.DataFrame, exported: list[
     by_stage = {stage: run["stages"][stage] for stage in stages()}  # DAG order (the JSON is key-sorted)
     sheet = render_datasheet(funnel, by_stage, params.model_dump(mode="json"), models, subjects,
                              human_share(subjects, params.datasheet.human_words), date.today().isoformat(),
-                             params.datasheet, evaluation, validation, run.get("funnel_by_edit_type"), judge)
+                             params.datasheet, evaluation, validation, run.get("funnel_by_edit_type"), judge, truth)
     params.paths.datasheet.parent.mkdir(parents=True, exist_ok=True)
     params.paths.datasheet.write_text(sheet)
     return sheet

@@ -112,23 +112,27 @@ def agreement(row: dict | None) -> str | None:
 
 
 def pair_card(row: dict, read: Callable[[str], bytes], site: Path, validated: bool | None = None,
-              judged: dict | None = None) -> dict:
+              judged: dict | None = None, truth: dict | None = None) -> dict:
     """A pair's card: captions, edit spans, scores, its images published into `site`, the people's verdict
-    (`validated`, None: not labelled), the judge's (from its `judged` row, None: not judged) and their agreement."""
+    (`validated`, None: not labelled), the judge's (from its `judged` row, None: not judged), their agreement and the
+    toy world's truth (`truth`: accurate, minimal; None: not checked)."""
     return plain({
         **{k: row[k] for k in CAPTION_FIELDS}, **{k: row[k] for k in SCORES},
         "spans_o": edit_spans(row["caption"], row["counterfactual"]),
         "spans_c": edit_spans(row["counterfactual"], row["caption"]),
         "image_o": publish_image(read, row["image_o"], site), "image_c": publish_image(read, row["image_c"], site),
         "validation": None if validated is None else "validated" if validated else "not validated",
-        "judge": judgement(judged), "agreement": agreement(judged)})
+        "judge": judgement(judged), "agreement": agreement(judged),
+        "truth": None if truth is None else {"accurate": truth["accurate"], "minimal": truth["minimal"]}})
 
 
 def pair_cards(selected: pl.DataFrame, counterfactuals: pl.DataFrame, images: Path, site: Path,
-               verdicts: dict[str, bool], judged: dict[str, dict]) -> list[dict]:
+               verdicts: dict[str, bool], judged: dict[str, dict], truths: dict[str, dict]) -> list[dict]:
     """One card per accepted pair, by caption_id. `verdicts`: caption_id -> validated by people (absent: not
-    labelled); `judged`: caption_id -> its row of the judge's output (absent: not judged)."""
-    return [pair_card(row, from_store(images), site, verdicts.get(row["caption_id"]), judged.get(row["caption_id"]))
+    labelled); `judged`: caption_id -> its row of the judge's output (absent: not judged); `truths`: caption_id ->
+    its toy-world truth row (absent: not checked)."""
+    return [pair_card(row, from_store(images), site, verdicts.get(row["caption_id"]), judged.get(row["caption_id"]),
+                      truths.get(row["caption_id"]))
             for row in with_caption_scores(selected, counterfactuals).iter_rows(named=True)]
 
 
@@ -210,11 +214,12 @@ def people_verdicts(selected: pl.DataFrame, validated: Path) -> dict[str, bool]:
     return {i: i in ids for i in selected["caption_id"]}
 
 
-def judged_rows(judged: Path) -> dict[str, dict]:
-    """caption_id -> its row of the judge's output (`JUDGED`); empty when `judged` is absent (runs before the judge)."""
-    if not judged.is_file():
+def rows_by_caption(frame: Path) -> dict[str, dict]:
+    """caption_id -> its row of the judge's or the truth stage's output; empty when `frame` is absent (a gallery
+    built before that stage ran)."""
+    if not frame.is_file():
         return {}
-    return {row["caption_id"]: row for row in pl.read_parquet(judged).iter_rows(named=True)}
+    return {row["caption_id"]: row for row in pl.read_parquet(frame).iter_rows(named=True)}
 
 
 def build(params: Params) -> dict:
@@ -224,7 +229,8 @@ def build(params: Params) -> dict:
     removal = Path(paths.removal_pairs)
     data = {
         "pairs": pair_cards(selected, pl.read_parquet(paths.counterfactual_captions), Path(paths.selected_images),
-                            site, people_verdicts(selected, Path(paths.validated)), judged_rows(Path(paths.judged))),
+                            site, people_verdicts(selected, Path(paths.validated)), rows_by_caption(Path(paths.judged)),
+                            rows_by_caption(Path(paths.truth))),
         "removal": removal_cards(pl.read_parquet(removal), Path(paths.inpainted_images), site)
         if removal.is_file() else [],
         "rejects": rejects_view({name: Path(getattr(paths, stage.data)) for name, stage in stages().items()}

@@ -164,14 +164,21 @@ def figures(counterfactuals: pl.DataFrame, samples: pl.DataFrame, selected: pl.D
     return paths
 
 
-def write_report(frames: Mapping[str, pl.DataFrame], stage_metrics: Mapping[str, Mapping], params: Params) -> dict:
+TRUTH_KEYS = ("pair_accuracy", "minimality", "p2p_gain", "filter_lift")
+
+
+def write_report(frames: Mapping[str, pl.DataFrame], stage_metrics: Mapping[str, Mapping], params: Params,
+                 truth: Mapping | None = None) -> dict:
     """`paths.run_metrics`, the figures and the plot data of one run; returns the metrics. `frames` holds the stage
-    outputs by name: captions, sites, candidates, similar, counterfactuals, samples, selected."""
+    outputs by name: captions, sites, candidates, similar, counterfactuals, samples, selected; `truth` the truth
+    stage's metrics (its headline keys join the report when it ran)."""
     paths = params.paths
     counterfactuals, samples, selected = frames["counterfactuals"], frames["samples"], frames["selected"]
     counts = funnel(frames["captions"], frames["sites"], frames["candidates"], counterfactuals, selected)
     metrics = run_metrics(counts, stage_metrics, counterfactuals, samples, selected,
                           type_funnel(frames, params.sites.types))
+    if truth and truth.get("enabled"):
+        metrics["truth"] = {key: truth[key] for key in TRUTH_KEYS}
     write_json(metrics, paths.run_metrics)
     figures(counterfactuals, samples, selected, counts, paths.selected_images, paths.figures,
             thresholds=params.selection.thresholds(), window=(params.similarity.lower, params.similarity.upper))

@@ -2,15 +2,18 @@
 
   noun, lexical  the site masked, top-k fills of a masked LM (the paper's method); a fill must keep the caption's
                  token count and be tagged `keep_tags` (noun) or exactly as the word it replaces (lexical)
-  insert         a mask before the noun, top-k fills tagged `insert_tags` (an adjective), one token more
+  insert         a mask before the noun, top-k fills tagged `insert_tags` in place and known to WordNet as an
+                 adjective, one token more
   quantifier     the counting word one step up and one down in `numbers` (a / an = the first), the head noun made
                  plural or singular to agree (`inflect`); a reject where no count comes out right (`quantity_noun`:
-                 a lot of; `ambiguous_head`; `not_a_count`: a number off the list)
+                 a lot of; `ambiguous_head`; `not_a_counted_noun`: one grazing; `not_a_count`: a number off the list)
   delete         the span removed
   swap           the span's two words exchanged (`swaps.exchange`: nouns, or adjectives where the site is tagged JJ)
 Every rewrite is applied in one place (`edit`), which makes the articles it leaves agree (`quantities.agree`: `an old
-hat` -> `a hat`, the article joining the edit). Output `candidates(caption_id, image_id, caption, edit_type, tag,
-position, start, end, original_word, substitute, mlm_score, candidate)` (`mlm_score` null for rule-made rewrites).
+hat` -> `a hat`, the article joining the edit), and every finished candidate is read whole (`caption_defect`): a new
+a / an disagreement, a repeated word or a count its verb disagrees with makes it a reject. Output
+`candidates(caption_id, image_id, caption, edit_type, tag, position, start, end, original_word, substitute, mlm_score,
+candidate)` (`mlm_score` null for rule-made rewrites).
 Invariant (minimal edit): `candidate == caption[:start] + substitute + caption[end:]`, every other character
 byte-identical; a swap's two words are its only change within the span, articles aside (`swaps.exchanged`). Every
 rewrite that is dropped is a reject row with `stage='candidates'` and its `reason`.
@@ -28,9 +31,10 @@ from transformers import AutoModelForMaskedLM, BatchEncoding, PreTrainedTokenize
 from tasks.core import schemas
 from tasks.core.loading import load_pretrained
 from tasks.core.stages import Stage
-from tasks.text import tagging
+from tasks.text import grammar, tagging
 from tasks.text.params import CandidatesParams
-from tasks.text.quantities import agree, recounts
+from tasks.text.quantities import agree, disagreements, recounts, verb_agrees
+from tasks.text.sites import adjective
 from tasks.text.swaps import exchange
 
 SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
@@ -117,8 +121,23 @@ def reject_reason(word_start: bool, fill: str, site: dict, params: CandidatesPar
         return "not_a_noun"
     if edit_type == "lexical" and tag != site["tag"]:
         return "tag_changed"
-    if edit_type == "insert" and tag not in params.insert_tags:
+    if edit_type == "insert" and (tag not in params.insert_tags or not adjective(fill)):
         return "not_an_adjective"
+    return None
+
+
+def caption_defect(row: dict, params: CandidatesParams) -> str | None:
+    """Why a finished candidate row, however its rewrite was made, is no C_c (read on the whole caption, not the
+    edited word): an a / an disagreeing with its next word that C_o did not have, a word repeated right after itself
+    (`a bicycle bicycle`), a recounted phrase its verb disagrees with (`two dogs chases`)."""
+    caption, candidate = row["caption"], row["candidate"]
+    if disagreements(candidate) > disagreements(caption):
+        return "article_disagreement"
+    if grammar.repeats(candidate) > grammar.repeats(caption):
+        return "repeated_word"
+    if row["edit_type"] == "quantifier" and not verb_agrees(candidate, row["start"],
+                                                            row["start"] + len(row["substitute"]), params.numbers):
+        return "verb_disagreement"
     return None
 
 
@@ -178,6 +197,9 @@ def run(sites: pl.DataFrame, params: CandidatesParams, mlm: MaskedLM) -> tuple[p
         if reason is not None:
             rejects.append({**{k: site[k] for k in _SITE_COLUMNS}, "stage": "candidates", "reason": reason})
         kept.extend(_row(site, substitute, None) for substitute in rewrites)
+    defects = [caption_defect(row, params) for row in kept]
+    rejects.extend({**row, "stage": "candidates", "reason": reason} for row, reason in zip(kept, defects) if reason)
+    kept = [row for row, reason in zip(kept, defects) if reason is None]
     return pl.DataFrame(kept, schema=SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)
 
 

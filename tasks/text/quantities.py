@@ -35,6 +35,11 @@ THINGS = frozenset(f"noun.{kind}" for kind in "artifact location object food sub
 _ARTICLE_OPENS = re.compile(r"(an?)(?=\s)", re.IGNORECASE)
 _ARTICLE_ENDS = re.compile(r"\b(an?)(\s+)$", re.IGNORECASE)
 _WORD_AHEAD = re.compile(r"\s*([^\W_][\w'-]*)")
+_ARTICLE_AND_WORD = re.compile(r"\b(an?)\s+([^\W_][\w'-]*)", re.IGNORECASE)
+CLAUSE_BOUNDS = (",", ".", ":", "CC", "WDT", "WP")  # tags that end a clause's subject or verb
+NEW_SUBJECTS = ("PRP", "EX")  # tags of a subject of its own (`as it's walking`)
+SUBORDINATORS = ("as", "while", "because", "when", "where", "if", "since", "though", "although", "until", "after",
+                 "before", "whilst")  # a clause of their own follows
 
 
 @cache
@@ -52,6 +57,11 @@ def _engine() -> inflect.engine:
 def article(word: str) -> str:
     """`a` or `an` before `word`."""
     return _engine().a(word).split()[0]
+
+
+def disagreements(text: str) -> int:
+    """How many a / an in `text` disagree with the word after them."""
+    return sum(found.group(1).lower() != article(found.group(2)) for found in _ARTICLE_AND_WORD.finditer(text))
 
 
 def _word_ahead(text: str) -> str | None:
@@ -128,8 +138,8 @@ def recounts(caption: str, start: int, end: int, numbers: tuple[str, ...],
              quantity_nouns: tuple[str, ...]) -> tuple[list[str], str | None]:
     """(rewrites, None) of the counted phrase `caption[start:end]`, its count one step down and one up (those in
     `numbers`; not down to `a` after a determiner: the two dogs); else ([], why not): `not_a_count` (the counting word
-    is neither in `numbers` nor a / an), `ambiguous_head`, `quantity_noun` (a head in `quantity_nouns` before `of`: a
-    lot of, a bunch of)."""
+    is neither in `numbers` nor a / an), `ambiguous_head`, `not_a_counted_noun` (an -ing head WordNet knows as no
+    thing: `one grazing`), `quantity_noun` (a head in `quantity_nouns` before `of`: a lot of, a bunch of)."""
     tagged = tag_caption(caption)
     tokens = [t for t in tagged if start <= t.start and t.end <= end]
     current, counted = count(tokens[0].text, numbers), head(tokens)
@@ -138,6 +148,8 @@ def recounts(caption: str, start: int, end: int, numbers: tuple[str, ...],
     if counted is None:
         return [], "ambiguous_head"
     noun = tokens[counted]
+    if noun.text.lower().endswith("ing") and not any(thing_senses(noun.text)):
+        return [], "not_a_counted_noun"
     if (inflect_noun(noun.text, plural=False).lower() in quantity_nouns
             and (_word_ahead(caption[noun.end:]) or "").lower() == "of"):
         return [], "quantity_noun"
@@ -154,3 +166,32 @@ def _recount(caption: str, tokens: Sequence[Token], counted: int, target: int, n
         word = word[0].upper() + word[1:]
     return (word + caption[first.end:noun.start] + inflect_noun(noun.text, plural=target > 1)
             + caption[noun.end:last.end])
+
+
+def governing_verb(caption: str, start: int, end: int) -> Token | None:
+    """The finite verb whose number the counted phrase `caption[start:end]` sets: the one between `there` and it
+    (`there is a dog`), or, when the phrase opens its clause (a subject), the first after it before its clause ends
+    or another begins (`a dog on a couch sleeps`, not `a cat pausing as it's walking`); None otherwise (most captions
+    have none)."""
+    tokens = tag_caption(caption)
+    before = [t for t in tokens if t.end <= start]
+    if len(before) >= 2 and before[-2].tag == "EX" and before[-1].tag.startswith("VB"):
+        return before[-1]
+    if before and before[-1].tag not in CLAUSE_BOUNDS:
+        return None
+    for token in (t for t in tokens if t.start >= end):
+        if token.tag in CLAUSE_BOUNDS + NEW_SUBJECTS or token.text.lower() in SUBORDINATORS:
+            return None
+        if token.tag in ("VBZ", "VBP") or token.text.lower() in ("was", "were"):
+            return token
+    return None
+
+
+def verb_agrees(caption: str, start: int, end: int, numbers: tuple[str, ...]) -> bool:
+    """The counted phrase `caption[start:end]` (opening with its count) and its governing verb agree in number (or it
+    governs none)."""
+    verb = governing_verb(caption, start, end)
+    if verb is None:
+        return True
+    counted = count(_word_ahead(caption[start:end]) or "", numbers)
+    return counted is None or (counted > 1) == (verb.tag == "VBP" or verb.text.lower() == "were")

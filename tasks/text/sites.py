@@ -2,17 +2,20 @@
 
 Output `sites(caption_id, image_id, caption, edit_type, position, start, end, original_word, tag, n_tokens)`. The
 span `caption[start:end] == original_word` is all an edit of that site may rewrite; `position` is its anchor token's
-index in `word_tokenize(caption)` (the token swapped, the noun an insert precedes, the first token deleted), `tag`
+index in `word_tokenize(caption)` (the token swapped, the token an insert precedes, the first token deleted), `tag`
 that token's Penn Treebank tag and `n_tokens` the caption's token count. Per type:
   noun        a token tagged `noun_tags`: the paper's site
   lexical     a token tagged `lexical_tags` (adjectives, verbs), auxiliaries (is, has, do...) excepted
   quantifier  a number (tagged CD) or a / an, through the nouns after it: `a dog`, `two brown dogs`, `a car driving`
               (`tasks.text.quantities` finds the noun it counts)
-  insert      the empty span before a `noun_tags` token (an adjective goes there)
+  insert      the empty span before a `noun_tags` token, and before the adjectives right before it (an adjective
+              goes there)
   swap        two nouns, each its noun phrase's only noun, of one tag and number (`plural`), not heading an `of`
-              phrase; or two attributive adjectives, each right before such a noun; no coordinating word between them
-              (`a cat and a dog` says the same swapped). The span runs from the first word through the second
-              (through the second adjective's noun); `tag` is the first's (`tasks.text.swaps` rewrites it)
+              phrase, neither a possessor nor possessed (`'s`); or two attributive adjectives, each right before such
+              a noun; no coordinating word, comma or sentence end between them (`a cat and a dog` says the same
+              swapped, list items reordered too; two sentences' words play no roles in one clause). The span runs
+              from the first word through the second (through the second adjective's noun); `tag` is the first's
+              (`tasks.text.swaps` rewrites it)
   delete      an attributive adjective (tagged JJ, before adjectives then the noun it modifies; not a word WordNet knows
               only as a noun, which the tagger misread: `a kitchen start` keeps `kitchen`) with the space after it, or
               a prepositional phrase (`delete_grammar`, not at the start, not headed by `kept_prepositions`) with the
@@ -61,7 +64,16 @@ def lexical_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site
 
 
 def insert_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]:
-    yield from ((i, t.start, t.start) for i, t in enumerate(tokens) if _is_noun(t, params))
+    """Before each noun, and before the adjectives right before it (`a [] red car`: where size and age go, colour
+    and material going next to the noun)."""
+    for i, token in enumerate(tokens):
+        if _is_noun(token, params):
+            yield i, token.start, token.start
+            first = i
+            while first > 0 and tokens[first - 1].tag == "JJ":
+                first -= 1
+            if first < i:
+                yield first, tokens[first].start, tokens[first].start
 
 
 def quantifier_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]:
@@ -84,6 +96,12 @@ def noun_only(word: str) -> bool:
     return bool(wordnet.synsets(word.lower(), wordnet.NOUN)) and not wordnet.synsets(word.lower(), wordnet.ADJ)
 
 
+@lru_cache(maxsize=65536)
+def adjective(word: str) -> bool:
+    """WordNet knows `word` as an adjective (a word tagged as one in place may be none: `a across suitcase`)."""
+    return bool(wordnet.synsets(word.lower(), wordnet.ADJ))
+
+
 def _modifies_a_noun(tokens: Sequence[Token], i: int, params: SitesParams) -> bool:
     """Token i is followed by adjectives, then a noun."""
     j = next((j for j in range(i + 1, len(tokens)) if tokens[j].tag != "JJ"), len(tokens))
@@ -91,13 +109,18 @@ def _modifies_a_noun(tokens: Sequence[Token], i: int, params: SitesParams) -> bo
 
 
 def _lone_nouns(tokens: Sequence[Token], params: SitesParams) -> list[int]:
-    """Indices of the nouns that are their phrase's only noun (no noun just before or after) and do not head an `of`
-    phrase (`a group of`, `the top of`: quantities and parts, which make no sense swapped)."""
+    """Indices of the nouns that are their phrase's only noun (no noun just before or after), do not head an `of`
+    phrase (`a group of`, `the top of`: quantities and parts, which make no sense swapped) and are neither a possessor
+    nor possessed (no `'s` just after or before: `a dog's toy` swapped is `a toy's dog`)."""
     def noun(i: int) -> bool:
         return 0 <= i < len(tokens) and _is_noun(tokens[i], params)
 
+    def tag(i: int) -> str | None:
+        return tokens[i].tag if 0 <= i < len(tokens) else None
+
     return [i for i, t in enumerate(tokens) if noun(i) and swaps.WORD.fullmatch(t.text) and not noun(i - 1)
-            and not noun(i + 1) and (i + 1 == len(tokens) or tokens[i + 1].text.lower() != "of")]
+            and not noun(i + 1) and (i + 1 == len(tokens) or tokens[i + 1].text.lower() != "of")
+            and "POS" not in (tag(i - 1), tag(i + 1))]
 
 
 def plural(token: Token) -> bool:
@@ -106,17 +129,23 @@ def plural(token: Token) -> bool:
     return token.tag == "NNS" or wordnet.morphy(token.text.lower(), wordnet.NOUN) not in (None, token.text.lower())
 
 
+# Tags between two words that play the same role (a coordination, items of a list) or no role in one clause (a
+# sentence, clause or list boundary): a swap across one says the same thing reordered, or joins two sentences' words.
+SWAP_BARRIERS = ("CC", ",", ".", ":")
+
+
 def swap_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]:
     """Pairs of lone nouns of one tag and number, then pairs of adjectives right before lone nouns, different words
-    each."""
+    each, with no `SWAP_BARRIERS` tag between them."""
     nouns = _lone_nouns(tokens, params)
     adjectives = {i - 1: i for i in nouns if i > 0 and tokens[i - 1].tag == "JJ"
-                  and swaps.WORD.fullmatch(tokens[i - 1].text) and not noun_only(tokens[i - 1].text)}
+                  and swaps.WORD.fullmatch(tokens[i - 1].text) and not noun_only(tokens[i - 1].text)
+                  and (i < 2 or tokens[i - 2].tag != "POS")}  # `a man's red car`: no possessive next to it either
     number = {i: (tokens[i].tag, plural(tokens[i])) for i in nouns}
     for ends, same_number in (({i: i for i in nouns}, True), (adjectives, False)):  # unit -> where its span ends
         for a, b in combinations(sorted(ends), 2):
             if (tokens[a].text.lower() != tokens[b].text.lower() and (not same_number or number[a] == number[b])
-                    and not any(t.tag == "CC" for t in tokens[a + 1:b])):
+                    and not any(t.tag in SWAP_BARRIERS for t in tokens[a + 1:b])):
                 yield a, tokens[a].start, tokens[ends[b]].end
 
 

@@ -13,7 +13,6 @@ from safetensors.torch import save_file
 
 from tasks.demo.tiny_images import SD_BETAS, TINY_CLIP_NAME, clip_bpe_tokenizer
 from tasks.toyworld import models
-from tasks.toyworld.train import LM_MAX_LENGTH, LMS
 
 
 def _full(state: dict) -> dict:
@@ -40,8 +39,8 @@ def assemble(weights: Path, out: Path) -> None:
     save_file({k: v.contiguous() for k, v in state.items()}, str(clip / "tiny_clip.safetensors"))
 
     vocab, merges = str(weights / "vocab" / "vocab.json"), str(weights / "vocab" / "merges.txt")
-    for name, build, cls, shape in LMS:
-        build(vocab, merges, out / name, LM_MAX_LENGTH, **shape)  # the tokenizer, and a model to load into
+    for name, build, cls, shape in models.LMS:
+        build(vocab, merges, out / name, models.LM_MAX_LENGTH, **shape)  # the tokenizer, and a model to load into
         model = cls.from_pretrained(out / name)
         model.load_state_dict(models.load(weights / f"{name}.safetensors")[name])
         model.save_pretrained(out / name)

@@ -13,9 +13,10 @@ import open_clip
 import torch
 from diffusers import AutoencoderKL, UNet2DConditionModel
 from safetensors.torch import load_file, save_file
-from transformers import CLIPTextConfig, CLIPTextModel
+from transformers import CLIPTextConfig, CLIPTextModel, GPT2LMHeadModel, RobertaForMaskedLM
 
 from tasks.demo.tiny_images import TINY_IMAGE_SIZE
+from tasks.demo.tiny_text import causal_lm, masked_lm
 
 TEXT_WIDTH = 64
 VOCAB = 49408  # the CLIP BPE's tokens: every text tower's embedding rows
@@ -24,6 +25,11 @@ CLIP_CONFIG = {
     "vision_cfg": {"image_size": TINY_IMAGE_SIZE, "layers": 2, "width": 64, "head_width": 16, "patch_size": 4},
     "text_cfg": {"context_length": 77, "vocab_size": VOCAB, "width": 64, "heads": 4, "layers": 2},
 }
+# The text LMs: (name, builder of its folder, class, shape).
+LM_MAX_LENGTH = 32
+LMS = (("mlm", masked_lm, RobertaForMaskedLM,
+        {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}),
+       ("clm", causal_lm, GPT2LMHeadModel, {"n_embd": 32, "n_layer": 2, "n_head": 2}))
 # The token-embedding table of each compact state dict: its `token_ids` hold the rows it keeps.
 EMBEDDINGS = {"text_encoder": "embeddings.token_embedding.weight", "clip": "token_embedding.weight"}
 

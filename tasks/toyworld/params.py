@@ -1,8 +1,10 @@
-"""The training schedule of the toy world's miniature models."""
+"""Params section of the toy world's ground-truth stage, and the training schedule of its models."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from tasks.core.specs import Frozen
 
 
 @dataclass(frozen=True)
@@ -16,3 +18,10 @@ class Schedule:
     lm_steps: int = 400
     batch: int = 32
     lr: float = 1e-3
+
+
+class TruthParams(Frozen):
+    """`cfgen truth` (`tasks.toyworld.truth`): every generated sample and selected pair read back by the toy world's
+    checker. Only the demo runs on the toy world: elsewhere its captions are no world captions, so it stays off."""
+
+    enabled: bool = False

@@ -22,18 +22,14 @@ import torch.nn.functional as F
 from diffusers import DDPMScheduler
 from diffusers.training_utils import EMAModel
 from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
-from transformers import AutoTokenizer, DataCollatorForLanguageModeling, GPT2LMHeadModel, RobertaForMaskedLM
+from transformers import AutoTokenizer, DataCollatorForLanguageModeling
 
 from tasks.demo.tiny_images import SD_BETAS, TINY_IMAGE_SIZE, clip_bpe_tokenizer
-from tasks.demo.tiny_text import causal_lm, masked_lm, train_vocab
+from tasks.demo.tiny_text import train_vocab
 from tasks.toyworld import models, world
 from tasks.toyworld.params import Schedule
 
 log = logging.getLogger(__name__)
-LM_MAX_LENGTH = 32
-LMS = (("mlm", masked_lm, RobertaForMaskedLM,
-        {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}),
-       ("clm", causal_lm, GPT2LMHeadModel, {"n_embd": 32, "n_layer": 2, "n_head": 2}))
 SUBJECT_PROMPT = "a photo of a {word}"  # the both-subjects check's prompt (generate.subject_prompt)
 
 
@@ -184,9 +180,9 @@ def train(out: Path, schedule: Schedule) -> dict:
 
     vocab, merges = train_vocab([world.caption(world.sample(rng)[0]) for _ in range(2000)], out / "vocab", 1000)
     with tempfile.TemporaryDirectory() as scratch:
-        for name, build, cls, shape in LMS:
+        for name, build, cls, shape in models.LMS:
             folder = Path(scratch) / name
-            build(vocab, merges, folder, LM_MAX_LENGTH, **shape)
+            build(vocab, merges, folder, models.LM_MAX_LENGTH, **shape)
             model = cls.from_pretrained(folder).train()
             tokenizer = AutoTokenizer.from_pretrained(folder)
             losses[name] = timed(name, lambda: train_lm(model, tokenizer, rng, schedule, masked=name == "mlm"))

@@ -38,6 +38,14 @@ def test_a_sample_follows_the_functions_it_runs_and_only_those():
     assert {"torch", "diffusers", "transformers", "open_clip_torch"} <= sample_identity().libraries.keys()
 
 
+def test_a_renamed_entry_fails_loudly(project_copy):
+    """An entry names its code by `module:name`; once that name is gone, no key covering no code comes out."""
+    assert "tasks.image.render:canonical" in SAMPLE
+    replace(project_copy / "tasks/image/render.py", "def canonical(", "def canonical_render(")
+    with pytest.raises(ValueError, match="render defines no canonical"):
+        sample_identity()
+
+
 def test_comments_docstrings_formatting_and_param_definitions_change_nothing(project_copy):
     base = sample_identity().key
     p2p, params = project_copy / "tasks/image/p2p.py", project_copy / "tasks/params.py"
@@ -75,12 +83,17 @@ def test_an_edit_elsewhere_changes_nothing(project_copy):
     assert sample_identity().key == base
 
 
+def installed(site: Path, name: str, version: str) -> None:
+    """`name` `version` found first on the path (`site` prepended by the caller), as an upgrade is."""
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
 def test_another_installed_library_version_changes_it(tmp_path, monkeypatch):
     base = sample_identity()
-    info = tmp_path / "site" / "diffusers-99.0.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: diffusers\nVersion: 99.0.0\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))  # found before the installed diffusers, as an upgrade is
+    installed(tmp_path / "site", "diffusers", "99.0.0")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
     upgraded = sample_identity()
     assert upgraded.libraries["diffusers"] == "99.0.0" != base.libraries["diffusers"]
     assert upgraded.key != base.key
@@ -93,12 +106,23 @@ def test_a_library_reached_only_through_another_counts(tmp_path, monkeypatch):
     base = sample_identity()
     assert "torchvision" in base.libraries and "torchvision" not in base.imported
     assert {"tokenizers", "safetensors", "ftfy"} <= base.libraries.keys()
-    info = tmp_path / "site" / "torchvision-99.0.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torchvision\nVersion: 99.0.0\n")
+    installed(tmp_path / "site", "torchvision", "99.0.0")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     upgraded = sample_identity()
     assert upgraded.libraries["torchvision"] == "99.0.0" and upgraded.key != base.key
+
+
+def test_only_libraries_that_can_compute_an_output_are_keyed(tmp_path, monkeypatch):
+    """A newer TLS bundle or console library (reached through the hub client and the CLI libraries) changes no key;
+    accelerate, which diffusers loads every weight through when installed though it does not require it, does."""
+    base = sample_identity()
+    assert not {"certifi", "rich", "requests", "tqdm"} & base.libraries.keys() and "accelerate" in base.libraries
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    installed(tmp_path / "site", "certifi", "2099.1.1")
+    installed(tmp_path / "site", "rich", "99.0.0")
+    assert sample_identity().key == base.key
+    installed(tmp_path / "site", "accelerate", "99.0.0")
+    assert sample_identity().key != base.key
 
 
 def test_log_and_exception_texts_change_nothing_their_code_does(project_copy):

@@ -34,14 +34,17 @@ def test_a_stage_holds_its_logic_as_function_objects_and_its_keys_read_them_by_n
                                                                                          entry(module.load_models))
 
 
-def test_every_registered_stage_and_command_is_a_dvc_stage_and_a_cli_command():
-    dvc = set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"])
-    assert set(stages()) <= dvc
-    assert {name.replace("-", "_") for name in command_names()} <= dvc
+def test_every_registered_stage_and_command_is_a_dvc_stage_and_every_dvc_stage_a_cli_command():
+    dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    commands = {name.replace("-", "_") for name in command_names()}
+    assert set(stages()) | commands <= set(dvc) and not set(stages()) & commands
     assert all(isinstance(registered("cfgen.commands", name), PathsCommand) for name in command_names())
     listed = subprocess.run([sys.executable, "-m", "flows.cli", "--help"], cwd=ROOT, capture_output=True, text=True,
                             env={**os.environ, "COLUMNS": "200"}, timeout=120).stdout
-    assert all(f" {name} " in listed for name in [*stages(), *command_names()])
+    cli = {line.strip("│ ").split()[0] for line in listed.splitlines() if line.startswith("│ ") and line.strip("│ ")}
+    runs = {name: stage["cmd"].split()[:2] for name, stage in dvc.items()}
+    assert all(run == ["cfgen", name.replace("_", "-")] for name, run in runs.items())  # `cfgen NAME`, its own
+    assert {run[1] for run in runs.values()} <= cli  # ... which the CLI lists
 
 
 def test_each_dvc_stage_runs_what_its_declaration_says():

@@ -99,6 +99,11 @@ def test_what_does_not_change_pixels_renders_nothing_and_what_runs_them_does(pro
     site.mkdir(parents=True)
     (site / "METADATA").write_text("Metadata-Version: 2.1\nName: torchvision\nVersion: 99.0.0\n")
     assert pairs_generated(project(path=str(tmp_path / "site"))) == 2
+    for name, version in (("certifi", "2099.1.1"), ("rich", "99.0.0")):  # a TLS bundle, console text: no pixel
+        (site.parent / f"{name}-{version}.dist-info").mkdir()
+        (site.parent / f"{name}-{version}.dist-info" / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    assert pairs_generated(project(path=str(tmp_path / "site"))) == 0
 
     edit(root / "tasks/image/p2p.py", "        residual = hidden_states\n",
          "        residual = hidden_states\n        hidden_states = hidden_states + 0\n")  # inside P2P's __call__

@@ -37,7 +37,7 @@ import pytest
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from flows.engine.counters import facts
-from tests.conftest import DEMO_CAPTIONS, ROOT, project_params, requires_nltk
+from tests.conftest import ROOT, WORLD_CAPTIONS, project_params, requires_nltk
 
 pytestmark = [requires_nltk, pytest.mark.slow]
 CFGEN = Path(sys.executable).parent / "cfgen"
@@ -228,7 +228,8 @@ def assert_ran_on_workers(cluster: Cluster, recorded: Recorded, *cfgen_pids: int
 
 def folder_with_captions(folder: Path) -> Path:
     (folder / "data/raw").mkdir(parents=True, exist_ok=True)
-    (folder / "data/raw/demo_captions.tsv").write_text("\n".join(DEMO_CAPTIONS.read_text().splitlines()[:8]) + "\n")
+    first = WORLD_CAPTIONS.read_text().splitlines()[:8]
+    (folder / WORLD_CAPTIONS.relative_to(ROOT)).write_text("\n".join(first) + "\n")
     shutil.copy(ROOT / "params.yaml", folder / "params.yaml")
     return folder
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import polars as pl
 import pytest
 
-from tests.conftest import DEMO_CAPTIONS, ROOT, requires_nltk
+from tests.conftest import ROOT, WORLD_CAPTIONS, requires_nltk
 from tests.flows.test_dag_dask import SHARDED, Cluster, assert_ran_on_workers, dask_cluster, recording
 
 pytestmark = [requires_nltk, pytest.mark.slow]
@@ -47,7 +47,7 @@ def test_scheduled_deployment_runs_the_whole_dag_on_the_dask_cluster(tmp_path, c
 
     shutil.copy2(ROOT / "params.yaml", tmp_path / "params.yaml")
     source = tmp_path / "incoming.tsv"
-    source.write_text("\n".join(DEMO_CAPTIONS.read_text().splitlines()[:8]) + "\n")
+    source.write_text("\n".join(WORLD_CAPTIONS.read_text().splitlines()[:8]) + "\n")
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(),
            "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(tmp_path / "store")}
     engine = (f"engine.dask_address={cluster.address}", "engine.shard_size=2", "engine.torch_threads=1")

@@ -40,7 +40,7 @@ import yaml
 
 from flows.engine.counters import facts
 from tasks.text.swaps import exchanged
-from tests.conftest import ROOT, requires_nltk
+from tests.conftest import ROOT, WORLD_CAPTIONS, requires_nltk
 from tests.tracing import code_deps
 
 pytestmark = [requires_nltk, pytest.mark.slow]
@@ -79,8 +79,9 @@ def copy_project(repo: Path, env: dict) -> None:
         if (ROOT / name).is_file() and name != "dvc.lock":
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, repo / name)
-    captions = (repo / "data/raw/demo_captions.tsv").read_text().splitlines()[:N_CAPTIONS]
-    (repo / "data/raw/demo_captions.tsv").write_text("\n".join(captions) + "\n")
+    source = repo / WORLD_CAPTIONS.relative_to(ROOT)
+    captions = source.read_text().splitlines()[:N_CAPTIONS]
+    source.write_text("\n".join(captions) + "\n")
     for seed, image_id in enumerate(sorted({line.split("_")[0] for line in captions})[:2]):
         pixels = np.random.default_rng(seed).integers(0, 256, (48, 64, 3), dtype=np.uint8)
         Image.fromarray(pixels).save(repo / "data/raw/source_images" / f"{int(image_id):0>12}.jpg")
@@ -372,7 +373,8 @@ def test_a_second_repro_does_nothing(repo):
 def test_i_a_judge_threshold_or_its_verdict_code_reruns_the_judge_and_asks_the_vlm_nothing(repo):
     """(i), on the up-to-date DAG (a) leaves: the judge stage reruns on its params and code; the per-pair cache holds
     the answers, so neither a threshold nor an edit of the verdict module asks the VLM again, while the verdict
-    follows the new thresholds; nothing upstream reruns."""
+    follows the new thresholds; nothing upstream reruns. The truth stage follows the new verdicts without rendering,
+    and re-renders every pair when the checker's code changes."""
     path, env = repo
     first = metrics(path, "judge")
     assert first["enabled"] and first["pairs"] > 0 and first["rows_out"] > 0  # the demo's thresholds pass some
@@ -380,16 +382,24 @@ def test_i_a_judge_threshold_or_its_verdict_code_reruns_the_judge_and_asks_the_v
     for question in ("original_o", "substitute_c"):  # P(Yes) < 1: every pair's asked word now reads as missing
         set_param(path, f"judge.thresholds.{question}", 1.0)
     stages = timed_repro(path, env, "(i1) the judge's expected-yes thresholds 1.0")
-    assert stages[0] == "judge" and set(stages) <= {"judge", "export", "datasheet", "gallery"}
+    assert stages[0] == "judge" and set(stages) <= {"judge", "truth", "report", "export", "datasheet", "gallery"}
     judged = metrics(path, "judge")
     assert (judged["pairs_asked"], judged["pairs_cached"], judged["rows_out"]) == (0, first["pairs"], 0)
     assert set(judged["rejects"]) <= {"judge_original_missing", "judge_substitute_missing"}
+    assert "truth" in stages and metrics(path, "truth")["pairs_checked"] == 0  # new verdicts, the same images
     with (path / "tasks/judge/verdict.py").open("a") as f:
         f.write("\n# A comment: the stage's code changed, no answer did.\n")
     stages = timed_repro(path, env, "(i2) tasks/judge/verdict.py edited", "judge")
     assert stages == ["judge"] and metrics(path, "judge")["pairs_asked"] == 0
     set_param(path, "judge.thresholds", thresholds)
     timed_repro(path, env, "(i3) the thresholds back")
+    checker = path / "tasks/toyworld/checker.py"  # reached by the truth stage's per-pair task: in its key
+    source = checker.read_text()
+    checker.write_text(source.replace("PLACE_TOLERANCE = 0.1", "PLACE_TOLERANCE = 0.11"))
+    stages = timed_repro(path, env, "(i4) the toy world's checker edited", "truth")
+    assert stages == ["truth"] and metrics(path, "truth")["pairs_checked"] == metrics(path, "generate")["pairs"]
+    checker.write_text(source)
+    timed_repro(path, env, "(i5) the checker back")
     commit(path, env, "judge")
 
 
@@ -405,6 +415,38 @@ def test_the_export_and_datasheet_record_the_library_versions_of_the_cache_keys(
     sheet = (path / "reports/datasheet.md").read_text()
     assert f"| diffusers | {version('diffusers')} |" in sheet
     assert f"| diffusers | {version('diffusers')} |" in (path / "data/export/README.md").read_text()
+
+
+def test_the_truth_stage_reads_back_every_sample_and_selected_pair(repo):
+    """The toy world's truth of the demo run: a row per generated sample and per selected pair, each selected pair
+    read from its PNGs exactly as its sample was re-rendered (same seed, p2p fraction, scale), the headline keys at
+    the top of truth.json, tracked by `dvc metrics show`, and in the report, the datasheet and the gallery's data."""
+    path, env = repo
+    samples = pl.read_parquet(path / "data/interim/samples.parquet")
+    selected = pl.read_parquet(path / "data/processed/selected.parquet")
+    checked = pl.read_parquet(path / "data/interim/truth_samples.parquet")
+    chosen = pl.read_parquet(path / "data/processed/truth.parquet")
+    assert sorted(checked.select("caption_id", "sample").rows()) == sorted(
+        samples.select("caption_id", "sample").rows())
+    assert sorted(chosen["caption_id"]) == sorted(selected["caption_id"]) and selected.height > 0
+    again = chosen.join(selected.select("caption_id", "sample"), on="caption_id").join(
+        checked, on=["caption_id", "sample"], suffix="_sample")
+    assert again.height == chosen.height
+    assert (again["accurate"] == again["accurate_sample"]).all() and (again["minimal"] == again["minimal_sample"]).all()
+    truth = metrics(path, "truth")
+    assert truth["enabled"] and truth["samples"] == samples.height and truth["selected_pairs"] == selected.height
+    assert truth["pair_accuracy"] == {"samples": round(checked["accurate"].mean(), 4),
+                                      "selected": round(chosen["accurate"].mean(), 4)}
+    assert {"minimality", "p2p_gain", "filter_lift", "both_subjects_check", "judge"} <= set(truth)
+    shown = json.loads(sh(path, "dvc", "metrics", "show", "--json", env=env))
+    tracked = {k: v for run in shown.values() for f, d in run["data"].items() if f.endswith("truth.json")
+               for k, v in d["data"].items()}
+    assert tracked["filter_lift"] == truth["filter_lift"]
+    assert json.loads((path / "reports/metrics.json").read_text())["truth"]["pair_accuracy"] == truth["pair_accuracy"]
+    assert "Ground truth (the toy world's checker" in (path / "reports/datasheet.md").read_text()
+    site = json.loads((path / "reports/gallery/data.js").read_text().removeprefix("window.GALLERY = ").rstrip(";\n"))
+    assert {c["caption_id"]: c["truth"] for c in site["pairs"]} == {
+        r["caption_id"]: {"accurate": r["accurate"], "minimal": r["minimal"]} for r in chosen.iter_rows(named=True)}
 
 
 VISIBLE_IMAGES_LOADED = ("[...document.images].filter(i => i.offsetParent && i.getBoundingClientRect().top < "
@@ -429,6 +471,10 @@ def test_the_gallery_of_the_demo_run_in_a_browser(repo, tmp_path):
         assert tab.inner_text("#count") == f"{selected.height} of {selected.height} pairs"
         tab.wait_for_function(VISIBLE_IMAGES_LOADED)
         tab.screenshot(path=tmp_path / "gallery.png")
+        truth = dict(pl.read_parquet(path / "data/processed/truth.parquet").select("caption_id", "accurate").rows())
+        badges = tab.locator("article.card").evaluate_all(
+            "cs => cs.map(c => [c.dataset.captionId, c.querySelector('.truth-pass, .truth-fail').textContent])")
+        assert [(i, not b.startswith("truth: not")) for i, b in badges] == [(i, truth[i]) for i in first_page]
 
         edit_type = selected["edit_type"].mode().sort()[0]
         tab.select_option("select[name=edit_type]", edit_type)
@@ -502,14 +548,16 @@ def test_c_clip_threshold_renders_only_new_winners_and_its_reversal_nothing(repo
     # DVC's run cache restores (c0)'s outputs without running selection; if selection runs, every winner is a cache hit
     assert "selection" not in stages or metrics(path, "selection")["renders"] == 0
     assert pl.read_parquet(path / "data/processed/selected.parquet").equals(before)
-    subject_rejects = subject_rejected(path)
-    set_param(path, "selection.min_subject_margin_c.demo", 0.0)  # the paper's both-subjects check on I_c
-    stages = timed_repro(path, env, "(c3) selection.min_subject_margin_c -0.1 -> 0.0", "selection")
+    subject_rejects, checked = subject_rejected(path), before["subject_margin_c"].drop_nulls().len()
+    margins = pl.read_parquet(path / "data/interim/samples.parquet")["subject_margin_c"].drop_nulls()
+    assert checked > 0  # accepted pairs the both-subjects check applies to (noun edits, swaps)
+    set_param(path, "selection.min_subject_margin_c.demo", float(margins.max()))  # no sample is above it
+    stages = timed_repro(path, env, "(c3) selection.min_subject_margin_c above every sample's", "selection")
     assert "selection" in stages and metrics(path, "generate")["pairs_generated"] == 0  # margins come from screening
     after = pl.read_parquet(path / "data/processed/selected.parquet")
-    assert after.filter(pl.col("edit_type") == "noun")["subject_margin_c"].min() > 0.0
+    assert after["subject_margin_c"].drop_nulls().is_empty() and after.height == before.height - checked
     assert metrics(path, "selection")["renders"] == after.join(before, on=["caption_id", "sample"], how="anti").height
-    assert subject_rejected(path) > subject_rejects
+    assert subject_rejected(path) >= subject_rejects + checked
     gate = yaml.safe_load((path / "params.yaml").read_text())["selection"]["min_image_image"]["demo"]
     set_param(path, "selection.min_image_image.demo", float(after["sim_image_image"].median()))  # half the winners fail
     timed_repro(path, env, "(c4) selection.min_image_image = median winner sim_image_image", "selection")
@@ -584,8 +632,8 @@ def subject_rejected(path: Path) -> int:
 
 
 NOUN_SWAP = {"demo/dvc.yaml:tiny_models", "ingest", "sites", "saliency", "candidates", "relations", "similarity",
-             "perplexity", "generate", "selection", "validation_tasks", "validation", "judge", "report", "export",
-             "mixtures"}
+             "perplexity", "generate", "selection", "validation_tasks", "validation", "judge", "truth", "report",
+             "export", "mixtures"}
 REMOVAL = ["removal_masks", "removal_captions", "inpaint", "removal_selection", "removal_export"]
 
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 import random
 
 import numpy as np
-import polars as pl
 import pytest
 
-from tasks.core.shards import content_shards
 from tasks.image.chunks import sample_cut
 
 PAIRS, PER_TASK = 17_000, 8
@@ -32,14 +30,6 @@ def test_no_task_is_longer_than_twice_the_mean(varied):
     if not varied:
         assert set(sizes) == {PER_TASK * 100}
     print(f"sample_cut ({'varied' if varied else 'uniform'}): max/mean {sizes.max() / sizes.mean():.2f}")
-
-
-def test_the_content_defined_chunks_it_replaces_are_not_bounded():
-    keys = pl.DataFrame({"caption_id": [f"{i:012d}" for i in range(PAIRS)]})
-    pairs = np.array([chunk.height for chunk in content_shards(keys, PER_TASK)])
-    p99 = np.percentile(pairs, 99)
-    print(f"content_shards: {len(pairs)} chunks, mean {pairs.mean():.1f}, p99 {p99:.0f}, max {pairs.max()} pairs")
-    assert pairs.max() > 5 * pairs.mean()
 
 
 def test_a_few_pairs_make_no_empty_task():

@@ -136,6 +136,7 @@ JUDGED_ROWS = {"c0": judge((0.9123456789, 0.8, 0.1, 0.05), True, people=False),
                "c2": judge((0.7, 0.7, 0.3, 0.3), True, people=True), "c3": judge((0.6, 0.6, 0.2, 0.2), True),
                "c4": judge((None,) * 4, None, people=False)}
 PEOPLE = {"c0": False, "c1": True, "c2": True, "c4": False, "c5": True}
+TRUTH_ROWS = {"c0": {"accurate": True, "minimal": False}, "c1": {"accurate": False, "minimal": False}}
 DISAGREEMENTS = ["c0", "c1"]
 
 
@@ -144,7 +145,8 @@ def judged_site(root):
     paths = write_run(root, 6)
     frames = [pl.read_parquet(paths[f"paths.{k}"]) for k in ("selected", "counterfactual_captions")]
     cards = gallery.pair_cards(*frames, paths["paths.selected_images"], root / "site", PEOPLE,
-                               {i: {"caption_id": i, **row} for i, row in JUDGED_ROWS.items()})
+                               {i: {"caption_id": i, **row} for i, row in JUDGED_ROWS.items()},
+                               {i: {"caption_id": i, **row} for i, row in TRUTH_ROWS.items()})
     gallery.write_site(root / "site", {"pairs": cards, "removal": [], "rejects": [], "funnel": {},
                                        "scores": list(gallery.SCORES)}, [])
     return root / "site"
@@ -157,6 +159,7 @@ def test_cards_carry_the_judges_verdict_and_whether_it_agrees_with_the_people(tm
     assert cards["c0"]["judge"]["p_yes"]["original_o"] == 0.912346  # rounded like every score
     assert cards["c0"]["judge"]["pass"] is True and cards["c0"]["judge"]["reason"] is None
     assert cards["c4"]["judge"] is None and cards["c5"]["judge"] is None  # judge off, no row: not judged
+    assert {i: c["truth"] for i, c in cards.items() if c["truth"]} == TRUTH_ROWS  # the toy world's checker
     assert {i: c["validation"] for i, c in cards.items()} == {
         "c0": "not validated", "c1": "validated", "c2": "validated", "c3": None, "c4": "not validated",
         "c5": "validated"}

@@ -92,7 +92,7 @@ def test_every_site_fill_is_kept_or_rejected(demo_sites, demo_run):
     assert set(counts["len"]) == {TOP_K}
     assert set(rejects["stage"]) == {"candidates"}
     assert set(rejects["reason"]) <= {"subword", "not_a_word", "same_word", "token_count_changed", "not_a_noun",
-                                      "duplicate_fill"}
+                                      "duplicate_fill", "repeated_word", "article_disagreement"}
 
 
 def fill_of(row: dict, site: dict) -> str:

@@ -31,14 +31,20 @@ def swapped(caption: str) -> list[str]:
     ("A dog on a couch.", ["A couch on a dog."]),
     ("A red car next to a white house.", ["A red house next to a white car.", "A white car next to a red house."]),
     ("A dog sitting on an ottoman.", ["An ottoman sitting on a dog."]),  # both articles agree
-    ("Dogs chasing cats in a yard", ["Cats chasing dogs in a yard"]),  # each takes the other's initial case
+    ("Dogs chasing cats in a yard", ["Cats chasing dogs in a yard"]),  # a sentence's initial capital stays put
+    ("dogs chasing cats in a yard", ["cats chasing dogs in a yard"]),  # ... and so does its small letter
+    ("A TV on a table.", ["A table on a TV."]),  # an acronym stays upper case, a common noun lower case
     ("A cat and a dog.", []),  # a coordination says the same swapped
     ("A dog with two cats.", []),  # NN with NNS: the verb and articles would not agree
     ("Two giraffes standing next to a tall tree.", []),  # `giraffes`, tagged NN, is a plural all the same
     ("A group of people on a beach.", []),  # `group of`: a quantity, no thing to swap
     ("A fire hydrant next to a dog.", []),  # a compound noun is no lone noun
-    ("A woman's dog near a cat.", ["A dog's woman near a cat.", "A cat's dog near a woman.",  # `woman's`: the
-                                   "A woman's cat near a dog."]),  # noun moves, its `'s` stays
+    ("A woman's dog near a cat.", []),  # a possessor or a possessed noun moved: `a dog's woman`
+    ("A dog's toy on a cat's bed.", []),
+    ("A man's red car near a blue house.", ["A man's red house near a blue car."]),  # nor a possessed adjective
+    ("A bathroom with a vanity, toilet and shower.", ["A vanity with a bathroom, toilet and shower."]),  # no list
+    ("A dog on a rug. A cat on a couch.", ["A rug on a dog. A cat on a couch.",  # items reordered, no word moved
+                                           "A dog on a rug. A couch on a cat."]),  # to another sentence
     ("A big dog on a big couch.", ["A big couch on a big dog."]),  # the same adjective twice: no adjective swap
 ])
 def test_swap_sites_and_their_rewrites(caption, expected):
@@ -54,6 +60,10 @@ def test_swap_sites_and_their_rewrites(caption, expected):
     ("A dog on a couch.", "A couch on a dog!", False),  # a character outside the words changed
     ("A dog on a dog.", "A dog on a dog.", False),  # nothing changed
     ("A dog on a couch.", "A cat on a couch.", False),  # one word: a substitution, not a swap
+    ("A TV on a table.", "A Table on a tv.", False),  # each word keeps its own case
+    ("Dogs chasing cats.", "cats chasing Dogs.", False),  # the sentence's initial capital stays with its place
+    ("Dogs chasing cats.", "Cats chasing dogs.", True),
+    ("A Dog On A Couch", "A Couch On A Dog", True),  # a title-cased word keeps its capital
 ])
 def test_the_two_span_minimal_edit(c_o, c_c, holds):
     assert exchanged(c_o, c_c) is holds

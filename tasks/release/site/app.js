@@ -143,6 +143,14 @@ function judgeLine(judge) {
     " P(yes):", ...answers);
 }
 
+// The toy world's checker on this pair: a counterfactual (both images show their caption), and minimal or not.
+function truthBadge(truth) {
+  if (!truth) return null;
+  const label = truth.accurate ? (truth.minimal ? "truth: counterfactual, minimal" : "truth: counterfactual, not minimal")
+    : "truth: not a counterfactual";
+  return el("span", { class: "verdict " + (truth.accurate ? "truth-pass" : "truth-fail") }, label);
+}
+
 function pairCard(pair) {
   const scores = el("table", {}, ...DATA.scores.map((s) => el("tr", {}, el("td", {}, s), el("td", {}, format(pair[s])))));
   const verdict = pair.validation === null ? null :
@@ -153,7 +161,8 @@ function pairCard(pair) {
     version, el("div", { class: "images" }, figure(pair.image_o, "I_o"), figure(pair.image_c, "I_c")),
     el("p", {}, el("b", {}, "C_o "), highlighted(pair.caption, pair.spans_o, "o")),
     el("p", {}, el("b", {}, "C_c "), highlighted(pair.counterfactual, pair.spans_c, "c")),
-    el("p", { class: "edit" }, `${pair.edit_type}: ${pair.original_word || "∅"} → ${pair.substitute || "∅"} `, verdict),
+    el("p", { class: "edit" }, `${pair.edit_type}: ${pair.original_word || "∅"} → ${pair.substitute || "∅"} `, verdict,
+      " ", truthBadge(pair.truth)),
     judgeLine(pair.judge), scores);
 }
 
