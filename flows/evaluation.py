@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 
 ODMAP_SETTINGS = frozenset({"odmap_variant", "odmap_normalisation"})  # read by `od_map` alone
+CODE = {"evaluate": stage.evaluate, "od_map": stage.od_map}  # taken as declared: a patched name keys the same code
 
 
 def model_unit(name: str, entry: str, spec: ClipSpec | ItmSpec, params: Params) -> keys.Unit:
@@ -48,7 +49,7 @@ def model_unit(name: str, entry: str, spec: ClipSpec | ItmSpec, params: Params) 
                 if k != "models" and (entry == "od_map" or k not in ODMAP_SETTINGS)}
     specs = [spec, *([first] if first else [])]
     read = {"settings": settings, "models": [keyed_dump(s) for s in specs]}
-    return keys.unit(name, [getattr(stage, entry)], read, specs)
+    return keys.unit(name, [CODE[entry]], read, specs)
 
 
 def pairs_content(selected: pl.DataFrame, real: list[str | None], validated: list[str] | None) -> str:

@@ -33,10 +33,12 @@ from tasks.image.sampling import load_diffusion
 from tasks.params import Params
 from tasks.toyworld import truth
 
+CODE = (truth.pair_truth,)
+
 
 def truth_unit(params: GenerateParams) -> keys.Unit:
     models = [spec for spec in (params.diffusion, params.vae) if spec is not None]
-    return keys.unit("truth", [truth.pair_truth], params, models)
+    return keys.unit("truth", CODE, params, models)
 
 
 @unit_task
@@ -67,7 +69,7 @@ def subjects_pass(samples: pl.DataFrame, params: Params) -> pl.DataFrame:
 def truth_flow(params: Params) -> dict:
     paths = params.paths
     if not params.truth.enabled:
-        write_json({"enabled": False}, paths.metrics / "truth.json")
+        write_json({"stage": "truth", "enabled": False}, paths.metrics / "truth.json")
         for path, schema in ((paths.truth_samples, truth.TRUTH), (paths.truth, truth.SELECTED_TRUTH)):
             path.parent.mkdir(parents=True, exist_ok=True)
             pl.DataFrame(schema=schema).write_parquet(path)
@@ -87,7 +89,8 @@ def truth_flow(params: Params) -> dict:
     chosen = truth.selected_truth(selected, lambda name: read_rgb(Path(folder / name)))
     judged = (pl.read_parquet(paths.judged).select("caption_id", "judge_pass").drop_nulls()
               if params.judge.enabled and paths.judged.is_file() else None)
-    metrics = {"enabled": True, **truth.metrics(checked, chosen, subjects_pass(samples, params), judged),
+    metrics = {"stage": "truth", "enabled": True,
+               **truth.metrics(checked, chosen, subjects_pass(samples, params), judged),
                "pairs_checked": sum(f.state.name != "Cached" for f in futures)}
     checked.write_parquet(paths.truth_samples)
     chosen.write_parquet(paths.truth)

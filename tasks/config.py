@@ -13,6 +13,8 @@ the nearest valid key. Every error is a `ParamsError` of one line naming the dot
 from __future__ import annotations
 
 import difflib
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, get_args
@@ -22,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from tasks.core.errors import UserError
 from tasks.core.params import PROFILES
+from tasks.core.source import ROOT
 from tasks.params import Params
 
 PARAMS_FILE = Path("params.yaml")
@@ -118,3 +121,14 @@ def _keys_at(loc: Sequence[int | str]) -> list[str]:
         if model is None:
             return []
     return list(model.model_fields)
+
+
+def use_project_nltk_data() -> None:
+    """Without `NLTK_DATA`, look where the Makefile looks: `../shared/nltk_data` beside the project when present,
+    else the project's `.nltk_data` (so a `cfgen` run outside `make`, or a worker, finds what `make setup` found)."""
+    if os.environ.get("NLTK_DATA"):
+        return
+    shared = ROOT.parent / "shared" / "nltk_data"
+    os.environ["NLTK_DATA"] = str(shared if shared.is_dir() else ROOT / ".nltk_data")
+    if "nltk" in sys.modules:  # it read NLTK_DATA as it was imported
+        sys.modules["nltk"].data.path.insert(0, os.environ["NLTK_DATA"])

@@ -69,9 +69,9 @@ class Params(Rooted):
     @model_validator(mode="before")
     @classmethod
     def _shares_follow_types(cls, data: Any) -> Any:
-        """`perplexity.type_shares` weighs exactly the `sites.types` that run: a type without a weight weighs 1, the
-        weight of a type that does not run is dropped (a key that is no edit type is an error, not dropped). So
-        `sites.types` alone chooses the types."""
+        """`perplexity.type_shares` weighs exactly the `sites.types` that run: a type without a weight weighs 1; a
+        weight for a type that does not run, or for no edit type, is an error (a weight that would silently do
+        nothing). So `sites.types` alone chooses the types."""
         if not isinstance(data, dict) or not isinstance(data.get("perplexity", {}), dict):
             return data
         types = (data.get("sites") or {}).get("types", SitesParams.model_fields["types"].default)
@@ -81,6 +81,9 @@ class Params(Rooted):
         if unknown := sorted(set(shares or {}) - set(EDIT_TYPES)):
             raise ValueError(f"perplexity.type_shares: {', '.join(map(repr, unknown))} is not an edit type (one of "
                              f"{', '.join(EDIT_TYPES)})")
+        if idle := sorted(set(shares or {}) - set(types)):
+            raise ValueError(f"perplexity.type_shares: {', '.join(map(repr, idle))} does not run (sites.types: "
+                             f"{', '.join(types)}): add it there or drop its weight")
         shares = {t: (shares or {}).get(t, 1.0) for t in types}
         return {**data, "perplexity": {**data.get("perplexity", {}), "type_shares": shares}}
 

@@ -63,14 +63,14 @@ def check_scheduler(address: str, timeout: float = SCHEDULER_TIMEOUT_S) -> None:
     from distributed.comm import connect
     from distributed.comm.addressing import parse_address, parse_host_port
 
-    async def handshake() -> None:
+    async def handshake() -> None:  # bounded as a whole: a listener that accepts and never answers would not be
         await (await connect(address, timeout=timeout)).close()
 
     try:
         scheme, location = parse_address(address)
         if scheme == "tcp":
             socket.create_connection(parse_host_port(location), timeout=timeout).close()
-        asyncio.run(handshake())
+        asyncio.run(asyncio.wait_for(handshake(), timeout))
     except Exception as err:  # refused, timed out, not an address, or a server that speaks another protocol
         # (distributed then reads a garbage frame length: MemoryError)
         reason = (str(err) or type(err).__name__).splitlines()[0]

@@ -1,7 +1,9 @@
-"""The CLI's terminal side: stage metrics as a table, user errors as one line, SIGTERM as a clean exit."""
+"""The CLI's terminal side: stage metrics as a table, user errors and the storage's refusals as one line, SIGTERM as
+a clean exit."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
 from contextlib import contextmanager
@@ -18,6 +20,18 @@ from tasks.core.io import write_json
 
 console = Console(stderr=True)
 VERBOSE = {"on": False}
+# OS errors that say what is wrong with the user's storage, not with the program: one line each, like a UserError.
+STORAGE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG})
+
+
+def one_line(error: BaseException | None) -> str | None:
+    """The line a `UserError` or a storage refusal (`STORAGE_ERRORS`: disk full, read-only, no permission, a name
+    too long) is reported as; None for any other error (a bug: its traceback is the report)."""
+    if isinstance(error, UserError):
+        return str(error)
+    if isinstance(error, OSError) and error.errno in STORAGE_ERRORS:
+        return f"{error.strerror}: {error.filename}" if error.filename else str(error)
+    return None
 
 
 def stop_on_sigterm() -> None:
@@ -31,25 +45,24 @@ def stop_on_sigterm() -> None:
 
 
 def _no_user_error_tracebacks(record: logging.LogRecord) -> bool:
-    """A logging filter: drop a record carrying a `UserError` (Prefect logs a failing flow's or task's exception
-    with its traceback), which `user_errors` reports as its one line; keep every record with --verbose."""
-    error = record.exc_info[1] if record.exc_info else None
-    return VERBOSE["on"] or not isinstance(error, UserError)
+    """A logging filter: drop a record carrying an error `one_line` reports (Prefect logs a failing flow's or task's
+    exception with its traceback), which `user_errors` prints as its one line; keep every record with --verbose."""
+    return VERBOSE["on"] or one_line(record.exc_info[1] if record.exc_info else None) is None
 
 
 @contextmanager
 def user_errors():
-    """A `UserError` anywhere below, in a flow too, becomes one line and exit code 2 (the traceback with --verbose):
-    while the block runs, the terminal's log handlers drop records that carry one."""
+    """A `UserError` or a storage refusal anywhere below, in a flow too, becomes one line and exit code 2 (the
+    traceback with --verbose): while the block runs, the terminal's log handlers drop records that carry one."""
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:
         handler.addFilter(_no_user_error_tracebacks)
     try:
         yield
-    except UserError as err:
-        if VERBOSE["on"]:
+    except (UserError, OSError) as err:
+        if VERBOSE["on"] or (line := one_line(err)) is None:
             raise
-        console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     finally:
         for handler in handlers:

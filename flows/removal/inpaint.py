@@ -30,6 +30,7 @@ from tasks.params import Params
 from tasks.removal import inpaint
 from tasks.removal.params import InpaintParams
 
+CODE = (inpaint.fill, inpaint.load_models)  # taken as declared: a patched name keys the same code
 EDIT_FIELDS = ("image_id", "width", "height", "removed", "boxes", "caption_id", "edited_caption")
 
 
@@ -37,7 +38,7 @@ def fill_unit(params: InpaintParams) -> keys.Unit:
     """The fill's params (`inpaint.read_fields`), its model (the `inpaint` fill's only) and the code."""
     model = [params.model] if params.fill == "inpaint" else []
     read = {name: value for name, value in keyed_dump(params).items() if name in inpaint.read_fields(params.fill)}
-    return keys.unit("inpaint", [inpaint.fill, inpaint.load_models], read, model)
+    return keys.unit("inpaint", CODE, read, model)
 
 
 def edit_content(image_0: str, edit: dict) -> str:

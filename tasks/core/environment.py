@@ -27,6 +27,7 @@ from packaging.utils import canonicalize_name
 
 from tasks.core.errors import UserError
 from tasks.core.fingerprints import content_hash
+from tasks.core.source import ROOT
 
 NON_COMPUTING = frozenset({
     "anyio", "certifi", "charset-normalizer", "h11", "hf-xet", "httpcore", "httpcore2", "httpx", "httpx2", "idna",
@@ -75,6 +76,7 @@ def library_versions(top_level: set[str]) -> tuple[dict[str, str], dict[str, str
 
 
 _FOUND: dict[str, str] = {}  # NLTK resource -> the absolute folder of NLTK's search path it was found in
+NLTK_PACKAGES = ("punkt_tab", "averaged_perceptron_tagger_eng", "wordnet")  # what `make setup` puts in .nltk_data
 
 
 def nltk_found() -> dict[str, str]:
@@ -93,8 +95,10 @@ def data_hashes(resources: set[str]) -> dict[str, str]:
         try:
             path = Path(nltk.data.find(name).path).resolve()
         except LookupError:
-            raise UserError(f"NLTK data {name} not found (NLTK_DATA={os.environ.get('NLTK_DATA', 'unset')}): run "
-                            f"`python -m nltk.downloader {name.split('/')[1]}`") from None
+            raise UserError(f"NLTK data {name} not found (NLTK_DATA={os.environ.get('NLTK_DATA', 'unset')}): set "
+                            "NLTK_DATA to a folder that holds it (a copy of ../shared/nltk_data), or fetch all three "
+                            f"packages once: `python -m nltk.downloader -d {ROOT / '.nltk_data'} "
+                            f"{' '.join(NLTK_PACKAGES)}`") from None
         found[name] = content_hash(path)
         _FOUND[name] = next(str(root) for folder in nltk.data.path
                             if path.is_relative_to(root := Path(folder).resolve()))

@@ -53,3 +53,5 @@ EditType = Literal[EDIT_TYPES]
 PosTag = Annotated[str, AfterValidator(_penn_tag)]
 Cosine = Annotated[float, Field(ge=-1.0, le=1.0)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
+Seed = Annotated[int, Field(ge=0, lt=2**32)]  # what every seeded generator takes (numpy's: unsigned 32-bit)
+RepoId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")]  # the Hub's owner/name

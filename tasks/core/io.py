@@ -179,11 +179,19 @@ def prune(folder: Path, keep: set[str]) -> None:
 
 def source_image_paths(image_ids: Iterable[str], folder: Path | None, pattern: str) -> list[Path | None]:
     """Each image id's real image file under `folder` (`pattern` formats `image_id`, an int when it is all digits:
-    COCO's `{image_id:0>12}.jpg`), None where there is no folder or no such file."""
+    COCO's `{image_id:0>12}.jpg`), None where there is no folder or no such file in it: an id whose name climbs out
+    (`../../tmp/x`, an absolute path) or that no file system can hold (too long) has no real image. (A link the user
+    put in the folder is theirs to follow.)"""
     if folder is None:
         return [None for _ in image_ids]
-    paths = [folder / pattern.format(image_id=int(i) if i.isdigit() else i) for i in image_ids]
-    return [p if p.is_file() else None for p in paths]
+    root = os.path.abspath(folder)
+
+    def inside(image_id: str) -> Path | None:
+        name = pattern.format(image_id=int(image_id) if image_id.isdigit() else image_id)
+        path = os.path.normpath(os.path.join(root, name))  # `..` resolved by name: links are not followed
+        return folder / name if os.path.commonpath([root, path]) == root and os.path.isfile(path) else None
+
+    return [inside(i) for i in image_ids]
 
 
 def read_rgb(path: Path) -> np.ndarray:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from functools import cache, wraps
 from typing import TYPE_CHECKING, TypeVar
 
+from tasks.core.errors import UserError
 from tasks.core.specs import ModelSpec
 
 if TYPE_CHECKING:
@@ -30,16 +31,30 @@ _CACHES: list = []  # every `load_once` cache of this process
 T = TypeVar("T")
 
 
+def _broken_files(error: BaseException) -> bool:
+    """What a library raises for a model folder with a missing, corrupt or foreign file (not out of memory)."""
+    return (isinstance(error, OSError | ValueError | KeyError | RuntimeError) or type(error).__name__ ==
+            "SafetensorError") and type(error).__name__ != "OutOfMemoryError" and not isinstance(error, UserError)
+
+
 def load_once(loader: Callable[..., T]) -> Callable[..., T]:
     """Cache `loader` per (frozen) specs until `release_models`; concurrent first calls load once (lazy weight init
-    is not thread-safe)."""
+    is not thread-safe). Every model load of the project goes through here, so a folder the library cannot load
+    (no weights, no tokenizer, a corrupt config) is one `UserError` line naming it and the library's reason."""
     cached = cache(loader)
     _CACHES.append(cached)
 
     @wraps(loader)
     def load(*specs: ModelSpec | None) -> T:
         with _LOAD_LOCK:
-            return cached(*specs)
+            try:
+                return cached(*specs)
+            except Exception as err:
+                if not _broken_files(err):
+                    raise
+                named = next((spec.local() for spec in specs if isinstance(spec, ModelSpec)), "?")
+                reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+                raise UserError(f"model {named} cannot be loaded ({loader.__name__}): {reason}") from err
 
     return load
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from tasks.core.fields import Seed
 from tasks.core.specs import Frozen
 
 
 class TinyModelsParams(Frozen):
     """The demo profile's tiny random text and image models (`tasks.demo.tiny_models`)."""
 
-    seed: int = 0
+    seed: Seed = 0
     vocab_size: int = Field(1000, ge=300)
     max_length: int = Field(128, ge=16)
     toy_world: str | None = Field(None, description="trained toy-world weights (`cfgen toy-world train`; a folder "
@@ -21,6 +22,6 @@ class TinyModelsParams(Frozen):
 class SyntheticCocoParams(Frozen):
     """The demo's stand-in for COCO: images of coloured shapes with COCO-format instances and captions."""
 
-    seed: int = 0
+    seed: Seed = 0
     images: int = Field(24, ge=1)
     size: int = Field(64, ge=16, description="image width in pixels (heights vary, for the aspect handling)")

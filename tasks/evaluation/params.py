@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from tasks.core.fields import unkeyed
+from tasks.core.fields import Seed, unkeyed
 from tasks.core.specs import ClipSpec, Frozen, ItmSpec
 
 
@@ -22,7 +22,7 @@ class EvaluateParams(Frozen):
         "relevant", description="the headline ODmAP@k divides each query's summed precision by the relevant captions "
                                 "in its top k (Musgrave et al.'s mAP@k, which Kim et al. cite) or by k; metrics report "
                                 "both")
-    seed: int = Field(0, description="draws the random other pair (C_r, I_r) of every pair")
+    seed: Seed = Field(0, description="draws the random other pair (C_r, I_r) of every pair")
     rerank_k: int | None = Field(20, ge=1, description="a cross-encoder ranks each query's top rerank_k candidates "
                                                        "of the `rerank_with` bi-encoder, the rest after them; None "
                                                        "scores every (caption, image) pair (exact, N² passes)")

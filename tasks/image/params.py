@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from tasks.core.fields import VAE_FACTOR, Cosine, Unit, ordered, unkeyed
+from tasks.core.fields import VAE_FACTOR, Cosine, Seed, Unit, ordered, unkeyed
 from tasks.core.specs import ClipSpec, Frozen, ModelSpec
 
 
@@ -35,7 +35,7 @@ class GenerateParams(Frozen):
     p2p_fraction: Annotated[tuple[Unit, Unit], AfterValidator(ordered)] = (0.1, 0.9)
     subject_prompt: str = Field("a photo of a {word}", description="the both-subjects check's CLIP prompt for a "
                                                                     "swapped noun (`{word}`: C_o's or C_c's)")
-    seed: int = 0
+    seed: Seed = 0
     batch_samples: int = unkeyed(4, "samples per UNet call (4 rows each); after a CUDA OOM the halved size is "
                                     "kept for the rest of the process", ge=1)
     pairs_per_task: int = unkeyed(8, "caption pairs per Prefect task (cut to near-equal sample counts, the "

@@ -7,8 +7,9 @@ sample's own values) holds a line `{"key": <render.sample_key>, "measured": {...
 finishes. Every append is one `write` of whole lines, each preceded by a newline, so a write cut short (kill -9, a
 full disk) leaves at most one torn line that no later append extends; a line that does not parse, or whose
 measurement lacks a field of `MEASURED`, is a miss (logged once per record and process), and its sample is rendered
-again. A pair is rendered under `locked` (an advisory lock on its record file), so runs sharing the records (queued
-experiments, Dask workers) never render one sample twice: the second reads what the first wrote.
+again; so is one whose field holds another type than a render writes (`well_typed`). A pair is rendered under
+`locked` (an advisory lock on its record file), so runs sharing the records (queued experiments, Dask workers) never
+render one sample twice: the second reads what the first wrote.
 """
 
 from __future__ import annotations
@@ -30,6 +31,18 @@ MEASURED = frozenset({"nan", "max_pixel_o", "max_pixel_c", *SCORE_COLUMNS, *SUBJ
 _warned: set[Path] = set()
 
 
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def well_typed(measured: dict) -> bool:
+    """Each `MEASURED` field holds what a render writes: `nan` a bool, the max pixels whole numbers, each score a
+    number or null."""
+    return (isinstance(measured["nan"], bool) and all(isinstance(measured[k], int) and _number(measured[k])
+                                                      for k in ("max_pixel_o", "max_pixel_c"))
+            and all(measured[k] is None or _number(measured[k]) for k in (*SCORE_COLUMNS, *SUBJECT_COLUMNS)))
+
+
 @dataclass(frozen=True)
 class PairRecords:
     root: Path
@@ -49,6 +62,8 @@ class PairRecords:
                 entry = json.loads(line)
                 if not MEASURED <= entry["measured"].keys():
                     raise KeyError("measured")
+                if not (isinstance(entry["key"], str) and well_typed(entry["measured"])):
+                    raise TypeError("measured")
                 found[entry["key"]] = entry["measured"]
             except (ValueError, KeyError, TypeError, AttributeError):  # torn, foreign or misshapen: a miss
                 bad += 1

@@ -43,6 +43,10 @@ class Measured:
                                               # none: every pair at `pass_rate`
 
 
+TAIL = 1e-12  # a round rendered with a smaller probability adds nothing an estimate shows (n_samples 10^9 included)
+MAX_ROUNDS = 100_000  # rounds summed one by one; the rest of a larger n_samples at the last one's chance
+
+
 def passing_at_least(count: int, samples: int, pass_rate: float) -> float:
     """P(at least `count` of `samples` samples pass): one minus the binomial CDF at `count - 1`."""
     return 1 - sum(math.comb(samples, k) * pass_rate**k * (1 - pass_rate) ** (samples - k)
@@ -61,7 +65,15 @@ def pair_outlook(observed: Sequence[bool], rate: float, params: GenerateParams, 
     if not adaptive:
         return float(n), accepted
     rounds, need = params.adaptive.round_samples, params.adaptive.min_accepted
-    return sum(min(rounds, n - start) * (1 - at_least(need, start)) for start in range(0, n, rounds)), accepted
+    rendered = 0.0
+    for i, start in enumerate(range(0, n, rounds)):  # a round is rendered while fewer than `need` before it passed
+        still = 1 - at_least(need, start)
+        if start >= len(observed) and still < TAIL:  # the rounds left add under n * TAIL samples
+            return rendered, accepted
+        if start >= len(observed) and i == MAX_ROUNDS:  # the rest at this round's chance: exact once it no longer
+            return rendered + (n - start) * still, accepted  # changes (a pass rate of 0), else an upper bound
+        rendered += min(rounds, n - start) * still
+    return rendered, accepted
 
 
 def outlook(measured: Measured, params: GenerateParams, adaptive: bool) -> tuple[float, float]:

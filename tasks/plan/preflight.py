@@ -72,20 +72,38 @@ def missing(section) -> list[str]:
     return [f"{name} ({fetch})" for name, present, fetch in checks if not present and fetch]
 
 
-def reads_processor(spec: ModelSpec, folder: Path) -> bool:
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model")  # one of them holds a transformers model folder's tokenizer
+
+
+def reads_processor(spec: ModelSpec, config: dict) -> bool:
     """Whether the model's loader starts with its `AutoProcessor`: an image-text model (an `ItmSpec`, or a config
     with a `vision_config`, as the judge's VLM has)."""
-    config = folder / "config.json"
-    return isinstance(spec, ItmSpec) or (config.is_file() and "vision_config" in json.loads(config.read_text()))
+    return isinstance(spec, ItmSpec) or "vision_config" in config
+
+
+def _lacking(spec: ModelSpec, folder: Path) -> str | None:
+    """What a local transformers model folder (one with a config.json) lacks that its loader reads: a config that
+    parses, a tokenizer, a processor config (image-text models); None when nothing."""
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except ValueError as err:
+        return f"model folder {spec.id}: its config.json is no JSON ({err})"
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        return f"model folder {spec.id} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): save the model's " \
+               "tokenizer there (`tokenizer.save_pretrained`)"
+    if reads_processor(spec, config) and not any((folder / name).is_file() for name in PROCESSOR_CONFIGS):
+        return f"model folder {spec.id} has no processor config ({' or '.join(PROCESSOR_CONFIGS)}): save the " \
+               "model's processor there (`processor.save_pretrained`)"
+    return None
 
 
 def incomplete(section) -> list[str]:
-    """A line for each local model folder of a params section without a processor config its loader reads."""
+    """A line for each local transformers model folder of a params section that lacks what its loader reads (a
+    broken weights file is the loader's one line: `loading.load_once`)."""
     folders = ((spec, Path(spec.local())) for _, spec in model_specs(section) if not isinstance(spec, ClipSpec))
-    return [f"model folder {spec.id} has no processor config ({' or '.join(PROCESSOR_CONFIGS)}): save the model's "
-            "processor there (`processor.save_pretrained`)" for spec, folder in folders
-            if folder.is_dir() and reads_processor(spec, folder)
-            and not any((folder / name).is_file() for name in PROCESSOR_CONFIGS)]
+    return [line for spec, folder in folders if (folder / "config.json").is_file()
+            and (line := _lacking(spec, folder)) is not None]
 
 
 def placement(spec: ModelSpec) -> tuple[str, str]:

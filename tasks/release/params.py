@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from tasks.core.fields import RepoId, Seed
 from tasks.core.specs import Frozen
 
 
@@ -11,7 +12,7 @@ class ExportParams(Frozen):
     """The `datasets` folder (parquet shards under data/) and, when `repo_id` is set and HF_TOKEN given, its push."""
 
     shard_rows: int = Field(500, ge=1, description="rows per parquet shard at most")
-    repo_id: str | None = Field(None, description="Hub dataset repo (owner/name) to push to; None never pushes")
+    repo_id: RepoId | None = Field(None, description="Hub dataset repo (owner/name) to push to; None never pushes")
     private: bool = True
     license: str = "cc-by-4.0"
     pretty_name: str = "COCO-Counterfactuals (regenerated)"
@@ -20,13 +21,13 @@ class ExportParams(Frozen):
 class MixturesParams(Frozen):
     """Training mixtures of real and counterfactual rows (paper App. B.4.1); needs `paths.source_images`."""
 
-    seed: int = Field(0, description="draws the mixtures' rows and the train/validation split")
+    seed: Seed = Field(0, description="draws the mixtures' rows and the train/validation split")
 
 
 class GalleryParams(Frozen):
     """The static pair gallery (`cfgen gallery`)."""
 
-    seed: int = Field(0, description="draws the rejected rows shown per stage and reason")
+    seed: Seed = Field(0, description="draws the rejected rows shown per stage and reason")
 
 
 class DatasheetParams(Frozen):

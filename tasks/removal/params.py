@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from tasks.core.fields import VAE_FACTOR, Cosine, Unit
+from tasks.core.fields import VAE_FACTOR, Cosine, Seed, Unit
 from tasks.core.specs import ClipSpec, Frozen, ModelSpec
 
 
@@ -54,7 +54,7 @@ class InpaintParams(Frozen):
     negative_prompt: str = "{removed}"
     dilate: int = Field(0, ge=0, description="pixels the mask grows by before filling")
     blur_radius: float = Field(8.0, gt=0.0, description="Gaussian radius of the `blur` fill")
-    seed: int = 0
+    seed: Seed = 0
 
 
 class RemovalSelectionParams(Frozen):
@@ -67,4 +67,4 @@ class RemovalSelectionParams(Frozen):
     min_text_image: Cosine = Field(-1.0, description="sim(edited caption, edited image) at least")
     validation_share: Unit = 0.1
     test_share: Unit = 0.2
-    seed: int = 0
+    seed: Seed = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tasks.core.fields import Unit
+from tasks.core.fields import Seed, Unit
 from tasks.core.specs import Frozen
 
 
@@ -13,7 +13,7 @@ class ValidationParams(Frozen):
     seeded order; a seeded `overlap_share` of the images goes to `overlap` annotators (for Fleiss' κ), the rest to
     one."""
 
-    seed: int = 0
+    seed: Seed = 0
     overlap_share: Unit = 0.1
     overlap: int = Field(3, ge=1)
     annotators: tuple[str, ...] = ("annotator1", "annotator2", "annotator3")

@@ -147,8 +147,10 @@ def test_keyed_dump_leaves_out_what_never_changes_a_cached_unit(tmp_path, raw):
 def test_perplexity_weighs_exactly_the_edit_types_that_run(tmp_path, raw):
     path = write(tmp_path, raw)
     assert load_params(path, ["sites.types=[noun]"]).perplexity.type_shares == {"noun": 1.0}  # sites.types alone
-    assert load_params(path, ["sites.types=[noun, delete]", "perplexity.type_shares={noun: 3, lexical: 2}"]
-                       ).perplexity.type_shares == {"noun": 3.0, "delete": 1.0}  # unset: 1; not running: dropped
+    assert load_params(path, ["sites.types=[noun, delete]", "perplexity.type_shares={noun: 3}"]
+                       ).perplexity.type_shares == {"noun": 3.0, "delete": 1.0}  # unset: 1
+    assert error(path, "sites.types=[noun, delete]", "perplexity.type_shares={noun: 3, lexical: 2}") == (
+        "perplexity.type_shares: 'lexical' does not run (sites.types: noun, delete): add it there or drop its weight")
     assert load_params(path, ["perplexity.type_shares.lexical=2"]).perplexity.type_shares == {
         "noun": 1.0, "lexical": 2.0, "quantifier": 1.0, "insert": 1.0, "delete": 1.0, "swap": 1.0}
     assert error(path, "perplexity.type_shares={noun: 1, delete: 0}").startswith("perplexity.type_shares.delete:")
@@ -156,6 +158,20 @@ def test_perplexity_weighs_exactly_the_edit_types_that_run(tmp_path, raw):
     assert paper.sites.types == ("noun",) and paper.perplexity.type_shares == {"noun": 1.0}  # the paper's method
     explicit = ["perplexity.type_shares={noun: 1, lexical: 1, quantifier: 1, insert: 1, delete: 1}"]
     assert keyed_dump(load_params(path, explicit).perplexity) == keyed_dump(load_params(path).perplexity)
+
+
+@pytest.mark.parametrize("override", [
+    "generate.seed=-1", "mixtures.seed=-5", "gallery.seed=-1", "synthetic_coco.seed=-1", "tiny_models.seed=-2",
+    "validation.seed=-1", "evaluate.seed=4294967296", "removal_selection.seed=-1", "export.repo_id=not a repo",
+    "export.repo_id=owner/name/extra", "export.repo_id=../etc", "export.repo_id=owner/"])
+def test_a_seed_no_generator_takes_or_a_malformed_repo_id_is_one_line_naming_it(tmp_path, raw, override):
+    key = override.split("=")[0]
+    assert error(write(tmp_path, raw), override).startswith(f"{key}:")
+
+
+def test_a_seed_or_repo_id_in_range_loads(tmp_path, raw):
+    params = load_params(write(tmp_path, raw), ["generate.seed=4294967295", "export.repo_id=my-org/coco_cf.v2"])
+    assert (params.generate.seed, params.export.repo_id) == (2**32 - 1, "my-org/coco_cf.v2")
 
 
 @pytest.mark.parametrize("override", ["similarity.upper=true", "generate.steps=yes", "paths.source_images=false"])
@@ -253,7 +269,9 @@ def test_dvc_set_param_takes_every_key_of_params_yaml(tmp_path, raw):
     changed = load_params(path)
     assert (changed.generate.steps, changed.sites.types) == (2, ("noun", "lexical"))
     assert changed.perplexity.type_shares == {"noun": 1.0, "lexical": 3.0}
-    assert load_params(path, ["profile=paper"]).generate.steps == before["paper"].generate.steps
+    assert "'lexical' does not run" in error(path, "profile=paper")  # the paper runs nouns only: a weight for
+    paper = load_params(path, ["profile=paper", "perplexity.type_shares=null"])  # lexical would do nothing there
+    assert paper.generate.steps == before["paper"].generate.steps
 
 
 def test_relative_model_paths_point_into_the_project_wherever_they_are_used(tmp_path, raw, monkeypatch):
@@ -286,5 +304,5 @@ def test_a_malformed_override_and_a_misspelt_edit_type_are_one_line_each(tmp_pat
                                                 "',' or ']', but got '<stream end>')")
     assert "'lexicl' is not an edit type (one of noun, lexical, quantifier, insert, delete, swap)" in error(
         path, "perplexity.type_shares={lexicl: 2}")
-    assert load_params(path, ["perplexity.type_shares={lexical: 2}", "sites.types=[noun]"]).perplexity.type_shares \
-        == {"noun": 1.0}  # a real type that does not run is still dropped
+    assert error(path, "perplexity.type_shares={lexical: 2}", "sites.types=[noun]") == (
+        "perplexity.type_shares: 'lexical' does not run (sites.types: noun): add it there or drop its weight")

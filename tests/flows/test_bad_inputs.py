@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -38,6 +39,44 @@ def test_a_judge_model_folder_without_its_processor_config_is_one_line_naming_it
     assert_one_error(result, f"model folder {vlm} has no processor config", "processor_config.json")
 
 
+BROKEN = {  # what a model folder can lack or hold wrong: (break it, caught before any work or by the loader)
+    "corrupt config": (lambda folder: (folder / "config.json").write_text("{not json"), "its config.json is no JSON"),
+    "no tokenizer": (lambda folder: [p.unlink() for p in folder.glob("tokenizer*")], "has no tokenizer"),
+    "no weights": (lambda folder: next(folder.glob("*.safetensors")).unlink(), "cannot be loaded"),
+    "corrupt weights": (lambda folder: next(folder.glob("*.safetensors")).write_bytes(b"\x00" * 64),
+                        "cannot be loaded"),
+    "foreign config": (lambda folder: (folder / "config.json").write_text('{"model_type": "no-such-model"}'),
+                       "cannot be loaded"),
+    "config without a type": (lambda folder: (folder / "config.json").write_text("{}"), "cannot be loaded"),
+}
+
+
+@pytest.mark.parametrize("broken", list(BROKEN))
+def test_a_broken_model_folder_is_one_error_line_naming_it(tmp_path, broken):
+    """The masked LM of candidates broken one way each (issue 44): what the pre-flight can see is its one line before
+    any work; what only loading shows (weights, a foreign config) is the loader wrapper's one line
+    (`loading.load_once`, which every model load goes through), after the server's log: no traceback either way."""
+    from tasks.core.schemas import SITES
+    from tasks.demo.params import TinyModelsParams
+    from tasks.demo.tiny_text import build
+
+    mlm = build(["a dog on a mat", "a cat on a couch"], tmp_path / "models", TinyModelsParams())["mlm"]
+    breaks, says = BROKEN[broken]
+    breaks(mlm)
+    one_row_parquet(tmp_path / "sites.parquet", SITES, caption="a dog on a mat", edit_type="noun", original_word="dog",
+                    start=2, end=5, position=1, tag="NN", n_tokens=5)
+    result = cfgen(tmp_path, "candidates", "sites.parquet", "out.parquet", "-p", f"candidates.model.id={mlm}")
+    if says != "cannot be loaded":
+        assert_one_error(result, f"model folder {mlm}", says)
+        return
+    code, out, err, _ = result
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    ours = re.findall(r'File "[^"]*/(?:tasks|flows|transformers|safetensors)/', out + err)  # the temporary Prefect
+    assert code == 2 and not ours and len(errors) == 1, err[-3000:]  # server may log its own (a busy SQLite)
+    assert errors[0].startswith(f"error: model {mlm} cannot be loaded (load_pretrained): ")
+    assert not (tmp_path / "out.parquet").exists()
+
+
 def test_a_dask_address_without_a_scheduler_is_one_line_naming_it_within_seconds(tmp_path):
     from tasks.text.ingest import SCHEMA
 
@@ -45,6 +84,26 @@ def test_a_dask_address_without_a_scheduler_is_one_line_naming_it_within_seconds
     result = cfgen(tmp_path, "sites", "captions.parquet", "out.parquet", "-p", "engine.dask_address=tcp://127.0.0.1:9")
     assert_one_error(result, "no Dask scheduler answers at engine.dask_address tcp://127.0.0.1:9", "dask scheduler")
     assert not (tmp_path / "out.parquet").exists()
+
+
+def test_a_dask_address_that_accepts_and_never_answers_is_one_line_within_seconds(tmp_path):
+    """A listener that completes TCP's handshake and then says nothing (a firewall's tarpit, another service)."""
+    import socket
+    import threading
+
+    from tasks.text.ingest import SCHEMA
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    threading.Thread(target=lambda: accepted.append(listener.accept()[0]), daemon=True).start()
+    address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    one_row_parquet(tmp_path / "captions.parquet", SCHEMA, caption="a dog on a mat")
+    try:
+        result = cfgen(tmp_path, "sites", "captions.parquet", "out.parquet", "-p", f"engine.dask_address={address}")
+    finally:
+        listener.close()
+    assert_one_error(result, f"no Dask scheduler answers at engine.dask_address {address} (TimeoutError)")
+    assert accepted and not (tmp_path / "out.parquet").exists()
 
 
 def test_sigterm_stops_serve_cleanly(tmp_path, prefect_server):

@@ -376,9 +376,12 @@ def test_i_a_judge_threshold_or_its_verdict_code_reruns_the_judge_and_asks_the_v
     follows the new thresholds; nothing upstream reruns. The truth stage follows the new verdicts without rendering,
     and re-renders every pair when the checker's code changes."""
     path, env = repo
-    first = metrics(path, "judge")
-    assert first["enabled"] and first["pairs"] > 0 and first["rows_out"] > 0  # the demo's thresholds pass some
     thresholds = yaml.safe_load((path / "params.yaml").read_text())["judge"]["thresholds"]
+    for question, bar in (("original_o", 0.0), ("substitute_c", 0.0), ("substitute_o", 1.0), ("original_c", 1.0)):
+        set_param(path, f"judge.thresholds.{question}", bar)  # every pair passes (the random VLM's P(yes) follows
+    timed_repro(path, env, "(i0) the judge's thresholds pass every pair")  # the captions it was built from)
+    first = metrics(path, "judge")
+    assert first["enabled"] and first["pairs"] > 0 and first["rows_out"] == first["pairs"] and first["pairs_asked"] == 0
     for question in ("original_o", "substitute_c"):  # P(Yes) < 1: every pair's asked word now reads as missing
         set_param(path, f"judge.thresholds.{question}", 1.0)
     stages = timed_repro(path, env, "(i1) the judge's expected-yes thresholds 1.0")

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tasks.image.records import MEASURED, PairRecords
 from tests.image.fixtures import PAIRS, make_params, screen
 
@@ -42,6 +44,20 @@ def test_a_line_of_the_wrong_shape_is_a_miss_logged_once(tmp_path, caplog):
     assert records.read("cd34") == {"s2": measured(0.5)}
     warned = [r.getMessage() for r in caplog.records if "unreadable" in r.getMessage()]
     assert warned == [f"{records.path('cd34')}: 5 line(s) unreadable, their samples render again"]
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("clip_dir", "abc"), ("clip_dir", True), ("clip_dir", [0.1]), ("clip_dir", {"x": 1}), ("nan", "false"),
+    ("nan", 0), ("max_pixel_o", 255.5), ("max_pixel_c", "255"), ("subject_margin_o", "0.1"),
+    ("sim_image_image", False)])
+def test_a_field_of_the_wrong_type_is_a_miss_not_a_crash(tmp_path, field, value):
+    """A record line edited by hand or by another version (issue 44): its sample renders again, every rerun works."""
+    records = PairRecords(tmp_path)
+    records.append("ef56", {"s1": measured(0.5), "s2": {**measured(0.5), field: value}})
+    assert records.read("ef56") == {"s1": measured(0.5)}
+    kept = {**measured(None), "sim_image_image": float("-inf"), "clip_dir": 1}  # null, infinite, whole: numbers
+    records.append("ef57", {"s1": kept})
+    assert records.read("ef57") == {"s1": kept}
 
 
 def test_a_pair_costs_one_record_file_whatever_n_samples(tmp_path, tiny_specs, image_models):

@@ -57,6 +57,24 @@ def test_expected_samples_match_the_adaptive_loop(tiny_specs, n_samples, round_s
     assert expected <= n_samples == estimate.pair_outlook((), pass_rate, params, adaptive=False)[0]
 
 
+@pytest.mark.parametrize("pass_rate", [0.0, 0.5, 1e-9])
+def test_a_huge_n_samples_is_estimated_at_once(tiny_specs, pass_rate):
+    """`cfgen plan` with n_samples 10^9 (issue 44): no loop over every round, and still the right expectation."""
+    import time
+
+    params = make_params(tiny_specs, n_samples=10**9, adaptive={"enabled": True, "round_samples": 4,
+                                                                "min_accepted": 1})
+    started = time.perf_counter()
+    rendered, accepted = estimate.pair_outlook((), pass_rate, params, adaptive=True)
+    assert time.perf_counter() - started < 10
+    if pass_rate == 0.0:  # never passes: every round is rendered
+        assert (rendered, accepted) == (10**9, 0.0)
+    elif pass_rate == 0.5:  # rounds of 4 until one passes: 4 / P(a round has a pass)
+        assert rendered == pytest.approx(4 / (1 - 0.5**4), abs=1e-3)
+    else:  # a round's chance barely falls: MAX_ROUNDS summed, the rest at the last one's chance (an upper bound)
+        assert 0.5 * 10**9 < rendered <= 10**9 and accepted == pytest.approx(1 - (1 - 1e-9) ** 10**9, rel=1e-3)
+
+
 def measured(**changes) -> estimate.Measured:
     return replace(estimate.Measured(
         captions=1000, sample_captions=100, sample_pairs=70, caption_seconds=10.0, caption_load_seconds=2.0,
