@@ -83,13 +83,14 @@ def reads_processor(spec: ModelSpec, config: dict) -> bool:
 
 
 def _lacking(spec: ModelSpec, folder: Path) -> str | None:
-    """What a local transformers model folder (one with a config.json) lacks that its loader reads: a config that
-    parses, a tokenizer, a processor config (image-text models); None when nothing."""
+    """What a local model folder with a config.json lacks that its loader reads: a config that parses, a tokenizer (a
+    transformers model: its config has a `model_type`; a diffusers VAE's has none), a processor config (image-text
+    models); None when nothing."""
     try:
         config = json.loads((folder / "config.json").read_text())
     except ValueError as err:
         return f"model folder {spec.id}: its config.json is no JSON ({err})"
-    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+    if "model_type" in config and not any((folder / name).is_file() for name in TOKENIZER_FILES):
         return f"model folder {spec.id} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): save the model's " \
                "tokenizer there (`tokenizer.save_pretrained`)"
     if reads_processor(spec, config) and not any((folder / name).is_file() for name in PROCESSOR_CONFIGS):

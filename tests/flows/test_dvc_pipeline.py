@@ -389,7 +389,8 @@ def test_i_a_judge_threshold_or_its_verdict_code_reruns_the_judge_and_asks_the_v
     judged = metrics(path, "judge")
     assert (judged["pairs_asked"], judged["pairs_cached"], judged["rows_out"]) == (0, first["pairs"], 0)
     assert set(judged["rejects"]) <= {"judge_original_missing", "judge_substitute_missing"}
-    assert "truth" in stages and metrics(path, "truth")["pairs_checked"] == 0  # new verdicts, the same images
+    # new verdicts, the same images (or DVC's run cache restores truth: the first repro's verdicts were these)
+    assert "truth" not in stages or metrics(path, "truth")["pairs_checked"] == 0
     with (path / "tasks/judge/verdict.py").open("a") as f:
         f.write("\n# A comment: the stage's code changed, no answer did.\n")
     stages = timed_repro(path, env, "(i2) tasks/judge/verdict.py edited", "judge")
