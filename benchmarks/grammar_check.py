@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 from bench import ROOT, console, start, table
 
-from tasks.core.schemas import EDIT_TYPES
+from tasks.core.fields import EDIT_TYPES
 from tasks.core.specs import ModelSpec
 from tasks.demo.params import TinyModelsParams
 from tasks.demo.tiny_text import build

@@ -1,18 +1,21 @@
-"""Image stage: UNet rows/s of cfgen's paired P2P sampler against diffusers' stock StableDiffusionPipeline, peak
-memory, and UNet rows per accepted pair with and without adaptive stopping.
+"""Image stage: UNet rows/s of cfgen's paired P2P sampler against diffusers' stock StableDiffusionPipeline (eager and
+compiled), cfgen's pixels compiled against eager, peak memory, and UNet rows per accepted pair with and without
+adaptive stopping.
 
     python benchmarks/image_stage.py                                  # SD v1.5 UNet structure, width 64, 256 px, CPU
-    python benchmarks/image_stage.py --width 320 --size 512 --steps 50 --batch-samples 8 \\
-        --dtype float16 --channels-last --compile                     # the full SD v1.5 UNet shape, on a GPU
+    python benchmarks/image_stage.py --width 320 --size 512 --steps 20 --batch-samples 8 \
+        --dtype float16 --no-memory --no-adaptive                     # the full SD v1.5 UNet shape, on a GPU
 
 The models are random, written in the real SD v1 folder layout (`tiny_images.build_tiny_diffusion` with SD v1.5's
-UNet blocks, `sd15_unet(width)`; a 768-wide text encoder as in SD v1.5), so both samplers load the same files and do
-the same UNet FLOPs. Rows per call match: cfgen renders S samples as 4S rows ([uncond, cond] x [C_o, C_c]); the stock
-pipeline gets 2S prompts (C_o and C_c, S times) under classifier-free guidance, also 4S rows. Both decode with the
-VAE. Timing: both samplers in one process, one untimed call each, then --repeats timed calls alternating between
-them; peak memory: each sampler alone in a fresh process, --repeats processes each, alternating; the adaptive
-table: --repeats fresh processes each for off and on, alternating. Tables print median (min–max) and, under each, a
-legend of what every column measures.
+UNet blocks, `sd15_unet(width)`; a 768-wide text encoder as in SD v1.5), so every sampler loads the same files and
+does the same UNet FLOPs. Rows per call match: cfgen renders S samples as 4S rows ([uncond, cond] x [C_o, C_c]); the
+stock pipeline gets 2S prompts (C_o and C_c, S times) under classifier-free guidance, also 4S rows. All decode with
+the VAE. The samplers (`SAMPLERS`): stock eager; stock with `torch.compile` (its default mode, as the issue-46
+reference measured it); cfgen as the paper profile ran before issue 46 (channels_last, eager); cfgen as configured
+now (`generate.compile_unet`, default auto). Timing: all samplers in one process, one untimed call each (compiles
+included, timed apart), then --repeats timed calls alternating between them; peak memory: each sampler alone in a
+fresh process; the adaptive table: --repeats fresh processes each for off and on, alternating. Tables print median
+(min–max) and, under each, a legend of what every column measures.
 """
 
 from __future__ import annotations
@@ -43,22 +46,33 @@ def generate_params(folder: Path, clip: Path | None, opts: dict):
     return GenerateParams(
         diffusion=ModelSpec(id=str(folder), dtype=opts["dtype"]), vae=None,
         clip=build_tiny_clip(clip, seed=0) if clip else GenerateParams().clip, size=opts["size"], steps=opts["steps"],
-        n_samples=opts["samples"], batch_samples=opts["batch_samples"], channels_last=opts["channels_last"],
-        compile_unet=opts["compile"])
+        n_samples=opts["samples"], batch_samples=opts["batch_samples"])
 
 
-def sampler(stock: bool, folder: Path, opts: dict) -> Callable[[], None]:
-    """One call of a sampler at 4 x batch_samples UNet rows per call: the stock pipeline or cfgen's paired one."""
+SAMPLERS = {  # name: (stock pipeline?, channels_last, compile mode or None; "now": --channels-last / --compile)
+    "diffusers StableDiffusionPipeline, eager": (True, False, None),
+    "diffusers StableDiffusionPipeline, torch.compile": (True, False, "default"),
+    "cfgen P2P, paper profile before issue 46 (channels_last, eager)": (False, True, "off"),
+    "cfgen P2P, now": (False, "now", "now"),
+}
+STOCK_EAGER, STOCK_COMPILED = list(SAMPLERS)[:2]
+
+
+def sampler(name: str, folder: Path, opts: dict) -> Callable[[], object]:
+    """One call of a sampler at 4 x batch_samples UNet rows per call."""
     import torch
 
     from tasks.core.loading import resolve_device, resolve_dtype
     from tasks.image import sampling
 
+    stock, channels_last, mode = SAMPLERS[name]
     params, n = generate_params(folder, None, opts), opts["batch_samples"]
     device = resolve_device(params.diffusion)
     dtype = resolve_dtype(params.diffusion, device)
     if not stock:
-        diffusion = sampling.load_diffusion(params.diffusion, None, params.channels_last, params.compile_unet)
+        diffusion = sampling.load_diffusion(params.diffusion, None,
+                                            opts["channels_last"] if channels_last == "now" else channels_last,
+                                            opts["compile"] if mode == "now" else mode)
         samples = [sampling.plan_sample(params, "bench", i) for i in range(n)]
         return lambda: sampling.render(diffusion, sampling.encode_prompts(diffusion, C_O, C_C), samples,
                                        params.steps, params.size)
@@ -72,18 +86,15 @@ def sampler(stock: bool, folder: Path, opts: dict) -> Callable[[], None]:
         unet=UNet2DConditionModel.from_pretrained(folder / "unet", dtype=dtype),
         scheduler=EulerAncestralDiscreteScheduler.from_pretrained(folder / "scheduler"),
         safety_checker=None, feature_extractor=None, requires_safety_checker=False).to(device)
-    if params.channels_last:
-        pipe.unet.to(memory_format=torch.channels_last)
-        pipe.vae.to(memory_format=torch.channels_last)
-    if params.compile_unet:
-        pipe.unet = torch.compile(pipe.unet)
+    if mode:
+        pipe.unet = torch.compile(pipe.unet, mode=mode)
     pipe.set_progress_bar_config(disable=True)
     return lambda: pipe(prompt=[C_O, C_C] * n, num_inference_steps=params.steps, guidance_scale=7.5,
                         height=params.size, width=params.size, output_type="np",
                         generator=torch.Generator(device).manual_seed(0))
 
 
-def synchronized(call: Callable[[], None]) -> float:
+def synchronized(call: Callable[[], object]) -> float:
     import torch
 
     t = time.perf_counter()
@@ -94,23 +105,43 @@ def synchronized(call: Callable[[], None]) -> float:
 
 
 def time_samplers(folder: Path, opts: dict) -> dict:
-    """In a fresh process: both samplers loaded, one untimed call each, then --repeats timed calls of each,
-    alternating between them (so drift on a shared machine hits both alike); seconds per call of each, and the
-    device."""
+    """In a fresh process: every sampler loaded and called once untimed (its first-call seconds kept: compiling
+    included), then --repeats timed calls of each, alternating between them (so drift on a shared machine hits all
+    alike); seconds per call of each, the device, and cfgen now's pixels against cfgen eager's."""
     from tasks.core.loading import resolve_device, resolve_dtype
 
-    calls = {stock: sampler(stock, folder, opts) for stock in (True, False)}
-    for call in calls.values():
-        call()
-    seconds = alternating({stock: partial(synchronized, call) for stock, call in calls.items()}, opts["repeats"])
+    calls = {name: sampler(name, folder, opts) for name in SAMPLERS}
+    first = {name: synchronized(call) for name, call in calls.items()}
+    seconds = alternating({name: partial(synchronized, call) for name, call in calls.items()}, opts["repeats"])
     spec = generate_params(folder, None, opts).diffusion
     device = resolve_device(spec)
-    return {"seconds": seconds, "device": f"{device.type} {resolve_dtype(spec, device)}"}
+    return {"seconds": seconds, "first": first, "pixels": pixel_difference(folder, opts, calls[list(SAMPLERS)[-1]]),
+            "device": f"{device.type} {resolve_dtype(spec, device)}"}
 
 
-def peak_memory(stock: bool, folder: Path, opts: dict) -> float:
+def pixel_difference(folder: Path, opts: dict, now: Callable[[], object]) -> dict:
+    """cfgen now's images (uint8) against cfgen eager's (separate q·k·v projections: the path before issue 46,
+    without channels_last) for the same samples: the largest |difference| and the share of differing values."""
+    import numpy as np
+    from diffusers.models.attention_processor import Attention
+
+    from tasks.image import sampling
+
+    params, n = generate_params(folder, None, opts), opts["batch_samples"]
+    eager = sampling.load_diffusion(params.diffusion, None, False, "off")
+    for module in eager.unet.modules():
+        if isinstance(module, Attention):
+            module.fused_projections = False
+    samples = [sampling.plan_sample(params, "bench", i) for i in range(n)]
+    reference = sampling.render(eager, sampling.encode_prompts(eager, C_O, C_C), samples, params.steps,
+                                params.size).images.astype(int)
+    difference = np.abs(now().images.astype(int) - reference)
+    return {"max": int(difference.max()), "share": float((difference > 0).mean())}
+
+
+def peak_memory(name: str, folder: Path, opts: dict) -> float:
     """In a fresh process: peak memory of one sampler over one call (its loading included)."""
-    synchronized(sampler(stock, folder, opts))
+    synchronized(sampler(name, folder, opts))
     return peak_memory_mib()
 
 
@@ -149,12 +180,13 @@ def adaptive_cost(folder: Path, clip: Path, opts: dict, adaptive: bool) -> dict:
 
 SPEED_LEGEND = (
     "s per call: wall seconds of one sampler call (prompt encoding, every step over the call's UNet rows, VAE decode; "
-    "CUDA synchronized), timed in one process holding both samplers, after one untimed call each; the timed calls "
-    "alternate stock, cfgen, stock, cfgen, ...",
+    "CUDA synchronized), timed in one process holding every sampler, after one untimed call each (first call s: "
+    "that call, compiling included); the timed calls alternate between the samplers in the table's order.",
     "UNet rows/s: UNet rows per call × steps / s per call, per call.",
-    "vs stock: the ratio of the median rates, then (min–max) of rate_i / stock rate_i over adjacent calls i.",
+    "vs stock eager / compiled: the ratio of the median rates, then (min–max) of rate_i / that stock rate_i over the "
+    "rounds i.",
     "peak memory MiB: each sampler alone in a fresh process, over loading and one call: peak CUDA memory allocated "
-    "on a GPU, else peak RSS; those processes alternate stock, cfgen, ...",
+    "on a GPU, else peak RSS; those processes alternate between the samplers ('–': not measured, --no-memory).",
 )
 COST_LEGEND = (
     "Each run: a fresh process calling the image stage (`generate.run`) over all pairs; off and on alternate.",
@@ -167,14 +199,16 @@ COST_LEGEND = (
 
 
 def speed_table(title: str, timed: dict, peak: dict, rows: int) -> Table:
-    """Per sampler: seconds per call, UNet rows/s, its ratio to the stock pipeline's, peak memory."""
-    rates = {stock: [rows / s for s in seconds] for stock, seconds in timed["seconds"].items()}
-    result = table(title, ("sampler", "s per call", "UNet rows/s", "rows/s vs stock", "peak memory MiB"),
-                   SPEED_LEGEND)
-    for stock, name in ((True, "diffusers StableDiffusionPipeline (stock attention)"),
-                        (False, "cfgen paired P2P sampler")):
-        result.add_row(name, spread(timed["seconds"][stock]), spread(rates[stock], ".1f"),
-                       "–" if stock else ratio(rates[stock], rates[True], ".3f"), spread(peak[stock], ".0f"))
+    """Per sampler: seconds per call, UNet rows/s and their ratios to stock eager and compiled, the first call,
+    peak memory."""
+    rates = {name: [rows / s for s in seconds] for name, seconds in timed["seconds"].items()}
+    result = table(title, ("sampler", "s per call", "UNet rows/s", "vs stock eager", "vs stock compiled",
+                           "first call s", "peak memory MiB"), SPEED_LEGEND)
+    for name in SAMPLERS:
+        result.add_row(name, spread(timed["seconds"][name]), spread(rates[name], ".1f"),
+                       *("–" if name == stock else ratio(rates[name], rates[stock], ".3f")
+                         for stock in (STOCK_EAGER, STOCK_COMPILED)),
+                       f"{timed['first'][name]:.1f}", spread(peak[name], ".0f") if name in peak else "–")
     return result
 
 
@@ -204,28 +238,35 @@ def main(width: Annotated[int, typer.Option(help="UNet top-level channels (SD v1
          adaptive_steps: Annotated[int, typer.Option(help="steps in the adaptive table (rows scale with it)")] = 4,
          repeats: Repeats = 3,
          dtype: Annotated[str, typer.Option(help="auto (fp32 on CPU), float16, bfloat16, float32")] = "auto",
-         channels_last: bool = False,
-         compile: Annotated[bool, typer.Option("--compile", help="torch.compile both UNets")] = False) -> None:
+         compile: Annotated[str, typer.Option(help="generate.compile_unet of 'cfgen P2P, now'")] = "auto",
+         channels_last: Annotated[bool, typer.Option(help="generate.channels_last of 'cfgen P2P, now'")] = False,
+         memory: Annotated[bool, typer.Option(help="measure peak memory (a fresh process per sampler and repeat)")]
+         = True,
+         adaptive: Annotated[bool, typer.Option(help="the adaptive-stopping table (needs polars and open_clip)")]
+         = True) -> None:
     from tasks.demo.tiny_images import build_tiny_diffusion, sd15_unet
 
     opts = dict(size=size, steps=steps, batch_samples=batch_samples, samples=samples, adaptive_steps=adaptive_steps,
-                repeats=repeats, dtype=dtype, channels_last=channels_last, compile=compile)
+                repeats=repeats, dtype=dtype, compile=compile, channels_last=channels_last)
     with tempfile.TemporaryDirectory(prefix="cfgen-bench-") as tmp:
         folder, clip = Path(tmp) / "sd", Path(tmp) / "clip"
         build_tiny_diffusion(folder, seed=0, unet=sd15_unet(width), text_width=768)
         timed = in_fresh_process(time_samplers, folder, opts)
-        peak = alternating({stock: partial(in_fresh_process, peak_memory, stock, folder, opts)
-                            for stock in (True, False)}, repeats)
-        costs = alternating({adaptive: partial(in_fresh_process, adaptive_cost, folder, clip, opts, adaptive)
-                             for adaptive in (False, True)}, repeats)
-    console.print(speed_table(f"UNet rows/s: SD v1.5 UNet blocks at width {width}, {size} px, {steps} steps, "
-                              f"{4 * batch_samples} rows per call, {timed['device']}"
-                              f"{', channels_last' if channels_last else ''}{', compiled' if compile else ''}; "
-                              f"median (min–max) of {repeats} calls / processes", timed, peak,
-                              4 * batch_samples * steps))
-    console.print(cost_table(f"UNet rows per accepted pair: {len(PAIRS)} pairs, n_samples={samples}, "
-                             f"{adaptive_steps} steps, clip_dir >= 0 on a random CLIP (about half pass); median "
-                             f"(min–max) of {repeats} runs", costs))
+        peak = alternating({name: partial(in_fresh_process, peak_memory, name, folder, opts) for name in SAMPLERS},
+                           repeats) if memory else {}
+        console.print(speed_table(f"UNet rows/s: SD v1.5 UNet blocks at width {width}, {size} px, {steps} steps, "
+                                  f"{4 * batch_samples} rows per call, {timed['device']}; cfgen now: "
+                                  f"compile_unet={compile}, channels_last={channels_last}; "
+                                  f"median (min–max) of {repeats} calls / processes", timed, peak,
+                                  4 * batch_samples * steps))
+        console.print(f"cfgen now vs cfgen eager (separate projections), same samples: max |Δ pixel| "
+                      f"{timed['pixels']['max']}, {timed['pixels']['share']:.2%} of pixel values differ")
+        if adaptive:
+            costs = alternating({on: partial(in_fresh_process, adaptive_cost, folder, clip, opts, on)
+                                 for on in (False, True)}, repeats)
+            console.print(cost_table(f"UNet rows per accepted pair: {len(PAIRS)} pairs, n_samples={samples}, "
+                                     f"{adaptive_steps} steps, clip_dir >= 0 on a random CLIP (about half pass); "
+                                     f"median (min–max) of {repeats} runs", costs))
 
 
 if __name__ == "__main__":

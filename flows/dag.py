@@ -27,18 +27,16 @@ def publish(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) ->
 def run(source: Annotated[str | None, typer.Option(help="caption file (default: paths.captions_source)")] = None,
         profile: Annotated[str | None, typer.Option(help="demo | paper (default: params.yaml)")] = None,
         param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-    """The whole DAG as one Prefect flow (what the scheduled deployment runs); a metrics file whose facts it leaves as
-    they were keeps its bytes, counters included (`flows.engine.counters`)."""
+    """The whole DAG as one Prefect flow (what the scheduled deployment runs); its counters go to the run logs, so a
+    run that changes no output leaves every metrics file as it was (`flows.engine.counters`)."""
     with user_errors():
         extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
         params = load_params(params_file, [*(param or []), *extra])
         check_source(params.paths.captions_source)
-        from flows.engine.counters import counts_kept
         from flows.engine.server import prefect_api
         from flows.pipeline import dataset_flow
 
-        metrics = [*sorted(params.paths.metrics.glob("*.json")), params.paths.run_metrics]
-        with on_cluster(params), prefect_api(), counts_kept(metrics):
+        with on_cluster(params), prefect_api():
             console.print_json(data=dataset_flow(source, profile, str(params_file), param or []))
 
 

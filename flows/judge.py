@@ -19,6 +19,7 @@ from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
 from flows.engine.caching import unit_task
+from flows.engine.counters import write_metrics
 from flows.engine.progress import StageProgress
 from flows.engine.sharding import stage_metrics
 from flows.engine.workspace import result_store
@@ -26,7 +27,7 @@ from flows.validation import read_ratings
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
-from tasks.core.io import plain, read_frame, read_rgb, write_json, write_outputs
+from tasks.core.io import plain, read_frame, read_rgb, write_outputs
 from tasks.core.loading import set_torch_threads
 from tasks.core.schemas import JUDGE_COLUMNS, JUDGED, JUDGED_REJECTS, PAIR, SELECTED
 from tasks.judge import ask, calibration
@@ -105,6 +106,6 @@ def judge_flow(params: Params) -> dict:
                                pairs_cached=selected.height - computed if jp.enabled else 0),
                "model": fingerprint(jp.model) if jp.enabled else None, "agreement": calibrated,
                "thresholds": dict(jp.thresholds)}
-    write_json(plain(metrics), paths.metrics / "judge.json")
+    write_metrics(plain(metrics), paths.metrics / "judge.json")
     get_run_logger().info("judge: %d pairs (%d asked now), %d rejected", selected.height, computed, rejects.height)
     return metrics

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
+from flows.engine.counters import write_metrics
 from flows.engine.sharding import task_runner
 from flows.evaluation import evaluate_flow
 from flows.image import generate_flow, selection_flow
@@ -25,7 +26,6 @@ from flows.text import ingest_task, stage_flow
 from flows.truth import truth_flow
 from flows.validation import validation_flow, validation_tasks_flow
 from tasks.config import PARAMS_FILE, load_params
-from tasks.core.io import write_json
 from tasks.core.stages import CAPTION_STEPS, stages
 from tasks.demo import synthetic_coco, tiny_models
 from tasks.demo.params import TinyModelsParams
@@ -62,7 +62,7 @@ def run_dag(params: Params) -> dict[str, dict]:
     metrics["selection"] = selection_flow.with_options(task_runner=runner)(paths.samples, paths.selected,
                                                                      paths.selected_images, params)
     for name, m in metrics.items():
-        write_json(m, paths.metrics / f"{name}.json")
+        write_metrics(m, paths.metrics / f"{name}.json")
     validation_tasks_flow(params)
     validation_flow(params)
     metrics["judge"] = judge_flow.with_options(task_runner=runner)(params)

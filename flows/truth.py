@@ -21,11 +21,12 @@ from prefect.utilities.annotations import unmapped
 
 from flows.commands import PathsCommand, check_models, show_json
 from flows.engine.caching import unit_task
+from flows.engine.counters import write_metrics
 from flows.engine.progress import StageProgress
 from flows.engine.sharding import task_runner
 from flows.engine.workspace import result_store
 from tasks.core import keys
-from tasks.core.io import plain, read_frame, read_rgb, write_json
+from tasks.core.io import plain, read_frame, read_rgb
 from tasks.core.loading import set_torch_threads
 from tasks.core.schemas import SAMPLES, SELECTED
 from tasks.image.params import GenerateParams
@@ -69,11 +70,11 @@ def subjects_pass(samples: pl.DataFrame, params: Params) -> pl.DataFrame:
 def truth_flow(params: Params) -> dict:
     paths = params.paths
     if not params.truth.enabled:
-        write_json({"stage": "truth", "enabled": False}, paths.metrics / "truth.json")
+        write_metrics({"stage": "truth", "enabled": False}, paths.metrics / "truth.json")
         for path, schema in ((paths.truth_samples, truth.TRUTH), (paths.truth, truth.SELECTED_TRUTH)):
             path.parent.mkdir(parents=True, exist_ok=True)
             pl.DataFrame(schema=schema).write_parquet(path)
-        return {"enabled": False}
+        return {"stage": "truth", "enabled": False}
     samples = read_frame(paths.samples, SAMPLES, "generate")
     selected = read_frame(paths.selected, SELECTED, "selection")
     pairs = samples.partition_by("caption_id", maintain_order=True)
@@ -94,7 +95,7 @@ def truth_flow(params: Params) -> dict:
                "pairs_checked": sum(f.state.name != "Cached" for f in futures)}
     checked.write_parquet(paths.truth_samples)
     chosen.write_parquet(paths.truth)
-    write_json(plain(metrics), paths.metrics / "truth.json")
+    write_metrics(plain(metrics), paths.metrics / "truth.json")
     get_run_logger().info("truth: pair accuracy %s (samples) -> %s (selected)", *metrics["pair_accuracy"].values())
     return metrics
 

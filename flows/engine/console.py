@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from flows.engine.counters import write_metrics
 from tasks.core.errors import UserError
-from tasks.core.io import write_json
 
 console = Console(stderr=True)
 VERBOSE = {"on": False}
@@ -70,7 +70,8 @@ def user_errors():
 
 
 def report_table(metrics: list[dict], path: Path | None) -> None:
-    """Print a stage metrics table; with `path`, also write the metrics there (JSON)."""
+    """Print a stage metrics table; with `path`, also write the metrics there (JSON: facts; counters in its run log,
+    `counters.write_metrics`)."""
     table = Table("step", "rows in", "rows out", "rejects", "counters")
     for m in metrics:
         rejects = ", ".join(f"{k}={v}" for k, v in m["rejects"].items()) or "-"
@@ -78,4 +79,4 @@ def report_table(metrics: list[dict], path: Path | None) -> None:
         table.add_row(m["stage"], str(m["rows_in"]), str(m["rows_out"]), rejects, counters or "-")
     console.print(table)
     if path:
-        write_json(metrics[0] if len(metrics) == 1 else {m["stage"]: m for m in metrics}, path)
+        write_metrics(metrics[0] if len(metrics) == 1 else {m["stage"]: m for m in metrics}, path)

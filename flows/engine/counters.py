@@ -1,20 +1,17 @@
-"""A run's counters in the metrics files that DVC tracks.
+"""A run's counters, kept out of the metrics files that DVC tracks.
 
-A stage's metrics hold COUNTERS (what this run computed vs. took from the cache) beside facts about its outputs. DVC
-writes a stage's metrics only when it runs the stage, so they count the run that made its outputs. `cfgen run` runs
-every stage: `counts_kept` puts back each metrics file whose facts the run left as they were, so a run of an
-up-to-date workspace modifies no tracked file (its own counts are in the summary it prints).
+A stage's metrics hold facts about its outputs beside COUNTERS (what this run computed vs. took from the cache).
+`write_metrics` gives DVC the facts alone, so the tracked file (and `dvc.lock`, `dvc metrics diff`, `cfgen diff`)
+depends on the outputs only, never on what a cache spared; the whole document, counters included, goes to the run
+log beside it (`<stem>.run.json`), which neither DVC nor git tracks: it says what the last run computed.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tasks.core.io import write_file
+from tasks.core.io import write_json
 
 COUNTERS = frozenset({"pairs_generated", "samples_rendered", "renders", "renders_cached", "edits_filled",
                       "edits_cached", "shards_computed", "pairs_asked", "pairs_cached", "pairs_checked"})
@@ -28,15 +25,12 @@ def facts(metrics: Any) -> Any:
     return [facts(v) for v in metrics] if isinstance(metrics, list) else metrics
 
 
-@contextlib.contextmanager
-def counts_kept(files: list[Path]) -> Iterator[None]:
-    """On exit, however the block ends, each of `files` (JSON) that it rewrote with the same facts gets its bytes
-    back."""
-    before = {path: path.read_bytes() for path in files if path.is_file()}
-    try:
-        yield
-    finally:
-        for path, old in before.items():
-            with contextlib.suppress(OSError, ValueError):  # gone or torn: the run's own outcome stands
-                if (new := path.read_bytes()) != old and facts(json.loads(new)) == facts(json.loads(old)):
-                    write_file(path, lambda staged: staged.write_bytes(old))
+def run_log(path: Path) -> Path:
+    """Where the run that wrote the metrics file `path` left its counters."""
+    return path.with_name(f"{path.stem}.run.json")
+
+
+def write_metrics(metrics: dict, path: Path) -> None:
+    """`path` gets the facts of `metrics` (a stage's, or several by stage name), its run log all of it."""
+    write_json(facts(metrics), path)
+    write_json(metrics, run_log(path))

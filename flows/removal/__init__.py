@@ -11,8 +11,9 @@ from pathlib import Path
 import polars as pl
 from prefect import get_run_logger
 
+from flows.engine.counters import write_metrics
 from flows.engine.sharding import stage_metrics
-from tasks.core.io import write_json, write_outputs
+from tasks.core.io import write_outputs
 from tasks.params import Params
 
 
@@ -20,6 +21,6 @@ def finish(name: str, rows_in: int, kept: pl.DataFrame, rejects: pl.DataFrame, o
             **extra) -> dict:
     write_outputs(kept, rejects, output)
     metrics = stage_metrics(name, rows_in, kept, rejects, **extra)
-    write_json(metrics, params.paths.metrics / f"{name}.json")
+    write_metrics(metrics, params.paths.metrics / f"{name}.json")
     get_run_logger().info("%s: %d in, %d out, rejects %s", name, rows_in, kept.height, metrics["rejects"])
     return metrics

@@ -22,7 +22,6 @@ CAPTIONS: Schema = {"caption_id": pl.String, "image_id": pl.String, "caption": p
 CAPTIONS_REJECTS: Schema = {"file": pl.String, "line": pl.Int64, "caption_id": pl.String, "caption": pl.String,
                             "reason": pl.String}
 
-EDIT_TYPES = ("noun", "lexical", "quantifier", "insert", "delete", "swap")  # the values of `edit_type`
 SITES: Schema = {
     "caption_id": pl.String, "image_id": pl.String, "caption": pl.String, "edit_type": pl.String,
     "position": pl.Int64, "start": pl.Int64, "end": pl.Int64, "original_word": pl.String, "tag": pl.String,

@@ -1,4 +1,4 @@
-"""Prompt-to-Prompt attention sharing for a paired UNet batch, as an attention processor + a controller.
+"""Prompt-to-Prompt attention sharing for a paired UNet batch, as an attention processor + a per-step schedule.
 
 Batch contract: UNet rows come in adjacent (o, c) pairs, the o row conditioned on C_o and the c row on C_c; for S
 samples under classifier-free guidance the 4S rows are `[uncond·C_o, uncond·C_c, cond·C_o, cond·C_c]` per sample,
@@ -7,7 +7,9 @@ so row pair j belongs to sample j // 2. While a pair shares, its c row attends w
 
 Maps are shared in self-attention layers (attn1) only, as the paper does after InstructPix2Pix; cross-attention
 layers always run as stock, so C_c's tokens steer the c row whatever their count. A sample shares at step i
-(0-based) of T iff `i < p2p_fraction · T`.
+(0-based) of T iff `i < p2p_fraction · T`. The UNet call of step i gets that step's mask as the `p2p_shared`
+cross-attention kwarg (`schedule`): a graph input, so a compiled UNet (CUDA graphs included) replays one graph for
+every sharing step and one for every stock step; the processors hold no state.
 """
 
 from __future__ import annotations
@@ -21,42 +23,13 @@ from diffusers.models.attention_processor import Attention
 GUIDANCE_ROW_PAIRS = 2  # (uncond·C_o, uncond·C_c) and (cond·C_o, cond·C_c)
 
 
-class AttentionController:
-    """Shared state of all processors of one UNet: which row pairs share maps in the next UNet call.
-
-    `begin(fractions, steps, device)` per batch, `step(i)` before each UNet call, `reset()` after the batch (then
-    nothing is shared: the UNet behaves as stock). Each sample has GUIDANCE_ROW_PAIRS (o, c) row pairs per call.
-    """
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.fractions: Sequence[float] = ()
-        self.steps = 0
-        self.device = torch.device("cpu")
-        self.shared: torch.Tensor | None = None
-
-    def begin(self, fractions: Sequence[float], steps: int, device: torch.device = torch.device("cpu")) -> None:
-        """`fractions[s]` is sample s's p2p fraction, `steps` the number of denoising steps of the batch, `device`
-        the UNet's."""
-        self.reset()
-        self.fractions, self.steps, self.device = tuple(fractions), steps, device
-
-    def active(self, step: int) -> list[bool]:
-        """Per sample: does it share maps at `step`?"""
-        return [step < p * self.steps for p in self.fractions]
-
-    def step(self, step: int) -> None:
-        """Decided on the host once per UNet call, so layers branch on a Python value (no device sync, and one
-        `torch.compile` graph per case)."""
-        active = self.active(step)
-        self.shared = torch.tensor(active, device=self.device).repeat_interleave(GUIDANCE_ROW_PAIRS) if any(
-            active) else None
-
-    def sharing(self, cross: bool) -> torch.Tensor | None:
-        """Bool per row pair for a self-attention layer, or None when the layer runs as stock."""
-        return None if cross else self.shared
+def schedule(fractions: Sequence[float], steps: int, device: torch.device) -> list[torch.Tensor | None]:
+    """Per step: bool per row pair (GUIDANCE_ROW_PAIRS per sample, `fractions[s]` being sample s's p2p fraction), or
+    None when no sample shares (the UNet runs as stock). Decided on the host once per batch and sent to `device` in
+    one copy: each step's mask is a view of it, so the render loop does no host work per step."""
+    active = [[i < p * steps for p in fractions] for i in range(steps)]
+    table = torch.tensor(active, device=device).repeat_interleave(GUIDANCE_ROW_PAIRS, dim=1)
+    return [table[i] if any(row) else None for i, row in enumerate(active)]
 
 
 def share_maps(query: torch.Tensor, key: torch.Tensor, shared: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,14 +43,24 @@ def share_maps(query: torch.Tensor, key: torch.Tensor, shared: torch.Tensor) -> 
     return swap(query), swap(key)
 
 
-class P2PAttnProcessor:
-    """`AttnProcessor2_0` plus map sharing as directed by `controller` (no attention or encoder masks)."""
+def projections(attn: Attention, hidden: torch.Tensor, context: torch.Tensor,
+                cross: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q, k, v: one GEMM per fused projection once `fuse_qkv_projections` ran (q·k·v in self-attention, k·v in
+    cross-attention), else one each; sharing happens after, so it is exact either way."""
+    if not getattr(attn, "fused_projections", False):
+        return attn.to_q(hidden), attn.to_k(context), attn.to_v(context)
+    if cross:
+        return attn.to_q(hidden), *attn.to_kv(context).chunk(2, dim=-1)
+    return attn.to_qkv(hidden).chunk(3, dim=-1)
 
-    def __init__(self, controller: AttentionController) -> None:
-        self.controller = controller
+
+class P2PAttnProcessor:
+    """`AttnProcessor2_0` (or its fused-projection form) plus map sharing in self-attention as `p2p_shared` directs
+    (no attention or encoder masks)."""
 
     def __call__(self, attn: Attention, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None = None,
-                 attention_mask: torch.Tensor | None = None, temb: torch.Tensor | None = None) -> torch.Tensor:
+                 attention_mask: torch.Tensor | None = None, temb: torch.Tensor | None = None,
+                 p2p_shared: torch.Tensor | None = None) -> torch.Tensor:
         if (attention_mask is not None or hidden_states.ndim != 3 or attn.spatial_norm is not None
                 or attn.group_norm is not None):
             raise ValueError("P2PAttnProcessor supports plain SD attention layers only")
@@ -87,16 +70,15 @@ class P2PAttnProcessor:
         context = hidden_states if not cross else (
             attn.norm_encoder_hidden_states(encoder_hidden_states) if attn.norm_cross else encoder_hidden_states)
         heads = attn.heads
-        query, key, value = attn.to_q(hidden_states), attn.to_k(context), attn.to_v(context)
+        query, key, value = projections(attn, hidden_states, context, cross)
         head_dim = key.shape[-1] // heads
         query, key, value = (x.view(batch, -1, heads, head_dim).transpose(1, 2) for x in (query, key, value))
         if attn.norm_q is not None:
             query = attn.norm_q(query)
         if attn.norm_k is not None:
             key = attn.norm_k(key)
-        shared = self.controller.sharing(cross)
-        if shared is not None:
-            query, key = share_maps(query, key, shared)
+        if p2p_shared is not None and not cross:
+            query, key = share_maps(query, key, p2p_shared)
         out = F.scaled_dot_product_attention(query, key, value, dropout_p=0.0, is_causal=False)
         out = out.transpose(1, 2).reshape(batch, -1, heads * head_dim).to(query.dtype)
         out = attn.to_out[1](attn.to_out[0](out))
@@ -105,8 +87,7 @@ class P2PAttnProcessor:
         return out / attn.rescale_output_factor
 
 
-def install(unet: torch.nn.Module) -> AttentionController:
-    """Give every attention layer of `unet` a `P2PAttnProcessor` sharing one new controller; returns it."""
-    controller = AttentionController()
-    unet.set_attn_processor(P2PAttnProcessor(controller))
-    return controller
+def install(unet: torch.nn.Module) -> None:
+    """Fuse `unet`'s q·k·v projections and give every attention layer a `P2PAttnProcessor`."""
+    unet.fuse_qkv_projections()
+    unet.set_attn_processor(P2PAttnProcessor())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -63,9 +64,11 @@ def sample_key(record: str, sample: Sample) -> str:
 
 @dataclass
 class Batcher:
-    """Renders samples `size` at a time; a CUDA OOM halves `size` for every later call and retries."""
+    """Renders samples `size` at a time; a CUDA OOM halves `size` for every later call and retries. The first batch
+    of a compiled UNet logs its wall time (compiling included: minutes at SD v1.5's size)."""
 
     size: int
+    rendered: bool = False
 
     def render(self, models: ImageModels, prompts: Prompts, samples: list[Sample],
                params: GenerateParams) -> Iterator[tuple[list[Sample], Rendered]]:
@@ -73,7 +76,12 @@ class Batcher:
         while start < len(samples):
             chunk = samples[start:start + self.size]
             try:
+                began = time.perf_counter()
                 rendered = render(models.diffusion, prompts, chunk, params.steps, params.size)
+                if not self.rendered and models.diffusion.compile_mode:
+                    log.info("UNet compiled (torch.compile %s): first batch of %d sample(s) in %.1f s",
+                             models.diffusion.compile_mode, len(chunk), time.perf_counter() - began)
+                self.rendered = True
             except torch.cuda.OutOfMemoryError:
                 if self.size == 1:
                     raise

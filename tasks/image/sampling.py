@@ -4,7 +4,12 @@ Per sample: two generators seeded identically (one per image) draw the initial l
 every step in lockstep, so both images start from the same latent and get the same noise; classifier-free guidance
 uses the sample's own scale. A sample's rows never mix with another sample's (P2P pairs rows within a sample only),
 but batched kernels may round differently for different batch sizes: `render` of a batch of one is the canonical,
-reproducible path (same device, dtype and software stack => same pixels).
+reproducible path (same device, dtype, compile mode and software stack => same pixels).
+
+The render loop does no host work per step: the P2P sharing schedule and every step's ancestral noise (drawn from each
+sample's generators in the scheduler's order, so the pixels are the scheduler's) exist before the first UNet call,
+and each step is the scheduler's Euler-ancestral update on tensors (`AncestralStep`), so a compiled UNet's CUDA graph
+replays back to back.
 """
 
 from __future__ import annotations
@@ -30,15 +35,16 @@ from tasks.image.params import GenerateParams
 
 @dataclass(frozen=True)
 class Diffusion:
-    """SD v1 components on one device/dtype; `controller` drives the P2P processors installed in `unet`, one batch at
-    a time: `lock` serialises the renders of every thread that shares these components (a Dask worker's threads)."""
+    """SD v1 components on one device/dtype, P2P processors installed in `unet` (compiled when `compile_mode` is set);
+    `lock` serialises the renders of every thread that shares these components (a Dask worker's threads): one batch
+    at a time on the device, as a compiled UNet's CUDA graphs (static buffers, replayed in order) require."""
 
     tokenizer: CLIPTokenizer
     text_encoder: torch.nn.Module
     unet: torch.nn.Module
     vae: torch.nn.Module
     scheduler: EulerAncestralDiscreteScheduler
-    controller: p2p.AttentionController
+    compile_mode: str | None
     device: torch.device
     dtype: torch.dtype
     latent_channels: int
@@ -91,12 +97,20 @@ def load_tokenizer(spec: ModelSpec) -> CLIPTokenizer:
     return CLIPTokenizer.from_pretrained(spec.local(), subfolder="tokenizer", **hub_kwargs(spec))
 
 
+def compile_mode(setting: str, device: torch.device) -> str | None:
+    """`torch.compile` mode of the UNet for `generate.compile_unet`: `auto` is reduce-overhead (CUDA graphs) on CUDA
+    and eager elsewhere, `off` eager."""
+    if setting == "auto":
+        return "reduce-overhead" if device.type == "cuda" else None
+    return None if setting == "off" else setting
+
+
 @load_once
 def load_diffusion(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool = False,
-                   compile_unet: bool = False) -> Diffusion:
+                   compile_unet: str = "off") -> Diffusion:
     """Components from `spec`'s SD v1 folder (id or path); `vae` replaces its vae/. fp32 on CPU (resolve_dtype).
-    `channels_last` stores the UNet and VAE convolutions NHWC; `compile_unet` wraps the UNet (with its P2P processors
-    installed) in `torch.compile`."""
+    The UNet gets fused q·k·v projections and the P2P processors; `channels_last` stores the UNet and VAE
+    convolutions NHWC; `compile_unet` (`compile_mode`) wraps the UNet in `torch.compile`."""
     path, device, kwargs = spec.local(), resolve_device(spec), hub_kwargs(spec)
     dtype = resolve_dtype(spec, device)
     if vae is None:
@@ -110,12 +124,13 @@ def load_diffusion(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool =
     if channels_last:
         unet.to(memory_format=torch.channels_last)
         vae_model.to(memory_format=torch.channels_last)
-    controller = p2p.install(unet)
+    p2p.install(unet)
+    mode = compile_mode(compile_unet, device)
     return Diffusion(
         tokenizer=load_tokenizer(spec), text_encoder=text_encoder,
-        unet=torch.compile(unet) if compile_unet else unet, vae=vae_model,
+        unet=unet if mode is None else torch.compile(unet, mode=mode), vae=vae_model,
         scheduler=EulerAncestralDiscreteScheduler.from_pretrained(path, subfolder="scheduler", **kwargs),
-        controller=controller, device=device, dtype=dtype,
+        compile_mode=mode, device=device, dtype=dtype,
         latent_channels=unet.config.in_channels, latent_factor=2 ** (len(vae_model.config.block_out_channels) - 1),
         scaling_factor=vae_model.config.scaling_factor)
 
@@ -137,6 +152,37 @@ def encode_prompts(diffusion: Diffusion, caption: str, counterfactual: str) -> P
     return Prompts(states, *token_counts(tokenizer, caption, counterfactual))
 
 
+@dataclass(frozen=True)
+class AncestralStep:
+    """One step of `EulerAncestralDiscreteScheduler` (epsilon prediction) with its noise given, computed with the
+    scheduler's own operations in its order (0-d CPU tensors: scalars to a kernel, never copied), so a render equals
+    one stepped by `scheduler.step` bit for bit."""
+
+    sigma: torch.Tensor
+    sigma_to: torch.Tensor
+
+    def scale_input(self, sample: torch.Tensor) -> torch.Tensor:
+        return sample / ((self.sigma ** 2 + 1) ** 0.5)
+
+    def __call__(self, eps: torch.Tensor, sample: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        sigma, sigma_to = self.sigma, self.sigma_to
+        sample = sample.to(torch.float32)
+        pred_original_sample = sample - sigma * eps
+        sigma_up = (sigma_to ** 2 * (sigma ** 2 - sigma_to ** 2) / sigma ** 2) ** 0.5
+        sigma_down = (sigma_to ** 2 - sigma_up ** 2) ** 0.5
+        derivative = (sample - pred_original_sample) / sigma
+        prev_sample = sample + derivative * (sigma_down - sigma)
+        return (prev_sample + noise * sigma_up).to(eps.dtype)
+
+
+def ancestral_steps(scheduler: EulerAncestralDiscreteScheduler) -> list[AncestralStep]:
+    """The steps of a scheduler after `set_timesteps`, in order."""
+    if scheduler.config.prediction_type != "epsilon":
+        raise ValueError(f"the diffusion scheduler predicts {scheduler.config.prediction_type!r}: only epsilon runs")
+    sigmas = scheduler.sigmas.cpu()
+    return [AncestralStep(sigmas[i], sigmas[i + 1]) for i in range(len(scheduler.timesteps))]
+
+
 @torch.inference_mode()
 def render(diffusion: Diffusion, prompts: Prompts, samples: Sequence[Sample], steps: int, size: int) -> Rendered:
     """Denoise S samples in UNet batches of 4S rows (`[uncond·C_o, uncond·C_c, cond·C_o, cond·C_c]` per sample)."""
@@ -147,22 +193,20 @@ def render(diffusion: Diffusion, prompts: Prompts, samples: Sequence[Sample], st
     if size % diffusion.latent_factor:
         raise ValueError(f"generate.size={size} is not a multiple of the VAE factor {diffusion.latent_factor}")
     side = size // diffusion.latent_factor
-    latents = randn_tensor((2 * n, diffusion.latent_channels, side, side), generator=generators, device=device,
-                           dtype=dtype) * scheduler.init_noise_sigma
+    shape = (2 * n, diffusion.latent_channels, side, side)
+    latents = randn_tensor(shape, generator=generators, device=device, dtype=dtype) * scheduler.init_noise_sigma
+    noise = [randn_tensor(shape, generator=generators, device=device, dtype=dtype) for _ in range(steps)]
+    shared = p2p.schedule([s.p2p_fraction for s in samples], steps, device)
     uncond, cond_o, cond_c = prompts.states
     context = torch.stack([uncond, uncond, cond_o, cond_c]).repeat(n, 1, 1)
     scales = torch.tensor([s.guidance_scale for s in samples], device=device, dtype=dtype).view(n, 1, 1, 1, 1)
     with diffusion.lock:
-        diffusion.controller.begin([s.p2p_fraction for s in samples], steps, device)
-        try:
-            for i, t in enumerate(scheduler.timesteps):
-                diffusion.controller.step(i)
-                x = scheduler.scale_model_input(latents, t).unflatten(0, (n, 1, 2)).expand(-1, 2, -1, -1, -1, -1)
-                eps = diffusion.unet(x.flatten(0, 2), t, encoder_hidden_states=context).sample.unflatten(0, (n, 2, 2))
-                eps = (eps[:, 0] + scales * (eps[:, 1] - eps[:, 0])).flatten(0, 1).to(latents.dtype)
-                latents = scheduler.step(eps, t, latents, generator=generators).prev_sample
-        finally:
-            diffusion.controller.reset()
+        for i, (t, step) in enumerate(zip(scheduler.timesteps, ancestral_steps(scheduler))):
+            x = step.scale_input(latents).unflatten(0, (n, 1, 2)).expand(-1, 2, -1, -1, -1, -1)
+            eps = diffusion.unet(x.flatten(0, 2), t, encoder_hidden_states=context,
+                                 cross_attention_kwargs={"p2p_shared": shared[i]}).sample.unflatten(0, (n, 2, 2))
+            eps = (eps[:, 0] + scales * (eps[:, 1] - eps[:, 0])).flatten(0, 1).to(latents.dtype)
+            latents = step(eps, latents, noise[i])
     decoded = diffusion.vae.decode(latents / diffusion.scaling_factor).sample.float()
     finite = torch.isfinite(decoded).flatten(1).all(1).view(n, 2).all(1)
     pixels = (decoded.nan_to_num(0.0) / 2 + 0.5).clamp(0, 1).mul(255).round().to(torch.uint8)

@@ -95,6 +95,13 @@ def pass_spread(pilot: Sequence[Sequence[bool]]) -> dict:
             "all_pass": float(np.mean(rates == 1)), "none_pass": float(np.mean(rates == 0))}
 
 
+# cfgen's paired P2P sampler on one H100 80GB HBM3: SD v1.5's UNet shape (random weights) at 512 px, float16, 20
+# steps, 32 UNet rows per call, compile_unet auto (CUDA graphs), VAE decode included; `benchmarks/image_stage.py`,
+# 2026-11-27 (issue 46: stock diffusers 312 rows/s eager, 432 compiled). The reference until a run on the target
+# device replaces it; it holds for SD v1.5 at 512 px only.
+H100_SD15_512_ROWS_PER_SECOND = 432.0
+
+
 @dataclass(frozen=True)
 class Estimate:
     adaptive: bool
@@ -103,6 +110,7 @@ class Estimate:
     samples: float
     unet_rows: float
     gpu_hours: float              # the image stages' compute on this device, summed over workers
+    h100_hours: float             # the UNet rows at H100_SD15_512_ROWS_PER_SECOND
     store_bytes: float            # pair records and canonical PNGs in the result store
     export_bytes: float           # the winners' PNGs: the selection folder and the exported dataset
     caption_wall_seconds: float   # the caption stages on `workers` workers
@@ -141,6 +149,7 @@ def estimate(measured: Measured, params: GenerateParams, workers: int, shard_siz
     return Estimate(
         adaptive=adaptive, pairs=pairs, accepted=accepted, samples=samples,
         unet_rows=(samples + accepted) * 4 * params.steps,
+        h100_hours=(samples + accepted) * 4 * params.steps / H100_SD15_512_ROWS_PER_SECOND / 3600,
         gpu_hours=(samples * measured.sample_seconds + accepted * measured.canonical_seconds) / 3600,
         store_bytes=samples * measured.record_bytes + images, export_bytes=2 * images,
         caption_wall_seconds=captions, image_wall_seconds=image, wall_seconds=captions + image)

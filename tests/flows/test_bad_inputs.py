@@ -161,29 +161,35 @@ def test_a_worker_that_cannot_see_the_nltk_folder_is_told_what_to_set():
                     "that holds them")
 
 
-def test_a_metrics_file_rewritten_with_the_same_facts_gets_its_bytes_back(tmp_path):
-    from flows.engine.counters import counts_kept
-    from tasks.core.io import write_json
+def test_a_stage_metrics_file_holds_facts_and_its_run_log_the_counters(tmp_path):
+    """DVC tracks facts only, so a run that computed less (a cache) rewrites the same bytes; the run's counters go
+    to the run log beside it, which neither DVC nor git tracks."""
+    from flows.engine.counters import run_log, write_metrics
 
     first = {"stage": "sites", "rows_in": 4, "rows_out": 9, "shards": 2, "shards_computed": 2}
-    same, changed, report = tmp_path / "same.json", tmp_path / "changed.json", tmp_path / "metrics.json"
-    for path, content in ((same, first), (changed, first), (report, {"stages": {"sites": first}})):
-        write_json(content, path)
-    before = {path: path.read_bytes() for path in (same, changed, report)}
-    with counts_kept([same, changed, report, tmp_path / "new.json"]):
-        write_json({**first, "shards_computed": 0}, same)  # all cached: only the counter differs
-        write_json({**first, "rows_out": 8, "shards_computed": 1}, changed)
-        write_json({"stages": {"sites": {**first, "shards_computed": 0}}}, report)
-        write_json(first, tmp_path / "new.json")
-    assert same.read_bytes() == before[same] and report.read_bytes() == before[report]
-    assert json.loads(changed.read_text())["rows_out"] == 8 and (tmp_path / "new.json").exists()
+    path = tmp_path / "reports/metrics/sites.json"
+    write_metrics(first, path)
+    tracked = path.read_bytes()
+    assert json.loads(tracked) == {"stage": "sites", "rows_in": 4, "rows_out": 9, "shards": 2}
+    write_metrics({**first, "shards_computed": 0}, path)  # all cached
+    assert path.read_bytes() == tracked and json.loads(run_log(path).read_text())["shards_computed"] == 0
+    several = {"sites": first, "candidates": {**first, "stage": "candidates"}}
+    write_metrics(several, path)
+    assert "shards_computed" not in path.read_text() and json.loads(run_log(path).read_text()) == several
+    ignored = subprocess.run(["git", "check-ignore", "-q", "reports/metrics/generate.run.json"], cwd=ROOT)
+    assert ignored.returncode == 0, "run logs must stay out of git"
 
 
 @pytest.mark.slow
 def test_cfgen_run_of_an_up_to_date_folder_leaves_every_report_as_it_was(tmp_path, local):
-    """The whole DAG again, every unit cached: no metrics file (or any other report) changes."""
+    """The whole DAG again, every unit cached: no metrics file (or any other report) changes; only the run logs
+    (`*.run.json`: counters, untracked) say that nothing was computed."""
     folder = shutil.copytree(local[0], tmp_path / "again")
-    before = tree(folder / "reports")
+
+    def reports() -> dict[str, bytes]:
+        return {name: data for name, data in tree(folder / "reports").items() if not name.endswith(".run.json")}
+    before = reports()
     run = cfgen_process(folder, "run", *(arg for option in ENGINE for arg in ("-p", option)), log="run.log")
     finish(run, folder / "run.log")
-    assert tree(folder / "reports") == before
+    assert reports() == before
+    assert json.loads((folder / "reports/metrics/generate.run.json").read_text())["samples_rendered"] == 0

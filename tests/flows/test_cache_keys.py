@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from flows.engine.counters import run_log
 from tests.conftest import ROOT
 from tests.image.fixtures import PAIRS as PAIR_ROWS
 
@@ -44,7 +45,7 @@ def project(tmp_path, prefect_server, tiny_specs):
         done = subprocess.run([sys.executable, "-m", "flows.cli", "generate", "pairs.parquet", "out.parquet", *args,
                                "--metrics", "metrics.json"], cwd=copy, env=run_env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads((copy / "metrics.json").read_text())
+        return json.loads(run_log(copy / "metrics.json").read_text())
 
     generate.root = copy
     generate.results = tmp_path / "results"

@@ -36,8 +36,9 @@ import polars as pl
 import pytest
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from flows.engine.counters import facts
+from flows.engine.counters import facts, run_log
 from tests.conftest import ROOT, WORLD_CAPTIONS, project_params, requires_nltk
+from tests.flows.records import persisted, persisted_samples
 
 pytestmark = [requires_nltk, pytest.mark.slow]
 CFGEN = Path(sys.executable).parent / "cfgen"
@@ -275,24 +276,6 @@ def on_cluster_options(cluster: Cluster) -> tuple[str, ...]:
     return tuple(arg for option in (f"engine.dask_address={cluster.address}", *ENGINE) for arg in ("-p", option))
 
 
-def persisted(store: Path) -> list[dict]:
-    """The sample lines generate has appended to its pair records (`tasks.image.records`; selection's canonical
-    renders, kept there too, left out), complete lines only."""
-    lines = []
-    for record in (store / "samples").rglob("*.jsonl"):
-        for line in filter(None, record.read_text(encoding="utf-8").split("\n")):
-            with contextlib.suppress(ValueError):  # a line being appended right now
-                lines.append(json.loads(line))
-    return [entry for entry in lines if not entry["key"].startswith("canonical-")]
-
-
-def persisted_samples(store: Path) -> int:
-    """Samples persisted; asserts none was appended twice."""
-    keys = [entry["key"] for entry in persisted(store)]
-    assert len(set(keys)) == len(keys), "a sample was rendered twice"
-    return len(keys)
-
-
 def persisted_by(store: Path) -> Counter:
     """Samples persisted per rendering process id (`by` of each line)."""
     return Counter(int(entry["by"].rsplit(":", 1)[1]) for entry in persisted(store))
@@ -347,7 +330,8 @@ def test_cfgen_run_on_a_dask_cluster_survives_sigkill_and_equals_a_local_run(loc
     computed = assert_ran_on_workers(cluster, first + second, killed.pid, rerun.pid)
     for stage in SHARDED:  # every shard once, on a worker: the rerun took them all from the killed run's results
         assert computed[stage] == local_metrics[stage]["shards"] > 0, (stage, computed)
-    metrics = {p.stem: json.loads(p.read_text()) for p in (folder / paths.metrics).glob("*.json")}
+    metrics = {p.name.removesuffix(".run.json"): json.loads(p.read_text())
+               for p in (folder / paths.metrics).glob("*.run.json")}
     assert [metrics[stage]["shards_computed"] for stage in SHARDED] == [0] * len(SHARDED)
     pairs = pl.read_parquet(local_folder / paths.counterfactual_captions).height
     cut = sample_cut([params.generate.n_samples] * pairs, params.generate.pairs_per_task)
@@ -382,7 +366,7 @@ def test_a_step_command_maps_its_shards_over_the_cluster(tmp_path, local, cluste
     computed = assert_ran_on_workers(cluster, recorded, step.pid)
     shards = local_metrics["sites"]["shards"]
     assert computed == {"sites": shards} and shards > 0, computed
-    metrics = json.loads((folder / "sites.json").read_text())
+    metrics = json.loads(run_log(folder / "sites.json").read_text())
     assert metrics["shards"] == metrics["shards_computed"] == shards, metrics
     assert same_bytes(local_folder, folder, str(paths.sites.parent), "sites.*parquet") == [
         str(paths.sites), str(paths.sites.with_suffix(".rejects.parquet"))]
@@ -403,7 +387,7 @@ def test_a_worker_started_before_a_code_change_refuses_its_tasks(tmp_path, prefe
         command = ("sites", str(paths.captions), str(paths.sites), "--metrics", "sites.json",
                    *on_cluster_options(cluster))
         finish(cfgen(folder, *command, log="before.log", code=code), folder / "before.log")
-        assert json.loads((folder / "sites.json").read_text())["shards_computed"] > 0
+        assert json.loads(run_log(folder / "sites.json").read_text())["shards_computed"] > 0
         sites = code / "tasks/text/sites.py"
         sites.write_text(sites.read_text().replace("        sites.extend(found)\n",
                                                    "        sites.extend(found[:])\n"))
@@ -452,7 +436,7 @@ def test_a_killed_worker_costs_its_batch_in_flight_and_a_lost_scheduler_one_line
     same_bytes(local_folder, folder, str(paths.samples.parent), "samples*.parquet")
     rerun = cfgen(folder, *command, *store, *on_cluster, log="rerun.log")
     finish(rerun, folder / "rerun.log")
-    assert json.loads((folder / "generate.json").read_text())["samples_rendered"] == 0
+    assert json.loads(run_log(folder / "generate.json").read_text())["samples_rendered"] == 0
 
     store = ("-p", "engine.result_storage=second-store")
     run = cfgen(folder, *command, *store, *on_cluster, log="scheduler-killed.log")
@@ -465,7 +449,7 @@ def test_a_killed_worker_costs_its_batch_in_flight_and_a_lost_scheduler_one_line
     persisted = persisted_samples(folder / "second-store")
     rerun = cfgen(folder, *command, *store, log="resumed.log")
     finish(rerun, folder / "resumed.log")
-    resumed = json.loads((folder / "generate.json").read_text())
+    resumed = json.loads(run_log(folder / "generate.json").read_text())
     print(f"scheduler lost with {persisted} of {total} samples persisted; the local rerun rendered "
           f"{resumed['samples_rendered']}")
     assert 0 < persisted < total and resumed["samples_rendered"] == total - persisted

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import polars as pl
 import pytest
 
+from flows.engine.counters import run_log
 from tests.conftest import ROOT, WORLD_CAPTIONS, requires_nltk
 from tests.flows.test_dag_dask import SHARDED, Cluster, assert_ran_on_workers, dask_cluster, recording
 
@@ -71,7 +72,7 @@ def test_scheduled_deployment_runs_the_whole_dag_on_the_dask_cluster(tmp_path, c
 
     computed = assert_ran_on_workers(cluster, recorded, serving.pid)
     for stage in SHARDED:  # a fresh store: every shard computed, each on a worker
-        metrics = json.loads((tmp_path / "reports/metrics" / f"{stage}.json").read_text())
+        metrics = json.loads(run_log(tmp_path / "reports/metrics" / f"{stage}.json").read_text())
         assert computed[stage] == metrics["shards_computed"] == metrics["shards"] > 0, (stage, computed, metrics)
     assert computed["generate_pairs"] > 0 and computed["render_canonicals"] > 0, computed
     exported = pl.read_parquet(tmp_path / "data/export/data/*.parquet")

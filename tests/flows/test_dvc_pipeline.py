@@ -38,9 +38,10 @@ import polars as pl
 import pytest
 import yaml
 
-from flows.engine.counters import facts
+from flows.engine.counters import COUNTERS, run_log
 from tasks.text.swaps import exchanged
 from tests.conftest import ROOT, WORLD_CAPTIONS, requires_nltk
+from tests.flows.records import persisted_samples
 from tests.tracing import code_deps
 
 pytestmark = [requires_nltk, pytest.mark.slow]
@@ -60,7 +61,8 @@ def ran(output: str) -> list[str]:
 
 
 def metrics(repo: Path, stage: str) -> dict:
-    return json.loads((repo / "reports" / "metrics" / f"{stage}.json").read_text())
+    """The last run's metrics of `stage`, counters included (its run log)."""
+    return json.loads(run_log(repo / "reports" / "metrics" / f"{stage}.json").read_text())
 
 
 SECRETS = {"HF_TOKEN": f"hf_{secrets.token_hex(16)}", "PREFECT_API_KEY": f"pnu_{secrets.token_hex(16)}"}  # made
@@ -98,10 +100,12 @@ def project_env(repo: Path) -> dict:
 
 
 def outputs(repo: Path) -> dict[str, bytes]:
-    """Every file a repro writes (data, reports, lock files) and its bytes."""
+    """Every file a repro writes (data, reports, lock files) and its bytes; not the run logs (`*.run.json`: what each
+    run computed, untracked)."""
     found = {"dvc.lock": (repo / "dvc.lock").read_bytes(), "demo/dvc.lock": (repo / "demo/dvc.lock").read_bytes()}
     for folder in ("data", "reports", "models"):
-        found |= {str(p.relative_to(repo)): p.read_bytes() for p in sorted((repo / folder).rglob("*")) if p.is_file()}
+        found |= {str(p.relative_to(repo)): p.read_bytes() for p in sorted((repo / folder).rglob("*"))
+                  if p.is_file() and not p.name.endswith(".run.json")}
     return found
 
 
@@ -294,20 +298,8 @@ def kill_mid(repo: Path, env: dict, stage: str, log: Path) -> tuple[int, int]:
 
 
 def differing(a: dict[str, bytes], b: dict[str, bytes]) -> list[str]:
-    """Files whose bytes differ (metrics JSON: apart from COUNTERS; lock files: apart from those metrics' hashes)."""
-    counted = {name for name in a.keys() & b.keys() if name.endswith(".json") and a[name] != b[name]
-               and facts(json.loads(a[name])) == facts(json.loads(b[name]))}
-
-    def lock(text: bytes) -> dict:
-        stages = yaml.safe_load(text)["stages"]
-        for stage in stages.values():  # a metrics file or a folder holding one, as an out or a dep
-            for kind in ("deps", "outs"):
-                stage[kind] = [f for f in stage.get(kind, []) if not any(under(c, [f["path"]]) for c in counted)]
-        return stages
-
-    same = {name for name in a.keys() & b.keys() if a[name] == b[name] or name in counted
-            or (name.endswith("dvc.lock") and lock(a[name]) == lock(b[name]))}
-    return sorted((a.keys() | b.keys()) - same)
+    """Files whose bytes differ, or that only one side has."""
+    return sorted(name for name in a.keys() | b.keys() if a.get(name) != b.get(name))
 
 
 def commit(repo: Path, env: dict, message: str) -> None:
@@ -339,9 +331,9 @@ def test_every_output_after_the_caption_stages_keeps_the_minimal_edit(repo):
 def test_a_dvc_repro_killed_in_generate_selection_and_inpaint_resumes_to_the_uninterrupted_bytes(
         first_repro, tmp_path):
     """Three SIGKILLs of `dvc repro`'s process group, each at a point its progress bar reached, then a plain rerun:
-    every output, rejects file, metric (apart from what the resumed run itself computed), figure, PNG and lock file
-    equals the uninterrupted first repro's, byte for byte. The caption stages, which no kill reaches, come from the
-    first repro's run cache; every later stage runs here, with a result store of its own."""
+    every output, rejects file, metric, figure, PNG and lock file equals the uninterrupted first repro's, byte for
+    byte (metrics hold no counter: those are in the untracked run logs). The caption stages, which no kill reaches,
+    come from the first repro's run cache; every later stage runs here, with a result store of its own."""
     repo = tmp_path / "killed"
     repo.mkdir()
     env = project_env(repo)
@@ -446,6 +438,9 @@ def test_the_truth_stage_reads_back_every_sample_and_selected_pair(repo):
     tracked = {k: v for run in shown.values() for f, d in run["data"].items() if f.endswith("truth.json")
                for k, v in d["data"].items()}
     assert tracked["filter_lift"] == truth["filter_lift"]
+    counted = sorted(c for c in COUNTERS if f'"{c}"' in json.dumps(shown))
+    assert not counted, f"DVC tracks run counters as metrics: {counted}"  # they are in the run logs
+    assert "samples_rendered" in metrics(path, "generate")  # the run log keeps them
     assert json.loads((path / "reports/metrics.json").read_text())["truth"]["pair_accuracy"] == truth["pair_accuracy"]
     assert "Ground truth (the toy world's checker" in (path / "reports/datasheet.md").read_text()
     site = json.loads((path / "reports/gallery/data.js").read_text().removeprefix("window.GALLERY = ").rstrip(";\n"))
@@ -730,8 +725,9 @@ def test_exp_run_and_dataset_diff(repo):
 def test_queued_experiments_run_in_parallel_on_the_workspace_caches(repo):
     """`dvc exp run --queue` twice (a profile branch and a list value set with -S), then `dvc queue start -j 2`: both
     run at once in DVC's temporary copies, on the workspace's DVC cache and Prefect result store (a relative store
-    path, which each copy resolves to the workspace's), so together they render each new sample once; `dvc exp show`
-    lists both with their metrics and `cfgen diff` compares them."""
+    path, which each copy resolves to the workspace's), so together they render each new sample once (the store's
+    records say so: no counter is a DVC metric); `dvc exp show` lists both with their metrics and `cfgen diff` compares
+    them."""
     from dvc.api import read
 
     path, env = repo
@@ -741,7 +737,7 @@ def test_queued_experiments_run_in_parallel_on_the_workspace_caches(repo):
                                    "-S", "evaluate.ks=[1,5]"]}
     for name, overrides in experiments.items():  # up to evaluate: the release stages after it are (exp)'s
         sh(path, "dvc", "exp", "run", "--queue", "-n", name, *overrides, "evaluate", env=env)
-    started = time.monotonic()
+    started, before = time.monotonic(), persisted_samples(path / ".cache")
     sh(path, "dvc", "queue", "start", "-j", "2", env=env)
     while re.search(r"\b(Queued|Running)\b", status := sh(path, "dvc", "queue", "status", env=env)):
         assert time.monotonic() - started < 1200, status
@@ -752,10 +748,10 @@ def test_queued_experiments_run_in_parallel_on_the_workspace_caches(repo):
                 for name in experiments}
     pairs = generate["steps2"]["pairs"]
     assert pairs == generate["steps2-gate"]["pairs"] > 0
-    assert sum(g["samples_rendered"] for g in generate.values()) == 4 * pairs  # each never-seen sample once
+    assert persisted_samples(path / ".cache") - before == 4 * pairs  # each never-seen sample once, by either
     evaluation = json.loads(read("reports/evaluation/metrics.json", repo=str(path), rev="steps2-gate"))
     assert set(evaluation["models"]["clip"]["all"]) == {"text_r@1", "text_r@5", "image_r@1", "image_r@5"}
     shown = sh(path, "dvc", "exp", "show", "--csv", env=env)
-    assert all(name in shown for name in experiments) and "samples_rendered" in shown
+    assert all(name in shown for name in experiments) and "unet_evals" in shown and "samples_rendered" not in shown
     sh(path, "cfgen", "diff", "steps2", "steps2-gate", env=env)
     assert (path / "reports/diff/steps2..steps2-gate.md").is_file()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import diffusers.schedulers.scheduling_euler_ancestral_discrete as euler_module
 import numpy as np
@@ -37,7 +38,7 @@ def test_both_images_get_the_same_initial_latent_and_noise(tiny_params, image_mo
         monkeypatch.setattr(module, "randn_tensor", randn_tensor)
 
     recording(sampling)
-    recording(euler_module)
+    recording(euler_module)  # the scheduler draws nothing: every draw is made up front, in its order
     prompts = encode_prompts(image_models.diffusion, "a dog on a couch", "a cat on a couch")
     rendered = sampling.render(image_models.diffusion, prompts, SAMPLES, 3, tiny_params.size)
     assert len(draws) == 1 + 3  # initial latent + one ancestral draw per step
@@ -97,17 +98,13 @@ def test_batch_sizes_and_black_threshold_never_render_again(tmp_path, tiny_specs
     assert rendered == 8  # steps change the pixels: every sample again
 
 
-@pytest.mark.parametrize("knob", ["channels_last", "compile_unet"])
-def test_gpu_path_knobs_render_the_same_images_and_are_keyed(tmp_path, tiny_specs, image_models, knob):
-    """channels_last / torch.compile change kernels, not the method: same pixels within rounding; but they are in
-    the sample key, so a sample rendered one way is never served as the other."""
-    base, changed = make_params(tiny_specs, n_samples=2), make_params(tiny_specs, n_samples=2, **{knob: True})
+def test_channels_last_renders_the_same_images_and_gpu_path_knobs_are_keyed(tmp_path, tiny_specs, image_models):
+    """channels_last changes kernels, not the method: same pixels within rounding; but it and the compile mode are in
+    the sample key, so a sample rendered one way is never served as the other (compiled pixels:
+    test_render_loop)."""
+    base, changed = make_params(tiny_specs, n_samples=2), make_params(tiny_specs, n_samples=2, channels_last=True)
     models = render.load_models(changed)
-    unet = models.diffusion.unet
-    if knob == "channels_last":
-        assert unet.conv_in.weight.is_contiguous(memory_format=torch.channels_last)
-    else:
-        assert isinstance(unet, torch._dynamo.eval_frame.OptimizedModule)
+    assert models.diffusion.unet.conv_in.weight.is_contiguous(memory_format=torch.channels_last)
     cache = PairRecords(tmp_path)
     stock, _, _ = screen(PAIRS.head(1), base, image_models, cache)
     fast, _, rendered = screen(PAIRS.head(1), changed, models, cache)
@@ -116,6 +113,8 @@ def test_gpu_path_knobs_render_the_same_images_and_are_keyed(tmp_path, tiny_spec
         assert (fast[column] - stock[column]).abs().max() <= 1
     for column in SCORE_COLUMNS:
         assert fast[column].to_list() == pytest.approx(stock[column].to_list(), abs=1e-2)  # pixels +-1
+    compiled = make_params(tiny_specs, compile_unet="default")
+    assert len({render.sample_unit(p).shared for p in (base, changed, compiled)}) == 3
 
 
 def test_a_canonical_render_is_reproducible_and_is_a_batch_of_one(tiny_specs, image_models):
@@ -133,7 +132,7 @@ def test_a_canonical_render_is_reproducible_and_is_a_batch_of_one(tiny_specs, im
 
 
 def test_concurrent_renders_on_shared_models_equal_sequential_ones(tiny_params, image_models):
-    """Two threads drive one UNet's P2P controller (a Dask worker's threads): batches of 3 and 1 samples with other
+    """Two threads render on one UNet (a Dask worker's threads): batches of 3 and 1 samples with other
     p2p fractions, many times over; each equals its render alone."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -277,3 +276,15 @@ def test_the_subject_prompt_is_keyed_and_the_words_are_part_of_a_sample_key(tmp_
     renamed = PAIRS.head(1).with_columns(original_word=pl.lit("puppy"))
     _, _, rendered = screen(renamed, make_params(tiny_specs, n_samples=1), image_models, cache)
     assert rendered == 1
+
+
+def test_a_compiled_unets_first_batch_logs_its_time_once(tiny_params, image_models, caplog):
+    """The progress output shows what the first call of a compiled UNet cost (compiling included), once per process
+    and sample unit; an eager UNet logs nothing."""
+    compiled = dataclasses.replace(image_models.diffusion, compile_mode="reduce-overhead")
+    prompts = encode_prompts(compiled, "a dog on a couch", "a cat on a couch")
+    with caplog.at_level(logging.INFO, logger="tasks.image.render"):
+        for models in (image_models, dataclasses.replace(image_models, diffusion=compiled)):
+            list(render.Batcher(2).render(models, prompts, SAMPLES, tiny_params))
+    lines = [r.getMessage() for r in caplog.records if "UNet compiled" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("UNet compiled (torch.compile reduce-overhead): first batch of 2 ")

@@ -36,14 +36,13 @@ def explicit_attention(attn: Attention, hidden: torch.Tensor, context: torch.Ten
 def test_sdpa_sharing_equals_explicit_map_copy():
     torch.manual_seed(0)
     attn = Attention(query_dim=32, heads=4, dim_head=8).eval()
-    controller = p2p.AttentionController()
-    attn.set_processor(p2p.P2PAttnProcessor(controller))
+    attn.set_processor(p2p.P2PAttnProcessor())
     hidden = torch.randn(12, 16, 32)  # 3 samples x [uncond o, uncond c, cond o, cond c]
-    controller.begin(fractions=[0.5, 0.0, 1.0], steps=10)
-    controller.step(2)
+    shared = p2p.schedule(fractions=[0.5, 0.0, 1.0], steps=10, device=torch.device("cpu"))[2]
     share = [True, True, False, False, True, True]  # per (o, c) row pair: samples 0 and 2 share, 1 does not
+    assert shared.tolist() == share
     with torch.no_grad():
-        got = attn(hidden)
+        got = attn(hidden, p2p_shared=shared)
         want = explicit_attention(attn, hidden, hidden, share)
         stock = explicit_attention(attn, hidden, hidden, [False] * 6)
     assert ((got - want).norm() / want.norm()).item() < 1e-5
@@ -56,32 +55,37 @@ def test_sdpa_sharing_equals_explicit_map_copy():
 def test_cross_attention_layers_run_stock():
     torch.manual_seed(1)
     attn = Attention(query_dim=32, cross_attention_dim=24, heads=4, dim_head=8).eval()
-    controller = p2p.AttentionController()
-    attn.set_processor(p2p.P2PAttnProcessor(controller))
+    attn.set_processor(p2p.P2PAttnProcessor())
     hidden, context = torch.randn(4, 16, 32), torch.randn(4, 7, 24)
-    controller.begin(fractions=[1.0], steps=4)
-    controller.step(0)
     with torch.no_grad():
-        got = attn(hidden, encoder_hidden_states=context)
+        got = attn(hidden, encoder_hidden_states=context, p2p_shared=torch.tensor([True, True]))
         stock = explicit_attention(attn, hidden, context, [False, False])
     torch.testing.assert_close(got, stock, rtol=1e-5, atol=1e-6)
 
 
-def test_controller_shares_while_step_below_fraction_times_steps():
-    controller = p2p.AttentionController()
-    controller.begin(fractions=[0.1, 0.25, 0.5, 0.9], steps=4)
-    active = [controller.active(i) for i in range(4)]
-    assert [sum(row[s] for row in active) for s in range(4)] == [1, 1, 2, 4]  # i < p*T: 0.4, 1.0, 2.0, 3.6
-    controller.step(1)
-    assert controller.shared.tolist() == [False, False, False, False, True, True, True, True]
-    assert controller.sharing(cross=False) is controller.shared and controller.sharing(cross=True) is None
-    controller.step(3)  # only the 0.9 sample shares
-    assert controller.shared.tolist() == [False] * 6 + [True] * 2
-    controller.begin(fractions=[0.1, 0.25], steps=4)
-    controller.step(2)  # nobody shares: every layer runs as stock
-    assert controller.sharing(cross=False) is None
-    controller.reset()
-    assert controller.sharing(cross=False) is None
+def test_schedule_shares_while_step_below_fraction_times_steps():
+    shared = p2p.schedule(fractions=[0.1, 0.25, 0.5, 0.9], steps=4, device=torch.device("cpu"))
+    assert [sum(mask.tolist()[::2]) for mask in shared] == [4, 2, 1, 1]  # i < p*T: 0.4, 1.0, 2.0, 3.6
+    assert shared[1].tolist() == [False, False, False, False, True, True, True, True]
+    assert shared[3].tolist() == [False] * 6 + [True] * 2  # only the 0.9 sample shares
+    assert shared[0].data_ptr() <= shared[3].data_ptr()  # views of one table: one host->device copy per batch
+    assert shared[0].untyped_storage().data_ptr() == shared[3].untyped_storage().data_ptr()
+    assert p2p.schedule(fractions=[0.1, 0.25], steps=4, device=torch.device("cpu"))[2] is None  # stock UNet
+
+
+def test_fused_projections_share_exactly_like_separate_ones():
+    """`fuse_qkv_projections` (one q·k·v GEMM) changes no shared row: sharing copies q_o, k_o after projection."""
+    torch.manual_seed(2)
+    attn = Attention(query_dim=32, heads=4, dim_head=8).eval()
+    attn.set_processor(p2p.P2PAttnProcessor())
+    hidden, shared = torch.randn(8, 16, 32), torch.tensor([True, False, True, True])
+    with torch.no_grad():
+        separate = attn(hidden, p2p_shared=shared)
+        attn.fuse_projections()
+        fused = attn(hidden, p2p_shared=shared)
+    assert attn.fused_projections
+    torch.testing.assert_close(fused, separate, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(fused, explicit_attention(attn, hidden, hidden, shared.tolist()), rtol=1e-4, atol=1e-5)
 
 
 def test_real_unet_shares_per_sample_only_during_first_fraction(diffusion):
