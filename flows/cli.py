@@ -31,7 +31,7 @@ from flows.commands import (
 )
 from flows.dag import register as register_dag
 from flows.engine.console import VERBOSE, console, report_table, stop_on_sigterm, user_errors
-from tasks.config import PARAMS_FILE, load_params, use_project_nltk_data
+from tasks.config import PARAMS_FILE, load_params, use_project_environment
 from tasks.core import schemas
 from tasks.core.io import check_distinct, check_input, check_outputs
 from tasks.core.stages import CAPTION_STEPS, skip_reason, stage
@@ -82,7 +82,7 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="tracebac
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Prefect API call otherwise
     VERBOSE["on"] = verbose
     stop_on_sigterm()
-    use_project_nltk_data()
+    use_project_environment()
 
 
 def _run_flow(flow_fn: Callable, params: Params, *args: Any) -> Any:

@@ -40,6 +40,14 @@ def check_models(*sections: Any) -> None:
         raise UserError("; ".join(lacking))
 
 
+def check_run_models(params: Params) -> None:
+    """`check_models` before a whole run (`cfgen run`, `cfgen serve`) over every section with a model it loads
+    (`Params.running_models`); the demo profile's are built by its first stage, so nothing is looked for there."""
+    if params.profile != "demo":
+        check_models(*(getattr(params, name) for name in dict.fromkeys(
+            key.split(".")[0] for key, _ in params.running_models())))
+
+
 def on_cluster(params: Params) -> contextlib.AbstractContextManager:
     """With `engine.dask_address`: its scheduler answers now (else one line), and a scheduler lost mid-run becomes one
     line (`flows.engine.cluster`). Call it before the Prefect API starts: no server is started for a dead address."""

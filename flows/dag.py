@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from flows.commands import ParamOption, ParamsFile, check_source, on_cluster
+from flows.commands import ParamOption, ParamsFile, check_run_models, check_source, on_cluster
 from flows.engine.console import console, user_errors
 from tasks.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
@@ -27,12 +27,12 @@ def publish(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) ->
 def run(source: Annotated[str | None, typer.Option(help="caption file (default: paths.captions_source)")] = None,
         profile: Annotated[str | None, typer.Option(help="demo | paper (default: params.yaml)")] = None,
         param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-    """The whole DAG as one Prefect flow (what the scheduled deployment runs); its counters go to the run logs, so a
-    run that changes no output leaves every metrics file as it was (`flows.engine.counters`)."""
+    """The whole DAG as one Prefect flow, every model checked first (what the scheduled deployment runs)."""
     with user_errors():
         extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
         params = load_params(params_file, [*(param or []), *extra])
         check_source(params.paths.captions_source)
+        check_run_models(params)
         from flows.engine.server import prefect_api
         from flows.pipeline import dataset_flow
 
@@ -45,10 +45,13 @@ def serve(name: Annotated[str, typer.Option(help="deployment name")] = "refresh"
           source: Annotated[str | None, typer.Option(help="caption file the refresh reads")] = None,
           profile: Annotated[str | None, typer.Option(help="demo | paper")] = None,
           param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-    """Register the cron-scheduled `cfgen-dataset` deployment on PREFECT_API_URL and serve its runs."""
+    """Register the cron-scheduled `cfgen-dataset` deployment on PREFECT_API_URL and serve its runs (every model
+    checked first)."""
     with user_errors():
         extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
-        check_source(load_params(params_file, [*(param or []), *extra]).paths.captions_source)
+        params = load_params(params_file, [*(param or []), *extra])
+        check_source(params.paths.captions_source)
+        check_run_models(params)
         from flows.engine.server import lasting_api
 
         lasting_api()

@@ -138,6 +138,8 @@ def show_plan(report: dict) -> None:
                             ("wall time", _duration, "wall_seconds")):
         table.add_row(name, show(off[key]), show(on[key]))
     console.print(table)
+    console.print("covers the caption stages, generate and selection (the GPU work); not the judge, truth, "
+                  "evaluation, object-removal and release stages")
     free = report["free_bytes"]
     console.print(f"free disk: result store {decimal(free['store'])}, export {decimal(free['export'])}")
     if report["disk_short"]:

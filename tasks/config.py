@@ -123,9 +123,13 @@ def _keys_at(loc: Sequence[int | str]) -> list[str]:
     return list(model.model_fields)
 
 
-def use_project_nltk_data() -> None:
-    """Without `NLTK_DATA`, look where the Makefile looks: `../shared/nltk_data` beside the project when present,
-    else the project's `.nltk_data` (so a `cfgen` run outside `make`, or a worker, finds what `make setup` found)."""
+def use_project_environment() -> None:
+    """What the Makefile exports, for a `cfgen` run outside `make` (or a worker): offline Hugging Face libraries
+    (models are fetched by the commands `cfgen plan` prints, never at run time) unless the variables say otherwise;
+    without `NLTK_DATA`, `../shared/nltk_data` beside the project when present, else the project's `.nltk_data`.
+    Called before any Hugging Face library is imported (they read their variables once)."""
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        os.environ.setdefault(name, "1")
     if os.environ.get("NLTK_DATA"):
         return
     shared = ROOT.parent / "shared" / "nltk_data"

@@ -101,6 +101,15 @@ def test_missing_model_folder_is_named(tmp_path):
     assert not (tmp_path / "out.parquet").exists()
 
 
+@pytest.mark.parametrize("command", ["run", "serve"])
+def test_a_whole_run_checks_its_models_first(tmp_path, command):
+    """`cfgen run` and `cfgen serve` take the stage commands' pre-flight: the paper profile's hub models, absent here,
+    are one line naming what fetches them, before any server or flow starts."""
+    result = cfgen(tmp_path, command, "--profile", "paper", "--source", str(DEMO_CAPTIONS),
+                   env_extra={"HF_HOME": str(tmp_path / "hf")})
+    assert_one_error(result, "these models are not on this machine", "stable-diffusion-v1-5", "hf download")
+
+
 @pytest.mark.parametrize("command", [("captions", str(DEMO_CAPTIONS), "out.parquet"),
                                      ("generate", "pairs.parquet", "out.parquet"),
                                      ("judge", "-p", "judge.enabled=true")],

@@ -90,5 +90,7 @@ def test_the_demo_plan_measures_each_stage_and_scales_its_sample_to_the_input(tm
     tasks = math.ceil(pairs / gen.pairs_per_task)
     generate_wall = math.ceil(tasks / 2) * pairs / tasks * gen.n_samples * m["sample_seconds"]
     assert off["image_wall_seconds"] > generate_wall + sum(m["startup_seconds"].values())
-    for text in ("caption pairs", "UNet rows", "GPU-hours", "wall time", "free disk"):
+    for text in ("caption pairs", "UNet rows", "GPU-hours", "H100-hours", "wall time", "free disk",
+                 "covers the caption stages, generate and selection"):
         assert text in err
+    assert off["h100_hours"] == off["unet_rows"] / estimate.H100_SD15_512_ROWS_PER_SECOND / 3600

@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 import yaml
 
+from flows.engine.counters import run_log
 from flows.text import captions_flow, stage_flow
 from tasks.core.io import rejects_path, write_frame
 from tasks.core.params import EngineParams
@@ -151,7 +152,7 @@ def test_a_killed_cli_run_resumes_and_ends_byte_identical(tmp_path, tiny_text_mo
     proc.wait()
     assert not (tmp_path / "out.parquet").exists()
     subprocess.run(args, cwd=tmp_path, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    metrics = yaml.safe_load((tmp_path / "m.json").read_text())
+    metrics = yaml.safe_load(run_log(tmp_path / "m.json").read_text())
     assert 0 < metrics["shards_computed"] < metrics["shards"]
     clean_env = {**env, "PREFECT_HOME": str(tmp_path / "prefect-clean")}
     subprocess.run([*cli, "candidates", "sites.parquet", "clean.parquet", *overrides], cwd=tmp_path, env=clean_env,
