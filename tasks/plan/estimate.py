@@ -97,7 +97,7 @@ def pass_spread(pilot: Sequence[Sequence[bool]]) -> dict:
 
 # cfgen's paired P2P sampler on one H100 80GB HBM3: SD v1.5's UNet shape (random weights) at 512 px, float16, 20
 # steps, 32 UNet rows per call, compile_unet auto (CUDA graphs), VAE decode included; `benchmarks/image_stage.py`,
-# 2026-11-27 (issue 46: stock diffusers 312 rows/s eager, 432 compiled). The reference until a run on the target
+# 2026-11-27 (issue 46: stock diffusers 310 rows/s eager, 432 compiled). The reference until a run on the target
 # device replaces it; it holds for SD v1.5 at 512 px only.
 H100_SD15_512_ROWS_PER_SECOND = 432.0
 
@@ -143,13 +143,13 @@ def estimate(measured: Measured, params: GenerateParams, workers: int, shard_siz
     per_pair, accepted_share = outlook(measured, params, adaptive)
     accepted = pairs * accepted_share
     samples = pairs * per_pair
+    unet_rows = (samples + accepted) * 4 * params.steps
     images = 2 * accepted * measured.png_bytes
     captions, image = (caption_wall(measured, workers, shard_size),
                        image_wall(measured, params, pairs, per_pair, accepted, workers))
     return Estimate(
         adaptive=adaptive, pairs=pairs, accepted=accepted, samples=samples,
-        unet_rows=(samples + accepted) * 4 * params.steps,
-        h100_hours=(samples + accepted) * 4 * params.steps / H100_SD15_512_ROWS_PER_SECOND / 3600,
+        unet_rows=unet_rows, h100_hours=unet_rows / H100_SD15_512_ROWS_PER_SECOND / 3600,
         gpu_hours=(samples * measured.sample_seconds + accepted * measured.canonical_seconds) / 3600,
         store_bytes=samples * measured.record_bytes + images, export_bytes=2 * images,
         caption_wall_seconds=captions, image_wall_seconds=image, wall_seconds=captions + image)
