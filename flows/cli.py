@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
 import click
 import typer
+import yaml
 from rich.logging import RichHandler
 from typer.core import TyperGroup
 
@@ -24,6 +26,7 @@ from flows.commands import (
     ParamsFile,
     check_models,
     check_source,
+    command_help,
     command_names,
     on_cluster,
     paths_command,
@@ -34,20 +37,42 @@ from flows.engine.console import VERBOSE, console, report_table, stop_on_sigterm
 from tasks.config import PARAMS_FILE, load_params, use_project_environment
 from tasks.core import schemas
 from tasks.core.io import check_distinct, check_input, check_outputs
-from tasks.core.stages import CAPTION_STEPS, skip_reason, stage
 from tasks.params import Params
+from tasks.stages import CAPTION_STEPS, skip_reason, stage
 
 STEP_COMMANDS = (*CAPTION_STEPS, "generate")  # `cfgen NAME SOURCE OUTPUT`, built when invoked (`_step_command`)
 
 
+STAGES_PANEL = "Stages (each a DVC stage, in dvc.yaml's order)"
+
+
+@cache
+def dag_order() -> list[str]:
+    """The commands `dvc.yaml`'s stages run (`cfgen NAME ...`), in its order, when the project's `dvc.yaml` is there."""
+    dvc = Path(__file__).resolve().parents[1] / "dvc.yaml"
+    if not dvc.is_file():
+        return []
+    return [stage["cmd"].split()[1] for stage in yaml.safe_load(dvc.read_text())["stages"].values()]
+
+
+def step_help(name: str) -> str:
+    """A data stage's help, from its declaration: what it does (its logic's docstring), reads, writes, its params."""
+    step = stage(name)
+    reads = f"the output of `cfgen {step.after}` (paths.{stage(step.after).data})" if step.after else "SOURCE"
+    return f"{step.help} Reads {reads}; writes paths.{step.data} and its rejects; params: {name}."
+
+
 class Commands(TyperGroup):
     """The app's commands, a registered stage's or paths command's built only when it is invoked: it imports its
-    own module and no other stage's (`cfgen --help` lists them without importing any)."""
+    own module and no other stage's (`cfgen --help` lists them from their declarations, importing none): the
+    project's own commands first, then the DAG's stages in its order."""
 
     listing = False
 
     def list_commands(self, ctx) -> list[str]:
-        return sorted({*super().list_commands(ctx), *STEP_COMMANDS, *command_names()})
+        names = {*super().list_commands(ctx), *STEP_COMMANDS, *command_names()}
+        dag = [name for name in dag_order() if name in names]
+        return sorted(names - set(dag)) + dag
 
     def format_help(self, ctx, formatter) -> None:
         self.listing = True
@@ -58,10 +83,13 @@ class Commands(TyperGroup):
 
     def get_command(self, ctx, name: str):
         build = _step_command if name in STEP_COMMANDS else paths_command if name in command_names() else None
+        if self.listing:
+            command = (click.Command(name, help=step_help(name) if name in STEP_COMMANDS else command_help(name))
+                       if build else super().get_command(ctx, name))
+            command.rich_help_panel = STAGES_PANEL if name in dag_order() else None
+            return command
         if build is None:
             return super().get_command(ctx, name)
-        if self.listing:
-            return click.Command(name, help=f"a registered stage: `cfgen {name} --help` says what it does")
         one = typer.Typer(add_completion=False)
         one.command(name)(build(name))
         return typer.main.get_command(one)
@@ -149,7 +177,7 @@ def _step_command(name: str):
             flow_fn, head = _stage_flow(name)
             report_table([_run_flow(flow_fn, params, *head, source, output)], metrics)
 
-    command.__doc__ = f"{name}: {step.description} (reads the output of `cfgen {step.after}`)."
+    command.__doc__ = step_help(name)
     return command
 
 

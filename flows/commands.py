@@ -4,6 +4,7 @@ tools' commands (plan, tiny-models, synthetic-coco, toy-world)."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,8 +18,9 @@ from flows.engine.console import console, user_errors
 from tasks.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
 from tasks.core.io import check_outputs, write_json
-from tasks.core.stages import registered
+from tasks.core.source import read_module
 from tasks.params import Params
+from tasks.stages import registered
 
 ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
                                                         "similarity.upper=0.9 (repeatable)")]
@@ -88,13 +90,21 @@ def command_names() -> list[str]:
     return [point.name for point in entry_points(group=COMMANDS)]
 
 
+def command_help(name: str) -> str:
+    """The `help` of registered paths command `name`, read from its declaration's source (nothing is imported)."""
+    point = next(iter(entry_points(group=COMMANDS, name=name)))
+    declared = read_module(point.module).definitions[point.attr][-1].value  # NAME = PathsCommand(flow, help, ...)
+    return ast.literal_eval(next((k.value for k in declared.keywords if k.arg == "help"), None) or declared.args[1])
+
+
 def paths_command(name: str):
-    """The CLI command of registered paths command `name`."""
-    declared: PathsCommand = registered(COMMANDS, name)
+    """The CLI command of registered paths command `name`: its module is imported when it runs (`--help` reads the
+    declaration's help from the source)."""
 
     def command(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
         with user_errors():
             params = load_params(params_file, param or [])
+            declared: PathsCommand = registered(COMMANDS, name)
             if declared.check is not None:
                 declared.check(params)
             from flows.engine.server import prefect_api
@@ -103,7 +113,7 @@ def paths_command(name: str):
                 result = declared.flow(params)
         declared.show(result)
 
-    command.__doc__ = declared.help
+    command.__doc__ = command_help(name)
     return command
 
 

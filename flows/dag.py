@@ -73,7 +73,8 @@ def diff(rev_a: str, rev_b: str, params_file: ParamsFile = PARAMS_FILE) -> None:
 
 
 def with_server(ctx: typer.Context) -> None:
-    """Run a command (e.g. `dvc repro`) with one temporary Prefect server shared by all its processes."""
+    """`cfgen with-server -- CMD [ARGS...]`: run CMD (e.g. `dvc repro`) with one temporary Prefect server shared by
+    all its processes, stopped when CMD ends; exits with CMD's code."""
     from flows.engine.server import run_with_server
 
     with user_errors():

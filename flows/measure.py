@@ -19,8 +19,8 @@ import polars as pl
 
 from tasks.core.errors import UserError
 from tasks.core.schemas import COUNTERFACTUALS
-from tasks.core.stages import CAPTION_STEPS, skip_reason, stage
 from tasks.params import Params
+from tasks.stages import CAPTION_STEPS, skip_reason, stage
 
 
 def quiet_placement() -> None:
@@ -45,11 +45,11 @@ def caption_bench(source: Path, params: Params, sample: int) -> tuple[dict, list
 
             frame = with_source_images(frame, params.paths)
         step = stage(name)
-        section = step.section(params)
+        section, logic = step.section(params), step.logic
         began = time.perf_counter()
-        models = step.load_models(section)
+        models = logic.load_models(section)
         loaded = time.perf_counter()
-        frame = step.run(frame, section, models)[0]
+        frame = logic.run(frame, section, models)[0]
         seconds["caption_load_seconds"] += loaded - began
         seconds["caption_seconds"] += time.perf_counter() - loaded
     counts = {"captions": captions.height, "sample_captions": min(sample, captions.height),

@@ -26,10 +26,10 @@ from flows.text import ingest_task, stage_flow
 from flows.truth import truth_flow
 from flows.validation import validation_flow, validation_tasks_flow
 from tasks.config import PARAMS_FILE, load_params
-from tasks.core.stages import CAPTION_STEPS, stages
 from tasks.demo import synthetic_coco, tiny_models
 from tasks.demo.params import TinyModelsParams
 from tasks.params import Params
+from tasks.stages import CAPTION_STEPS, stages
 
 
 @task(retries=2, retry_delay_seconds=5)

@@ -13,10 +13,10 @@ from prefect import flow, get_run_logger
 from flows.commands import PathsCommand, show_json
 from flows.engine.console import console
 from tasks.core.io import source_image_paths, write_json
-from tasks.core.stages import stages
 from tasks.params import Params
 from tasks.release import card, datasheet, export, mixtures, report
 from tasks.release.provenance import provenance
+from tasks.stages import stages
 
 FRAMES = {"captions": "captions", "sites": "sites", "candidates": "candidates", "similar": "similarity",
           "counterfactuals": "counterfactual_captions", "samples": "samples", "selected": "selected"}
@@ -82,7 +82,7 @@ def datasheet_flow(params: Params) -> None:
     validated = found["validation"]["validated_pairs"] if found["validation"] else 0
     judged = found["judge"]["rows_out"] if found["judge"] and found["judge"]["enabled"] else 0
     (paths.export / "README.md").write_text(card.dataset_card(sheet, len(exported), params.export, mixture_sizes,
-                                                              validated, judged))
+                                                              validated, judged, params.profile == "demo"))
 
 
 REPORT = PathsCommand(report_flow, "reports/metrics.json, figures and plot data for the current run.",

@@ -17,8 +17,8 @@ from flows.engine.sharding import run_sharded, stage_metrics
 from tasks.core.fingerprints import content_hash
 from tasks.core.io import read_frame, source_image_paths, write_outputs
 from tasks.core.params import PathsParams
-from tasks.core.stages import CAPTION_STEPS, skip_reason, stage
 from tasks.params import Params
+from tasks.stages import CAPTION_STEPS, skip_reason, stage
 
 
 @task
@@ -45,6 +45,7 @@ def with_source_images(sites: pl.DataFrame, paths: PathsParams) -> pl.DataFrame:
 
 def run_step(name: str, source: Path, output: Path, params: Params) -> dict:
     step = stage(name)
+    step.logic  # imported whether its shards compute, come from the cache or pass through: its DVC code deps hold it
     frame = read_frame(source, step.input, step.after)
     if reason := skip_reason(name, params):
         get_run_logger().info("%s skipped (%s): its %d rows pass through", name, reason, frame.height)

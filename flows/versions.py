@@ -6,9 +6,10 @@ import contextlib
 import io
 import json
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import polars as pl
+import yaml
 from dvc.api import read
 from dvc.exceptions import OutputNotFoundError, PathMissingError
 from dvc.repo.experiments.utils import resolve_name
@@ -32,6 +33,17 @@ def resolve(rev: str, repo: Path = Path(".")) -> str:
     raise UserError(f"{rev!r} is neither a git revision nor a DVC experiment in {repo}")
 
 
+def locked(path: Path, rev: str, repo: Path) -> bool:
+    """Whether `rev`'s `dvc.lock` names `path` as a stage output (or an output folder holding it)."""
+    try:
+        lock = yaml.safe_load(Git(str(repo)).get_fs(rev).open("dvc.lock", mode="r").read()) or {}
+    except FileNotFoundError:
+        return False
+    target = PurePosixPath(path.as_posix())
+    outs = [PurePosixPath(out["path"]) for stage in lock.get("stages", {}).values() for out in stage.get("outs", [])]
+    return any(out == target or out in target.parents for out in outs)
+
+
 def load_version(rev: str, paths: PathsParams, repo: Path = Path(".")) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """(counterfactual captions, selected pairs, run metrics) as of `rev`."""
     full = resolve(rev, repo)
@@ -40,6 +52,9 @@ def load_version(rev: str, paths: PathsParams, repo: Path = Path(".")) -> tuple[
         try:
             return read(str(path), repo=str(repo), rev=full, mode="rb")
         except (FileNotFoundError, PathMissingError, OutputNotFoundError):
+            if locked(path, full, repo):
+                raise UserError(f"{path} of revision {rev} is not in this DVC cache (its dvc.lock names it): "
+                                f"`dvc pull` it from the remote, or `dvc repro` at {rev}") from None
             raise UserError(f"{path} is not in revision {rev}: run the pipeline there (`dvc repro`) and commit "
                             "dvc.lock, or push its outputs to the DVC remote") from None
 

@@ -8,7 +8,6 @@ guard's own test).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import shutil
@@ -65,9 +64,9 @@ def paper_shape_models(tmp_path_factory) -> Iterator[Path]:
 
 
 def crash_on_call(monkeypatch, module, n: int) -> None:
-    """Make the `run` of the stage `module` declares raise on its n-th call (a crash mid-stage); the other calls run
-    for real, and the stage's cache keys (which read `run` by module and name) stay as they are."""
-    original, calls = module.STAGE.run, []
+    """Make the `run` of stage logic `module` raise on its n-th call (a crash mid-stage); the other calls run for
+    real, and the stage's cache keys (which read `run` by module and name) stay as they are."""
+    original, calls = module.run, []
 
     @functools.wraps(original)
     def run(*args, **kwargs):
@@ -76,7 +75,7 @@ def crash_on_call(monkeypatch, module, n: int) -> None:
             raise RuntimeError("simulated crash")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(module, "STAGE", dataclasses.replace(module.STAGE, run=run))
+    monkeypatch.setattr(module, "run", run)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """Import layering of `tasks`, read from the source (imports inside functions count): each package imports only what
 its docstring allows, a stage's params section (`tasks/<package>/params.py`) only the core, nothing in `tasks` imports
-`flows` or Prefect, and release never touches a model library."""
+`flows` or Prefect, and neither release nor a stage declaration (`tasks.stages`) touches a model library."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from tests.conftest import ROOT
 ALLOWED = {  # package -> project packages/modules it may import
     "tasks.core": ("tasks.core",),
     "tasks.text": ("tasks.core", "tasks.text"),
-    "tasks.image": ("tasks.core", "tasks.image"),
-    "tasks.release": ("tasks.core", "tasks.params", "tasks.release"),
+    "tasks.image": ("tasks.core", "tasks.stages.generate", "tasks.image"),  # the sample code the declaration keys
+    "tasks.release": ("tasks.core", "tasks.params", "tasks.stages", "tasks.release"),
+    "tasks.stages": ("tasks.core", "tasks.stages"),
     "tasks.demo": ("tasks.core", "tasks.text.ingest", "tasks.demo", "tasks.toyworld.assemble"),
     "tasks.toyworld": ("tasks.core", "tasks.image.params", "tasks.image.sampling", "tasks.demo.tiny_images",
                        "tasks.demo.tiny_text", "tasks.toyworld"),
@@ -24,14 +25,17 @@ ALLOWED = {  # package -> project packages/modules it may import
     "tasks.plan": ("tasks.core", "tasks.params", "tasks.image.params", "tasks.plan"),
     "tasks.judge": ("tasks.core", "tasks.validation.agreement", "tasks.judge"),
 }
-SECTIONS = tuple(f"{package}.params" for package in ALLOWED if package != "tasks.core")  # each stage's params
+SECTIONS = tuple(f"{package}.params" for package in ALLOWED  # each stage's params
+                 if package not in ("tasks.core", "tasks.stages"))
 ROOTS = {  # the whole params (every section) and its resolution: modules of `tasks` itself
     "tasks.params": ("tasks.core", *SECTIONS),
     "tasks.config": ("tasks.core", "tasks.params"),
 }
+MODEL_LIBRARIES = ("torch", "transformers", "diffusers", "open_clip", "sentence_transformers")
 FORBIDDEN = {  # package -> modules it must never import, even where ALLOWED admits their package
     "tasks": ("flows", "prefect", "prefect_dask", "dask"),
-    "tasks.release": ("tasks.core.loading", "torch", "transformers", "diffusers", "open_clip", "sentence_transformers"),
+    "tasks.release": ("tasks.core.loading", *MODEL_LIBRARIES),
+    "tasks.stages": ("nltk", *MODEL_LIBRARIES),  # declarations: read by every command and the release stages
 }
 
 
@@ -67,7 +71,7 @@ def test_a_forbidden_import_is_reported(tmp_path):
              "release/report.py": "    from tasks.core.loading import load_pretrained",
              "release/diff.py": "import torch", "core/params.py": "from tasks.text import ingest",
              "demo/tiny_text.py": "from tasks.text.tagging import tag_caption",
-             "text/params.py": "from tasks.text import tagging"}
+             "text/params.py": "from tasks.text import tagging", "stages/sites.py": "from tasks.text import sites"}
     for name, line in edits.items():
         path = tmp_path / "tasks" / name
         body = f"\n\ndef _late():\n{line}\n" if line.startswith(" ") else f"\n{line}\n"
@@ -84,6 +88,7 @@ def test_a_forbidden_import_is_reported(tmp_path):
         "tasks.release.diff imports torch",
         "tasks.release.report imports tasks.core.loading",
         "tasks.release.report imports tasks.core.loading.load_pretrained",
+        "tasks.stages.sites imports tasks.text", "tasks.stages.sites imports tasks.text.sites",
         "tasks.text.params imports tasks.text", "tasks.text.params imports tasks.text.tagging",
         "tasks.text.tagging imports tasks.image", "tasks.text.tagging imports tasks.image.render",
     ]

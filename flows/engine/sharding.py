@@ -24,8 +24,8 @@ from tasks.core import keys
 from tasks.core.loading import release_models, set_torch_threads
 from tasks.core.shards import content_shards, shard_content
 from tasks.core.specs import model_specs
-from tasks.core.stages import Stage
 from tasks.params import Params
+from tasks.stages import Stage
 
 
 class LocalTaskRunner(ThreadPoolTaskRunner):
@@ -64,7 +64,8 @@ def run_shard(stage: Stage, shard: pl.DataFrame, section: BaseModel, unit: keys.
               torch_threads: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One shard through a stage; the models come from the stage's per-process loader cache."""
     set_torch_threads(torch_threads)
-    return stage.run(shard, section, stage.load_models(section))
+    logic = stage.logic
+    return logic.run(shard, section, logic.load_models(section))
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def run_sharded(stage: Stage, frame: pl.DataFrame, params: Params) -> ShardedRes
     with StageProgress(stage.name, len(shards), unit="shards") as progress:
         futures = run_shard.with_options(name=stage.name, result_storage=result_store(params)).map(
             shard=shards, content=[shard_content(s) for s in shards], stage=unmapped(stage),
-            section=unmapped(section), unit=unmapped(keys.unit(stage.name, stage.runs, section, specs)),
+            section=unmapped(section), unit=unmapped(keys.unit(stage.name, stage.entries, section, specs)),
             torch_threads=unmapped(engine.torch_threads))
         for _ in as_completed(futures):
             progress.advance()

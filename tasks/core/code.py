@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import copy
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from tasks.core.environment import data_hashes, library_versions
@@ -27,6 +27,20 @@ DATA = "NLTK_RESOURCES"  # a module-level tuple of the NLTK resources a module r
 
 
 # --- identity: the functions a unit runs -------------------------------------------------------------------------
+
+
+def entry(code: Callable) -> str:
+    """`module:qualname` of a function or class: how `identity` names it."""
+    return f"{code.__module__}:{code.__qualname__}"
+
+
+def check_entry(name: str) -> None:
+    """Raise ValueError unless `"module:name"` names a top-level definition (or import) of a project module, read from
+    its source (nothing imported)."""
+    module_name, _, attribute = name.partition(":")
+    module = read_module(module_name) if source_file(module_name) else None
+    if module is None or attribute not in module.definitions | module.imports:
+        raise ValueError(f"code entry {name}: {module_name} defines no {attribute} (renamed?)")
 
 
 def _is_log_call(node: ast.AST) -> bool:
@@ -212,11 +226,9 @@ class Identity:
 def identity(*entries: str) -> Identity:
     """What the project functions or classes `"module:name"` run: see the module docstring."""
     walk = Walk()
-    for entry in sorted(set(entries)):
-        module_name, name = entry.split(":")
-        if name not in walk.module(module_name).definitions | walk.module(module_name).imports:
-            raise ValueError(f"code entry {entry}: {module_name} defines no {name} (renamed?)")
-        walk.definition(module_name, name)
+    for name in sorted(set(entries)):
+        check_entry(name)
+        walk.definition(*name.split(":"))
     (libraries, imported), data = library_versions(walk.libraries), data_hashes(walk.data)
     parts = dict(sorted(walk.parts.items()))
     h = hashlib.blake2b(digest_size=16)

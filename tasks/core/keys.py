@@ -22,12 +22,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tasks.core.code import identity
+from tasks.core.code import entry, identity
 from tasks.core.errors import UserError
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
 from tasks.core.specs import ModelSpec
-from tasks.core.stages import entry
 
 
 class StaleCode(UserError):
@@ -80,12 +79,12 @@ class Unit:
             raise StaleCode(f"restart the workers: they run other code than this checkout ({self.name})")
 
 
-def unit(name: str, code: Iterable[Callable], params: BaseModel | dict[str, Any], models: Iterable[ModelSpec] = (),
-         placed: Iterable[ModelSpec] | None = None) -> Unit:
-    """The unit `name` running `code` (function or class objects: a renamed one fails where it is named), reading
-    `params` (a section, keyed fields only, or a dict already reduced to what it reads) and loading `models` (placed:
-    `models`, unless given)."""
-    entries, models = tuple(sorted({entry(c) for c in code})), tuple(models)
+def unit(name: str, code: Iterable[Callable | str], params: BaseModel | dict[str, Any],
+         models: Iterable[ModelSpec] = (), placed: Iterable[ModelSpec] | None = None) -> Unit:
+    """The unit `name` running `code` (function or class objects, or a declaration's checked `"module:name"` entries:
+    a renamed one fails where it is named), reading `params` (a section, keyed fields only, or a dict already reduced
+    to what it reads) and loading `models` (placed: `models`, unless given)."""
+    entries, models = tuple(sorted({c if isinstance(c, str) else entry(c) for c in code})), tuple(models)
     code = identity(*entries).key
     read = keyed_dump(params) if isinstance(params, BaseModel) else params
     shared = digest(json.dumps(read, sort_keys=True), *(fingerprint(m) for m in models), code)

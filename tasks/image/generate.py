@@ -21,7 +21,6 @@ import polars as pl
 
 from tasks.core import keys
 from tasks.core.schemas import PAIR, SAMPLES, SAMPLES_REJECTS
-from tasks.core.stages import Stage
 from tasks.image import render, selection
 from tasks.image.params import GenerateParams, SelectionParams
 from tasks.image.sampling import Sample, encode_prompts, load_tokenizer, plan_sample, token_counts
@@ -130,7 +129,3 @@ def run(pairs: pl.DataFrame, screening: Screening,
     rejects = (scores.filter(pl.col("reject_reason").is_not_null())
                .with_columns(stage=pl.lit("generate"), reason=pl.col("reject_reason")).select(list(REJECTS_SCHEMA)))
     return scores, rejects
-
-
-STAGE = Stage("generate", "render and CLIP-score n_samples image pairs per caption pair", "samples",
-              SCHEMA, REJECTS_SCHEMA, PAIR, "perplexity", code=render.SAMPLE_CODE)

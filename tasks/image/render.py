@@ -5,8 +5,9 @@ decoded image had NaN/inf); black_threshold is applied to it afterwards (`reject
 key. `sample_key` hashes everything that fixes a sample's pixels and scores — C_o, C_c, the edit (type, original
 word, substitute: the subject prompts), its seed, p2p fraction and guidance scale, and the sample unit
 (`sample_unit`: keyed generate params, model contents, the diffusion and CLIP models' placement, the code a render
-and its measurement execute with its libraries) — and nothing else (no batch size, no n_samples). All but the
-sample's own values make the pair's `record_key`: the samples of a pair share one record (`records.PairRecords`).
+and its measurement execute with its libraries: the declaration's `SAMPLE_CODE`) — and nothing else (no batch size,
+no n_samples). All but the sample's own values make the pair's `record_key`: the samples of a pair share one record
+(`records.PairRecords`).
 `canonical` renders one sample alone: the reproducible path whose pixels and scores are what the dataset exports.
 """
 
@@ -28,6 +29,7 @@ from tasks.core.specs import model_specs
 from tasks.image.params import GenerateParams
 from tasks.image.sampling import Diffusion, Prompts, Rendered, Sample, encode_prompts, load_diffusion, render
 from tasks.image.scoring import ClipScorer, load_clip, pair_scores
+from tasks.stages.generate import SAMPLE_CODE
 
 log = logging.getLogger(__name__)
 
@@ -150,4 +152,3 @@ def canonical(pair: dict, sample: Sample, params: GenerateParams, models: ImageM
     return {**measured, "images": rendered.images[0]}
 
 
-SAMPLE_CODE = (load_models, canonical, Batcher)  # what a sample's render and measurement execute

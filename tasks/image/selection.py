@@ -19,9 +19,8 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.core.schemas import PAIR, SAMPLES, SCORE_COLUMNS, SELECTED, SELECTED_REJECTS, SUBJECT_COLUMNS
-from tasks.core.stages import Stage
-from tasks.image import render, store
+from tasks.core.schemas import PAIR, SCORE_COLUMNS, SELECTED, SELECTED_REJECTS, SUBJECT_COLUMNS
+from tasks.image import store
 from tasks.image.params import SelectionParams
 from tasks.image.render import reject_reason
 from tasks.image.sampling import Sample
@@ -128,7 +127,3 @@ def run(scores: pl.DataFrame, params: SelectionParams, black_threshold: int, ren
                          unselected(scores, params, kept["caption_id"].to_list(), list(queue))]
                         ).sort("caption_id", "sample", nulls_last=True)
     return kept, rejects, len(dropped)
-
-
-STAGE = Stage("selection", "thresholds, then the best passing sample rendered canonically", "selected",
-              SELECTED, SELECTED_REJECTS, SAMPLES, "generate", code=render.SAMPLE_CODE)

@@ -13,6 +13,10 @@ from tasks.release.params import ExportParams
 SIZE_CATEGORIES = ((10**3, "n<1K"), (10**4, "1K<n<10K"), (10**5, "10K<n<100K"), (10**6, "100K<n<1M"),
                    (10**7, "1M<n<10M"), (10**8, "10M<n<100M"), (10**9, "100M<n<1B"))
 PAPER_MIXTURE_TRAIN = {"base": 13_928, "medium": 34_820, "all": 41_784}
+DEMO_NOTICE = ("**Demo profile**: the toy world (flat shapes on a plain background, captions from a small grammar) "
+               "and miniature diffusion, CLIP and text models trained on it by `cfgen toy-world train`; its VLM judge "
+               "and evaluation models are random, so their answers are noise. Not COCO images: do not use it for any "
+               "evaluation of real models.")  # at the top of the card and the gallery, and in the limitations
 
 
 def size_category(n_rows: int) -> str:
@@ -34,10 +38,12 @@ def _mixture_configs(sizes: Mapping[str, Mapping[str, int]]) -> tuple[list[dict]
 
 
 def dataset_card(datasheet_md: str, n_rows: int, export: ExportParams,
-                 mixtures: Mapping[str, Mapping[str, int]] | None = None, validated: int = 0, judged: int = 0) -> str:
-    """README.md of the dataset folder: Hub YAML front matter, a short intro (with the training mixtures' sizes
-    when they were built), the datasheet. The `validated` (people's) and `judged` (the VLM judge's) configs are
-    listed once they hold a pair (an empty config cannot load)."""
+                 mixtures: Mapping[str, Mapping[str, int]] | None = None, validated: int = 0, judged: int = 0,
+                 demo: bool = False) -> str:
+    """README.md of the dataset folder: Hub YAML front matter, a short intro (under its title, the demo notice when
+    the demo profile made it; the training mixtures' sizes when they were built), the datasheet. The `validated`
+    (people's) and `judged` (the VLM judge's) configs are listed once they hold a pair (an empty config cannot
+    load)."""
     mixture_configs, mixture_table = _mixture_configs(mixtures) if mixtures else ([], "")
     configs = [{"config_name": name, "data_files": [{"split": "train", "path": f"{name}/train-*.parquet"}]}
                for name, pairs in (("validated", validated), ("judged", judged)) if pairs] + mixture_configs
@@ -49,8 +55,9 @@ def dataset_card(datasheet_md: str, n_rows: int, export: ExportParams,
                     *configs],
     }
     source = export.repo_id or "path/to/this/folder"
-    intro = (f"# {export.pretty_name}\n\n{n_rows} counterfactual image-text pairs (I_o, C_o, I_c, C_c) in the "
-             "COCO-Counterfactuals schema, regenerated with this project's pipeline.\n\n"
+    intro = (f"# {export.pretty_name}\n\n" + (f"> {DEMO_NOTICE}\n\n" if demo else "")
+             + f"{n_rows} counterfactual image-text pairs (I_o, C_o, I_c, C_c) in the COCO-Counterfactuals schema, "
+             "regenerated with this project's pipeline.\n\n"
              f"```python\nfrom datasets import load_dataset\nds = load_dataset(\"{source}\", split=\"train\")\n```")
     intro += f"\n\n{mixture_table}" if mixture_table else ""
     return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n\n{intro}\n\n{datasheet_md}"

@@ -14,12 +14,13 @@ from typing import Any
 import polars as pl
 
 from tasks.core.schemas import ITM_DELTAS, edited_word
-from tasks.core.stages import stages
 from tasks.params import Params
 from tasks.release import ground_truth
+from tasks.release.card import DEMO_NOTICE
 from tasks.release.markdown import markdown_table, param_lines, public, score
 from tasks.release.params import DatasheetParams
 from tasks.release.report import FUNNEL_STEPS, TYPE_STEPS
+from tasks.stages import stages
 
 
 def altered_subjects(counterfactuals: pl.DataFrame, selected_ids: list[str] | None) -> pl.DataFrame:
@@ -142,10 +143,7 @@ def _edit_types(by_type: Mapping[str, Mapping[str, int]], types: list[str]) -> s
 
 
 def _limitations(params: Mapping[str, Any]) -> list[str]:
-    demo = ["**Demo profile**: the toy world (flat shapes on a plain background, captions from a small grammar) and "
-            "miniature diffusion, CLIP and text models trained on it by `cfgen toy-world train`; its VLM judge and "
-            "evaluation models are random, so their answers are noise. The ground truth above says how many pairs "
-            "are real counterfactuals. Do not use it for any evaluation of real models."]
+    demo = [f"{DEMO_NOTICE} The ground truth above says how many pairs are real counterfactuals."]
     covered = ", ".join(params["sites"]["types"])
     return (demo if params.get("profile") == "demo" else []) + [
         f"Each counterfactual makes one edit of the types that ran ({covered}), one span each (a swap: two words "

@@ -28,8 +28,9 @@ from PIL import Image
 
 from tasks.core.io import plain, prune, rejects_path, write_file
 from tasks.core.schemas import JUDGE_COLUMNS, JUDGE_QUESTIONS, SCORE_COLUMNS, SUBJECT_COLUMNS
-from tasks.core.stages import stages
 from tasks.params import Params
+from tasks.release.card import DEMO_NOTICE
+from tasks.stages import stages
 
 SITE = Path(__file__).with_name("site")
 THUMB = 192  # thumbnail side, pixels (never larger than the image)
@@ -239,6 +240,7 @@ def build(params: Params) -> dict:
         "funnel": json.loads(Path(paths.run_metrics).read_text())["funnel"] if Path(paths.run_metrics).is_file()
         else {},
         "scores": list(SCORES),
+        "notice": re.sub(r"\*\*|`", "", DEMO_NOTICE) if params.profile == "demo" else "",
     }
     publish_site(site, data, sorted(Path(paths.figures).glob("*.png")))
     return {"pairs": len(data["pairs"]), "removal": len(data["removal"]),

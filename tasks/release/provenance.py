@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tasks.core.code import identity
 from tasks.core.fingerprints import fingerprint
-from tasks.core.stages import stages
 from tasks.params import Params
+from tasks.stages import stages
 
 
 def model_ids(params: Params) -> dict[str, str]:

@@ -30,7 +30,6 @@ from transformers import AutoModelForMaskedLM, BatchEncoding, PreTrainedTokenize
 
 from tasks.core import schemas
 from tasks.core.loading import load_pretrained
-from tasks.core.stages import Stage
 from tasks.text import grammar, tagging
 from tasks.text.params import CandidatesParams
 from tasks.text.quantities import agree, disagreements, recounts, verb_agrees
@@ -201,7 +200,3 @@ def run(sites: pl.DataFrame, params: CandidatesParams, mlm: MaskedLM) -> tuple[p
     rejects.extend({**row, "stage": "candidates", "reason": reason} for row, reason in zip(kept, defects) if reason)
     kept = [row for row, reason in zip(kept, defects) if reason is None]
     return pl.DataFrame(kept, schema=SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)
-
-
-STAGE = Stage("candidates", "each site's rewrites: masked-LM fills, recounts, deletions", "candidates",
-              SCHEMA, REJECTS_SCHEMA, schemas.SITES, "saliency", run=run, load_models=load_models)

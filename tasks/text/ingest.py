@@ -34,7 +34,6 @@ import polars as pl
 
 from tasks.core import schemas
 from tasks.core.errors import UserError
-from tasks.core.stages import Stage
 
 SCHEMA, REJECTS_SCHEMA = schemas.CAPTIONS, schemas.CAPTIONS_REJECTS
 TSV_HEADER = b"caption_id\tcaption"  # skipped when it is a TSV's first line
@@ -136,7 +135,3 @@ def read_captions(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
         else:
             rejects.append({"file": file, "line": line, "caption_id": caption_id, "caption": caption, "reason": reason})
     return pl.DataFrame(kept, schema=SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)
-
-
-STAGE = Stage("ingest", "COCO caption JSON or `caption_id<TAB>caption` TSV -> captions", "captions",
-              SCHEMA, REJECTS_SCHEMA, code=(read_captions,))

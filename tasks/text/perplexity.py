@@ -26,7 +26,6 @@ from transformers.activations import GELUTanh, NewGELUActivation
 from tasks.core import schemas
 from tasks.core.fields import EDIT_TYPES
 from tasks.core.loading import load_pretrained
-from tasks.core.stages import Stage
 from tasks.text.params import PerplexityParams
 
 SCHEMA, REJECTS_SCHEMA = schemas.COUNTERFACTUALS, schemas.COUNTERFACTUALS_REJECTS
@@ -212,7 +211,3 @@ def run(similar: pl.DataFrame, params: PerplexityParams, lm: CausalLM) -> tuple[
     order = similar.select("caption_id").unique(maintain_order=True).with_row_index("_order")
     winners = winners.join(order, on="caption_id").sort("_order").drop("_order")
     return winners, rejects
-
-
-STAGE = Stage("perplexity", "the lowest-perplexity survivor per caption is C_c", "counterfactual_captions",
-              SCHEMA, REJECTS_SCHEMA, schemas.SIMILARITY, "similarity", run=run, load_models=load_models)

@@ -26,7 +26,6 @@ from nltk.corpus.reader.wordnet import ADJ, NOUN, VERB
 from tasks.core import schemas
 from tasks.core.errors import UserError
 from tasks.core.schemas import edited_word
-from tasks.core.stages import Stage
 from tasks.text.params import RelationsParams
 
 SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
@@ -104,7 +103,3 @@ def run(frame: pl.DataFrame, params: RelationsParams, models: None = None):
     marked = frame.with_columns(reason=reasons, stage=pl.lit("relations"))
     rejects = marked.filter(pl.col("reason").is_not_null()).select(list(REJECTS_SCHEMA))
     return marked.filter(pl.col("reason").is_null()).select(list(SCHEMA)), rejects
-
-
-STAGE = Stage("relations", "drop substitutes that are WordNet synonyms, hyponyms or hypernyms", "relations",
-              SCHEMA, REJECTS_SCHEMA, schemas.CANDIDATES, "candidates", run=run, load_models=load_models)

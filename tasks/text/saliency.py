@@ -29,7 +29,6 @@ from tasks.core import schemas
 from tasks.core.io import read_rgb
 from tasks.core.loading import hub_kwargs, load_once, resolve_device
 from tasks.core.specs import ItmSpec
-from tasks.core.stages import Stage
 from tasks.text.params import SaliencyParams
 from tasks.text.tagging import tag_caption
 
@@ -118,7 +117,3 @@ def run(sites: pl.DataFrame, params: SaliencyParams, models: Models) -> tuple[pl
                      dtype=pl.Boolean)
     rejects = sites.filter(~keep).select(*list(REJECTS_SCHEMA)[:-1], reason=pl.lit("not_salient"))
     return sites.filter(keep).select(list(SCHEMA)), rejects.cast(REJECTS_SCHEMA)
-
-
-STAGE = Stage("saliency", "keep the sites on the words an image-text model relies on (AutoCAD); off: all pass",
-              "salient_sites", SCHEMA, REJECTS_SCHEMA, schemas.SITES, "sites", run=run, load_models=load_models)

@@ -12,7 +12,6 @@ from sentence_transformers import SentenceTransformer
 from tasks.core import schemas
 from tasks.core.loading import hub_kwargs, load_once, resolve_device
 from tasks.core.specs import ModelSpec
-from tasks.core.stages import Stage
 from tasks.text.params import SimilarityParams
 
 SCHEMA, REJECTS_SCHEMA = schemas.SIMILARITY, schemas.rejects(schemas.SIMILARITY)
@@ -64,7 +63,3 @@ def run(frame: pl.DataFrame, params: SimilarityParams, encoder: SentenceTransfor
     failed = scored.filter(pl.col("reason").is_not_null())
     rejects = pl.concat([f.select(list(REJECTS_SCHEMA)) for f in (failed, too_long)])
     return scored.filter(pl.col("reason").is_null()).select(list(SCHEMA)), rejects
-
-
-STAGE = Stage("similarity", "keep candidates with lower < cos(C_o, C_c) <= upper", "similarity",
-              SCHEMA, REJECTS_SCHEMA, schemas.CANDIDATES, "relations", run=run, load_models=load_models)

@@ -34,7 +34,6 @@ import polars as pl
 from nltk.corpus import wordnet
 
 from tasks.core import schemas
-from tasks.core.stages import Stage
 from tasks.text import swaps
 from tasks.text.params import SitesParams
 from tasks.text.tagging import WORD, Token, tag_caption
@@ -183,7 +182,3 @@ def run(captions: pl.DataFrame, params: SitesParams, models: None = None) -> tup
 
 def load_models(params: SitesParams) -> None:
     """Sites needs no model: NLTK data is found through `NLTK_DATA`."""
-
-
-STAGE = Stage("sites", "where each edit type may change C_o (the paper: every NN/NNS token)", "sites",
-              SCHEMA, REJECTS_SCHEMA, schemas.CAPTIONS, "ingest", run=run, load_models=load_models)

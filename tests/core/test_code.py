@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tasks.core import code, source
-from tasks.core.stages import stage
+from tasks.stages import stage
 
 SAMPLE = stage("generate").entries  # a sample's render and measurement
 

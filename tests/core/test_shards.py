@@ -9,13 +9,13 @@ from tasks.core.fingerprints import ModelNotFound, fingerprint
 from tasks.core.keys import unit
 from tasks.core.shards import content_shards, shard_content
 from tasks.core.specs import ModelSpec, model_specs
-from tasks.core.stages import stage
+from tasks.stages import stage
 from tasks.text.params import CandidatesParams, SitesParams
 
 
 def shard_key(stage, shard: pl.DataFrame, section, *extra: str) -> str:
     """A caption shard's key as `flows.engine.sharding.run_sharded` builds it."""
-    return unit(stage.name, stage.runs, section, [s for _, s in model_specs(section)]).key(shard_content(shard),
+    return unit(stage.name, stage.entries, section, [s for _, s in model_specs(section)]).key(shard_content(shard),
                                                                                              *extra)
 
 

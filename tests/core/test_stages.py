@@ -1,4 +1,4 @@
-"""The stage registry (`tasks.core.stages`, `pyproject.toml`'s entry points): every stage and paths command is
+"""The stage registry (`tasks.stages`, `pyproject.toml`'s entry points): every stage and paths command is
 declared once and loads alone; the DAG order, the CLI's commands and `dvc.yaml`'s stages derive from it."""
 
 from __future__ import annotations
@@ -6,13 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
+import pytest
 import yaml
 
 from flows.commands import PathsCommand, command_names
 from tasks.config import load_params
+from tasks.core.code import entry
 from tasks.core.io import rejects_path
-from tasks.core.stages import CAPTION_STEPS, Stage, entry, registered, stages
+from tasks.stages import CAPTION_STEPS, Stage, registered, stages
 from tests.conftest import ROOT
 from tests.tracing import code_deps
 
@@ -25,13 +28,29 @@ def test_the_data_stages_form_one_chain_in_dag_order():
     assert all(isinstance(s, Stage) and s.name == name for name, s in stages().items())
 
 
-def test_a_stage_holds_its_logic_as_function_objects_and_its_keys_read_them_by_name():
+def test_a_declaration_names_its_logic_and_its_keys_read_it_by_name():
     sites = stages()["sites"]
     from tasks.text import sites as module
 
-    assert sites.run is module.run and sites.load_models is module.load_models
+    assert sites.logic is module and sites.help.startswith("Edit sites: where each edit type")
     assert sites.entries == ("tasks.text.sites:run", "tasks.text.sites:load_models") == (entry(module.run),
                                                                                          entry(module.load_models))
+
+
+def test_a_declared_entry_naming_nothing_fails_where_it_is_declared(tmp_path):
+    """A renamed function: the declaration fails on import, in one line naming the entry, before any key is built."""
+    with pytest.raises(ValueError, match="code entry tasks.text.sites:render_sites: tasks.text.sites defines no "):
+        replace(stages()["sites"], code=("tasks.text.sites:render_sites",))
+    with pytest.raises(ValueError, match="tasks.text.nowhere defines no run"):
+        replace(stages()["sites"], module="tasks.text.nowhere")
+
+
+def test_reading_every_declaration_imports_no_stage_logic_and_no_model_library():
+    probe = ("import sys\nfrom tasks.stages import stages\nhelps = [s.help for s in stages().values()]\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'diffusers', "
+             "'nltk', 'open_clip') or m.startswith(('tasks.text.', 'tasks.image.'))))")
+    found = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert found.stdout.splitlines()[-1] == "[]", found.stderr[-2000:]
 
 
 def test_every_registered_stage_and_command_is_a_dvc_stage_and_every_dvc_stage_a_cli_command():
@@ -63,14 +82,14 @@ def test_each_dvc_stage_runs_what_its_declaration_says():
     assert all(dvc[name.replace("-", "_")]["cmd"] == f"cfgen {name}" for name in command_names())
 
 
-def test_a_step_command_imports_its_own_stage_and_no_other():
+def test_a_step_commands_help_comes_from_its_declaration_and_imports_no_stage_logic():
     probe = ("import sys\nfrom flows.cli import app\ntry:\n    app(['relations', '--help'])\nexcept SystemExit:\n"
-             "    pass\nprint(sorted(m for m in sys.modules if m.startswith(('tasks.text.', 'tasks.image.'))\n"
-             "             and not m.endswith('.params')))")  # every section is in `Params`; no other stage's logic
-    imported = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
-                              timeout=120).stdout.splitlines()[-1]
-    assert "tasks.text.relations" in imported
-    assert not any(other in imported for other in ("candidates", "perplexity", "similarity", "tasks.image."))
+             "    pass\nprint(sorted(m for m in sys.modules if m.startswith(('tasks.text.', 'tasks.image.', 'torch'))\n"
+             "             and not m.endswith('.params')))")  # every section is in `Params`; no stage's logic
+    shown = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "COLUMNS": "200"}).stdout
+    assert shown.splitlines()[-1] == "[]"
+    assert "Lexical-relation filter" in shown  # the first paragraph of tasks/text/relations.py's docstring
 
 
 def test_each_dvc_stage_reads_in_one_screen_and_its_code_deps_are_rewritten_alone():

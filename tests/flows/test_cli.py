@@ -172,6 +172,8 @@ def test_verbose_shows_the_traceback(tmp_path):
 
 
 def test_a_diff_of_an_unknown_revision_or_one_without_outputs_is_one_line(tmp_path):
+    """An unknown revision, a revision whose dvc.lock does not name the outputs, and one whose dvc.lock names them
+    while this DVC cache lacks their content: three different lines."""
     git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
     subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
     assert_one_error(cfgen(tmp_path, "diff", "nosuchrev", "HEAD"), "'nosuchrev' is neither a git revision nor a DVC "
@@ -179,6 +181,16 @@ def test_a_diff_of_an_unknown_revision_or_one_without_outputs_is_one_line(tmp_pa
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "empty"], cwd=tmp_path, check=True)
     assert_one_error(cfgen(tmp_path, "diff", "nosuchrev", "HEAD"), "'nosuchrev'")
     assert_one_error(cfgen(tmp_path, "diff", "HEAD", "HEAD"), "reports/metrics.json is not in revision HEAD")
+    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "dvc.yaml").write_text("stages:\n  report:\n    cmd: cfgen report\n    outs:\n"
+                                       "      - reports/metrics.json\n")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages:\n  report:\n    cmd: cfgen report\n    outs:\n"
+                                       "    - path: reports/metrics.json\n      hash: md5\n"
+                                       f"      md5: {'0123456789abcdef' * 2}\n      size: 2\n")
+    subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "locked"], cwd=tmp_path, check=True)
+    assert_one_error(cfgen(tmp_path, "diff", "HEAD", "HEAD"), "reports/metrics.json of revision HEAD is not in this "
+                     "DVC cache (its dvc.lock names it)", "dvc pull")
 
 
 def test_serve_refuses_a_missing_source_and_a_server_that_dies_with_it(tmp_path):

@@ -362,6 +362,42 @@ def test_a_second_repro_does_nothing(repo):
     assert "up to date" in sh(path, "dvc", "status", env=env)
 
 
+MODEL_LIBRARIES = ("torch", "transformers", "diffusers", "open_clip", "sentence_transformers")
+
+
+def test_the_release_stages_read_declarations_only_and_one_stages_edit_stales_that_stage_alone(repo):
+    """`cfgen report`, `export` and `gallery` on the demo run import no model library and no stage's logic (they read
+    the declarations); an edit of relations' logic and of its help text (its module's docstring) leaves every other
+    DVC stage up to date."""
+    path, env = repo
+    probe = ("import atexit, sys\nfrom flows.cli import app\natexit.register(lambda: print(sorted(m for m in "
+             f"sys.modules if m.split('.')[0] in {MODEL_LIBRARIES} or m.startswith(('tasks.text.', 'tasks.image.')) "
+             "and not m.endswith('.params'))))\napp(sys.argv[1:])")
+    for command in ("report", "export", "gallery"):
+        shown = sh(path, sys.executable, "-c", probe, command, env=env)
+        assert shown.splitlines()[-1] == "[]", f"cfgen {command}: {shown[-3000:]}"
+    module = path / "tasks/text/relations.py"
+    original = module.read_text()
+    try:
+        module.write_text(original.replace('"""Lexical-relation filter', '"""Lexical-relation filter (edited)', 1)
+                          + "\n\ndef _edited() -> int:\n    return 1\n")
+        status = subprocess.run(["dvc", "status", "--json"], cwd=path, env=env, capture_output=True, text=True,
+                                check=True).stdout
+        assert set(json.loads(status)) == {"relations"}, status
+    finally:
+        module.write_text(original)
+    assert "up to date" in sh(path, "dvc", "status", env=env)
+
+
+def test_dvc_plots_show_renders_every_figure_as_an_image_offline(repo, tmp_path):
+    path, env = repo
+    shown = subprocess.run(["dvc", "plots", "show", "--json", "-o", str(tmp_path)], cwd=path, env=env,
+                           capture_output=True, text=True, check=True).stdout
+    images = {name for name, renders in json.loads(shown)["data"].items() if renders and renders[0]["type"] == "image"}
+    figures = {p.relative_to(path).as_posix() for p in (path / "reports/figures").glob("*.png")}
+    assert len(figures) >= 5 and figures | {"reports/evaluation/itm_deltas.png"} <= images, shown[:2000]
+
+
 def test_i_a_judge_threshold_or_its_verdict_code_reruns_the_judge_and_asks_the_vlm_nothing(repo):
     """(i), on the up-to-date DAG (a) leaves: the judge stage reruns on its params and code; the per-pair cache holds
     the answers, so neither a threshold nor an edit of the verdict module asks the VLM again, while the verdict
@@ -453,9 +489,9 @@ VISIBLE_IMAGES_LOADED = ("[...document.images].filter(i => i.offsetParent && i.g
 
 
 def test_the_gallery_of_the_demo_run_in_a_browser(repo, tmp_path):
-    """The gallery stage's site, opened from the file system in headless Chromium: no console error, a card per
-    accepted pair, filters that agree with polars on selected.parquet, the rejects files' counts, a URL that reopens
-    its slice, a non-blank first page."""
+    """The gallery stage's site, opened from the file system in headless Chromium: no console error, the demo notice
+    in its header, a card per accepted pair, filters that agree with polars on selected.parquet, the rejects files'
+    counts, a URL that reopens its slice, a non-blank first page."""
     from PIL import Image
 
     from tests.browser import page
@@ -468,6 +504,7 @@ def test_the_gallery_of_the_demo_run_in_a_browser(repo, tmp_path):
         tab.goto(index + "#tab=pairs")
         assert tab.locator("article.card").evaluate_all("cs => cs.map(c => c.dataset.captionId)") == first_page
         assert tab.inner_text("#count") == f"{selected.height} of {selected.height} pairs"
+        assert tab.is_visible("#notice") and tab.inner_text("#notice").startswith("Demo profile: the toy world")
         tab.wait_for_function(VISIBLE_IMAGES_LOADED)
         tab.screenshot(path=tmp_path / "gallery.png")
         truth = dict(pl.read_parquet(path / "data/processed/truth.parquet").select("caption_id", "accurate").rows())

@@ -20,7 +20,7 @@ def test_a_stage_s_models_are_gone_once_its_flow_run_ends(tmp_path, result_store
     masked LM once for all its shards and perplexity its causal LM; each model is garbage (its weakref dead) once its
     stage's flow run has ended, so when perplexity loads, the masked LM is already gone."""
     from flows.text import stage_flow
-    from tasks.core.stages import CAPTION_STEPS
+    from tasks.stages import CAPTION_STEPS
     from tasks.text import candidates, perplexity
 
     loads: dict[str, list] = {}  # stage -> (id, weakref) of the model each call of its loader returned

@@ -48,6 +48,10 @@ def test_card_front_matter_and_load_dataset_with_the_card(tmp_path):
         {"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*.parquet"}]},
         {"config_name": "validated", "data_files": [{"split": "train", "path": "validated/train-*.parquet"}]}]
     assert "## Motivation" in text and 'load_dataset("me/cf"' in text
+    assert "> **Demo profile**" not in text
+    demo = card.dataset_card(sheet(), rows.height, params, demo=True)
+    title, notice = demo.split("---\n", 2)[2].strip().split("\n\n")[:2]  # the notice right under the title
+    assert title == f"# {params.pretty_name}" and notice.startswith("> **Demo profile**: the toy world")
 
     loaded = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))
     assert list(loaded) == ["train"] and loaded["train"][0]["caption_1"] == "a cat"

@@ -56,6 +56,8 @@ function fillForm(state) {
 
 function setUpControls() {
   if (DATA.title) document.title = $("h1").textContent = DATA.title;
+  $("#notice").textContent = DATA.notice || "";
+  $("#notice").hidden = !DATA.notice;
   const empty = { overview: !Object.keys(DATA.funnel).length && !DATA.figures.length, rejects: !DATA.rejects.length,
     removal: !DATA.removal.length };
   for (const link of document.querySelectorAll("#tabs a")) link.hidden = Boolean(empty[link.dataset.tab]);

@@ -1,55 +1,64 @@
-"""The stage registry: each data stage is one `Stage`, declared beside its logic and registered under the
-`cfgen.stages` entry-point group (`pyproject.toml`), so a command loads only the stage it runs.
+"""The stage registry: each data stage is one `Stage` declaration in its own module of this package, registered under
+the `cfgen.stages` entry-point group (`pyproject.toml`). A declaration imports no stage logic and no model library
+(polars schemas only), so the release stages and `cfgen --help` read every declaration and run no stage's code, and a
+command loads only the logic of the stage it runs.
 
-A stage's name is its CLI command, its DVC stage and its `params.yaml` section. A sharded caption step runs
-`run(frame, section, load_models(section))` per shard; `code` is what its cached unit executes (default: `run` and
-`load_models`; the image stages: a sample's render and measurement), which its cache keys hold. `input` is what the
-stage reads from the output of `after`; `data` is the `paths` entry it writes (a data name, which may differ from the
-stage's: perplexity writes `counterfactual_captions`). Importing this module imports no stage and no model library.
+A stage's name is its CLI command, its DVC stage and its `params.yaml` section. Its logic is `module`: a sharded
+caption step runs `module.run(frame, section, module.load_models(section))` per shard, and the first paragraph of
+`module`'s docstring is the command's help. `code` is what its cached unit executes (`"module:name"` entries; default:
+`run` and `load_models`; the image stages: a sample's render and measurement), which its cache keys hold; an entry
+naming nothing fails where it is declared. `input` is what the stage reads from the output of `after`; `data` is the
+`paths` entry it writes (a data name, which may differ from the stage's: perplexity writes `counterfactual_captions`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import ast
+import importlib
 from dataclasses import dataclass
 from functools import cache
 from graphlib import TopologicalSorter
 from importlib.metadata import entry_points
+from types import ModuleType
 
+from tasks.core.code import check_entry
 from tasks.core.errors import UserError
 from tasks.core.schemas import Schema
+from tasks.core.source import parse, source_file
 
 GROUP = "cfgen.stages"
 CAPTION_STEPS = ("sites", "saliency", "candidates", "relations", "similarity", "perplexity")
 
 
-def entry(code: Callable) -> str:
-    """`module:qualname` of a function or class, as `tasks.core.code.identity` reads it."""
-    return f"{code.__module__}:{code.__qualname__}"
-
-
 @dataclass(frozen=True)
 class Stage:
     name: str
-    description: str
     data: str
     output: Schema
     rejects: Schema
+    module: str
     input: Schema | None = None
     after: str | None = None
-    run: Callable | None = None
-    load_models: Callable | None = None
-    code: tuple[Callable, ...] = ()
+    code: tuple[str, ...] = ()
 
-    @property
-    def runs(self) -> tuple[Callable, ...]:
-        """The code the stage's cached unit executes."""
-        return self.code or (self.run, self.load_models)
+    def __post_init__(self) -> None:
+        for entry in self.entries:
+            check_entry(entry)
 
     @property
     def entries(self) -> tuple[str, ...]:
-        """`module:name` of `runs`."""
-        return tuple(map(entry, self.runs))
+        """`module:name` of the code the stage's cached unit executes."""
+        return self.code or (f"{self.module}:run", f"{self.module}:load_models")
+
+    @property
+    def logic(self) -> ModuleType:
+        """The stage's module, imported (its models' libraries with it)."""
+        return importlib.import_module(self.module)
+
+    @property
+    def help(self) -> str:
+        """The first paragraph of the logic module's docstring, read from its source (nothing imported)."""
+        return " ".join(ast.get_docstring(parse(source_file(self.module))).split("\n\n")[0].split())
 
     def section(self, params):
         """This stage's typed params section of a whole `Params`."""
