@@ -33,7 +33,7 @@ from flows.commands import (
     register,
 )
 from flows.dag import register as register_dag
-from flows.engine.console import VERBOSE, console, report_table, stop_on_sigterm, user_errors
+from flows.engine.console import VERBOSE, console, report_table, stop_on_signals, user_errors
 from tasks.config import PARAMS_FILE, load_params, use_project_environment
 from tasks.core import schemas
 from tasks.core.io import check_distinct, check_input, check_outputs
@@ -109,7 +109,7 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="tracebac
                         handlers=[RichHandler(console=console, show_path=False)])
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Prefect API call otherwise
     VERBOSE["on"] = verbose
-    stop_on_sigterm()
+    stop_on_signals()
     use_project_environment()
 
 

@@ -27,7 +27,7 @@ from flows.engine.progress import StageProgress
 from flows.engine.sharding import stage_metrics
 from flows.engine.workspace import result_store
 from tasks.core import keys
-from tasks.core.io import publish_folder, read_frame, read_rgb, staging_folder, write_outputs
+from tasks.core.io import held_folder, publish_folder, read_frame, read_rgb, write_outputs
 from tasks.core.loading import set_torch_threads
 from tasks.core.schemas import PAIR, SAMPLES
 from tasks.image import chunks, generate, render, selection, store
@@ -139,12 +139,12 @@ def selection_flow(scores_path: Path, output: Path, selected_images: Path, param
         counts.update(rendered=sum(now for _, now in found), cached=sum(not now for _, now in found))
         return [{**m, "images": np.stack([read_rgb(folder / png) for png in m["pngs"]])} for m, _ in found]
 
-    staged = staging_folder(selected_images)
     contested = selection.ranked(scores, params.selection)["caption_id"].n_unique()
-    with StageProgress("selection", contested, unit="pairs") as progress:
+    with held_folder(selected_images, output) as staged, \
+            StageProgress("selection", contested, unit="pairs") as progress:
         kept, rejects, fallthrough = selection.run(scores, params.selection, gen.black_threshold, render_canonical,
                                                    staged, progress.advance)
-    publish_folder(staged, selected_images, lambda: write_outputs(kept, rejects, output))
+        publish_folder(staged, selected_images, lambda: write_outputs(kept, rejects, output))
     pairs, renders, cached = scores["caption_id"].n_unique(), counts["rendered"], counts["cached"]
     evals = int(scores["unet_evals"].sum()) + 4 * gen.steps * (renders + cached)
     return stage_metrics("selection", pairs, kept, rejects, pairs=pairs, accepted=kept.height,

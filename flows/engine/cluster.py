@@ -108,11 +108,12 @@ class ClusterTaskRunner(DaskTaskRunner):
                 and (self.resources, self.devices_pinned) == (other.resources, other.devices_pinned))
 
     def __exit__(self, *exc: Any) -> None:
-        """Release the stage's models on every worker (when it ran a task), then disconnect. A scheduler lost meanwhile
-        has no worker to release on, and its error stays the run's one line (`scheduler_loss_is_one_line`)."""
+        """Release the stage's models on every live worker (when it ran a task), then disconnect: a worker that died
+        meanwhile is passed over (its models died with it). A scheduler lost meanwhile has no worker to release on,
+        and its error stays the run's one line (`scheduler_loss_is_one_line`)."""
         if self._client is not None:
             with contextlib.suppress(OSError):  # distributed's CommClosedError and connect timeouts
-                self._client.run(release_models)
+                self._client.run(release_models, on_error="ignore")
         super().__exit__(*exc)
 
     def check_workers(self) -> None:
@@ -124,9 +125,9 @@ class ClusterTaskRunner(DaskTaskRunner):
             raise UserError(f"no worker of {self.address} offers engine.task_resources {wanted}: start workers with "
                             f"`dask worker {self.address} --resources {wanted.replace(' ', ',')}` (or set "
                             "engine.task_resources: {} for CPU workers)")
-        problems = [self.client.run(find_nltk_data, nltk_found())]
-        if self.devices_pinned is not None:
-            problems.append(self.client.run(gpu_pinning_problem, self.devices_pinned))
+        problems = [self.client.run(find_nltk_data, nltk_found(), on_error="ignore")]  # a worker dead but not yet
+        if self.devices_pinned is not None:  # known to the scheduler runs nothing: passed over, not the run's error
+            problems.append(self.client.run(gpu_pinning_problem, self.devices_pinned, on_error="ignore"))
         if wrong := [f"Dask worker {worker} {problem}" for found in problems
                      for worker, problem in sorted(found.items()) if problem]:
             raise UserError("; ".join(wrong))

@@ -1,11 +1,13 @@
-"""The CLI's terminal side: stage metrics as a table, user errors and the storage's refusals as one line, SIGTERM as
-a clean exit."""
+"""The CLI's terminal side: stage metrics as a table, user errors and the storage's refusals as one line, SIGTERM and
+Ctrl-C as a clean exit within seconds."""
 
 from __future__ import annotations
 
 import errno
 import logging
+import os
 import signal
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from rich.table import Table
 from flows.engine.counters import write_metrics
 from tasks.core.errors import UserError
 
+STOP_GRACE_S = 5.0  # how long a stopped command may wait for its `with` blocks and atexit hooks
 console = Console(stderr=True)
 VERBOSE = {"on": False}
 # OS errors that say what is wrong with the user's storage, not with the program: one line each, like a UserError.
@@ -34,14 +37,29 @@ def one_line(error: BaseException | None) -> str | None:
     return None
 
 
-def stop_on_sigterm() -> None:
-    """Make SIGTERM raise SystemExit(143) in the main thread, so `with` blocks and atexit hooks run (a temporary
-    Prefect server is stopped). Call it from the main thread: only there can Python install signal handlers."""
+def stop_on_signals() -> None:
+    """Make SIGTERM raise SystemExit(143) and Ctrl-C (SIGINT) KeyboardInterrupt in the main thread, so `with` blocks
+    and atexit hooks run (a temporary Prefect server is stopped), and end the process with 128 + the signal's number
+    `STOP_GRACE_S` later if it is still waiting then: for a task in flight on a worker thread, which Python cannot
+    interrupt. What that task had not persisted the next run computes, as after a kill (every output is published
+    atomically). Call it from the main thread: only there can Python install signal handlers."""
 
     def handler(signum: int, frame: Any) -> None:
+        deadline = threading.Timer(STOP_GRACE_S, _end, (128 + signum,))
+        deadline.daemon = True
+        deadline.start()
+        if signum == signal.SIGINT:
+            signal.default_int_handler(signum, frame)
         raise SystemExit(128 + signum)
 
-    signal.signal(signal.SIGTERM, handler)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, handler)
+
+
+def _end(code: int) -> None:
+    console.print(f"stopped {STOP_GRACE_S:g} s after the signal, without waiting for the task in flight: rerun the "
+                  "command to resume from what it finished", highlight=False, soft_wrap=True)
+    os._exit(code)
 
 
 def _no_user_error_tracebacks(record: logging.LogRecord) -> bool:

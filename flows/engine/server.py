@@ -5,8 +5,9 @@ Invariant: **no Prefect server outlives the command that started it.**
 - `prefect_api()` uses `PREFECT_API_URL` when it is set (and fails in one line if nothing answers there); otherwise it
   starts ONE `TemporaryServer` for the whole command (killed by the kernel if this process dies) and stops it when
   the block exits. Enter it from the main thread: the death signal follows the starting *thread*.
-- `flows.engine.console.stop_on_sigterm()` turns SIGTERM into `SystemExit(143)` so `with` blocks and atexit hooks
-  run (the server is stopped cleanly, results and logs are flushed) instead of the process dying on the spot.
+- `flows.engine.console.stop_on_signals()` turns SIGTERM into `SystemExit(143)` (Ctrl-C: KeyboardInterrupt) so `with`
+  blocks and atexit hooks run (the server is stopped cleanly, results and logs are flushed) instead of the process
+  dying on the spot; a process still waiting 5 s later (a task in flight) ends then.
 - `run_with_server(command)` runs another command (`dvc repro`) under one such server: every process it starts
   inherits `PREFECT_API_URL`, so they all share one server instead of one temporary server each.
 """

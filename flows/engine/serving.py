@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 from typing import Any
 
 from prefect import Flow
@@ -30,5 +31,6 @@ def serve(flow: Flow, name: str, cron: str, parameters: dict[str, Any]) -> None:
     runner.add_flow(flow, name=name, cron=cron, parameters=parameters)
     console.print(f"serving {flow.name}/{name} on {cron!r}; a run now: prefect deployment run '{flow.name}/{name}'",
                   highlight=False, soft_wrap=True)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # asyncio.run's own Ctrl-C: it stops the runner
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: asyncio.run has stopped the runner, schedule paused
         asyncio.run(runner.start())

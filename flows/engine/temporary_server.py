@@ -62,8 +62,8 @@ class TemporaryServer(SubprocessASGIServer):
 
     Differences from `SubprocessASGIServer.start`: the child gets PR_SET_PDEATHSIG, its own session (a terminal
     Ctrl-C reaches cfgen, which then stops the server after its flows are finalised), stderr is tee'd so a failed
-    start can say why, a dead child fails the start at once instead of after the whole timeout, and it starts under
-    `database_setup_lock`.
+    start can say why (and not shown once it is being stopped: its shutdown noise is not the command's), a dead child
+    fails the start at once instead of after the whole timeout, and it starts under `database_setup_lock`.
     """
 
     _instances: dict[int | None, SubprocessASGIServer] = {}  # not Prefect's: never handed to its own callers
@@ -72,6 +72,7 @@ class TemporaryServer(SubprocessASGIServer):
         super().__init__(port)
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
         self._tee: threading.Thread | None = None
+        self._stopping = False
 
     def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
         # The same command and environment as SubprocessASGIServer._run_uvicorn_command (prefect 3.8).
@@ -93,6 +94,8 @@ class TemporaryServer(SubprocessASGIServer):
                 line = raw.decode(errors="replace")
                 if line.strip():
                     self.stderr_tail.append(line.strip())
+                if self._stopping:  # what a server being stopped says (a flush of its event queue cut short, ...)
+                    continue  # is not the command's: kept in stderr_tail only
                 with contextlib.suppress(Exception):  # our stderr may be closed at exit; keep draining the pipe
                     sys.stderr.write(line)
 
@@ -115,6 +118,7 @@ class TemporaryServer(SubprocessASGIServer):
         for attempt in range(3):
             self.port = self.find_available_port() if attempt or self.port is None else self.port
             self.stderr_tail.clear()
+            self._stopping = False
             subprocess_server_logger.info(f"Starting temporary server on {self.address} for this command")
             self.server_process, self.running = self._run_uvicorn_command(), True
             atexit.register(self.stop)
@@ -145,6 +149,7 @@ class TemporaryServer(SubprocessASGIServer):
 
     def stop(self) -> None:
         atexit.unregister(self.stop)
+        self._stopping = True
         super().stop()
         if self._tee is not None:  # the child is gone: its stderr ends; read the last lines before going on
             self._tee.join(timeout=2)

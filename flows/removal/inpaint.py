@@ -22,7 +22,7 @@ from flows.engine.workspace import result_store
 from flows.removal import finish
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
-from tasks.core.io import publish_folder, read_frame, read_rgb, staging_folder
+from tasks.core.io import held_folder, publish_folder, read_frame, read_rgb
 from tasks.core.loading import set_torch_threads
 from tasks.core.schemas import INPAINTED, INPAINTED_REJECTS, REMOVAL_CAPTIONS
 from tasks.image.store import write_png
@@ -78,28 +78,29 @@ def inpaint_flow(params: Params) -> dict:
         .filter(pl.col("reason").is_not_null()).select(list(INPAINTED_REJECTS))
     rows = list(usable.iter_rows(named=True))
     sources = [paths.removal_images / e["file_name"] for e in rows]
-    staged, image_0, contents = staging_folder(paths.inpainted_images), {}, []
-    for source, edit in zip(sources, rows):
-        if source not in image_0:
-            original = read_rgb(source)
-            image_0[source] = write_png(staged, original)
-        contents.append(edit_content(image_0[source], edit))
-    image_1 = []
-    with StageProgress("inpaint", len(rows), unit="edits") as progress:
-        fill = fill_edit.with_options(result_storage=result_store(params))
-        unit = fill_unit(section)
-        futures = [fill.submit(s, e, section, unit, c, params.engine.torch_threads)
-                   for s, e, c in zip(sources, rows, contents)]
-        for future in futures:
-            image_1.append(write_png(staged, future.result()))
-            progress.advance()
-    kept = usable.with_columns(fill=pl.lit(section.fill),
-                               image_0=pl.Series([image_0[s] for s in sources], dtype=pl.String),
-                               image_1=pl.Series(image_1, dtype=pl.String)).select(list(INPAINTED))
-    computed = sum(f.state.name != "Cached" for f in futures)
-    return publish_folder(staged, paths.inpainted_images, lambda: finish(
-        "inpaint", edits.height, kept, rejects, paths.inpainted, params, edits_filled=computed,
-        edits_cached=len(futures) - computed))
+    with held_folder(paths.inpainted_images, paths.inpainted) as staged:
+        image_0, contents = {}, []
+        for source, edit in zip(sources, rows):
+            if source not in image_0:
+                original = read_rgb(source)
+                image_0[source] = write_png(staged, original)
+            contents.append(edit_content(image_0[source], edit))
+        image_1 = []
+        with StageProgress("inpaint", len(rows), unit="edits") as progress:
+            fill = fill_edit.with_options(result_storage=result_store(params))
+            unit = fill_unit(section)
+            futures = [fill.submit(s, e, section, unit, c, params.engine.torch_threads)
+                       for s, e, c in zip(sources, rows, contents)]
+            for future in futures:
+                image_1.append(write_png(staged, future.result()))
+                progress.advance()
+        kept = usable.with_columns(fill=pl.lit(section.fill),
+                                   image_0=pl.Series([image_0[s] for s in sources], dtype=pl.String),
+                                   image_1=pl.Series(image_1, dtype=pl.String)).select(list(INPAINTED))
+        computed = sum(f.state.name != "Cached" for f in futures)
+        return publish_folder(staged, paths.inpainted_images, lambda: finish(
+            "inpaint", edits.height, kept, rejects, paths.inpainted, params, edits_filled=computed,
+            edits_cached=len(futures) - computed))
 
 
 COMMAND = PathsCommand(inpaint_flow, "Object removal: fill each removed region (cached per edit).",

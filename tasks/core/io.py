@@ -1,11 +1,13 @@
 """Reading and writing stage files: schema-checked parquet in, atomic parquet/JSON out, rejects beside outputs.
 
 A stage output is replaced atomically, so a killed run never leaves a half-written file behind; an output and its
-rejects are replaced together or not at all. Outputs are checked writable (`check_outputs`) before any work starts,
-and an OSError while writing (disk full, ...) is a one-line `OutputError` naming the file.
+rejects are replaced together: a run killed between the two renames is completed by the next reader or writer.
+Outputs are checked writable (`check_outputs`) before any work starts, and an OSError while writing (disk full, ...)
+is a one-line `OutputError` naming the file.
 
-A folder of content-addressed files and the table naming them are published together (`staging_folder`,
-`publish_folder`): whenever a run is killed, every file the table in place names is in the folder.
+A folder of content-addressed files and the table naming them are published together (`held_folder`,
+`publish_folder`): whenever a run is killed, every file the table in place names is in the folder, and one run at a
+time, for one table only, writes a folder.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
+from filelock import FileLock, Timeout
 
 from tasks.core.errors import UserError
 
@@ -51,7 +54,9 @@ def rejects_path(output: Path) -> Path:
 
 
 def check_input(path: Path, schema: dict[str, pl.DataType], produced_by: str) -> None:
-    """Raise a one-line SchemaError unless `path` is a parquet file holding every column of `schema`."""
+    """Raise a one-line SchemaError unless `path` is a parquet file holding every column of `schema` (a publication
+    of it a run left half done is completed first)."""
+    finish_publication(Path(path))
     if not Path(path).is_file():
         raise SchemaError(f"input {path} does not exist: run `cfgen {produced_by}` first")
     try:
@@ -95,21 +100,53 @@ def check_outputs(output: Path, metrics: Path | None = None) -> None:
             raise OutputError(f"cannot write {path}: {folder} is not writable ({_reason(err)})") from None
 
 
+def _journal(path: Path) -> Path:
+    return path.with_name(f".{path.name}.publishing")
+
+
+def finish_publication(path: Path) -> None:
+    """Complete the publication of `path` and the files written with it (`_replace_together`) that a run stopped
+    between its renames: every complete temporary its journal names is renamed in, then the journals go."""
+    journal = _journal(Path(path))
+    if not journal.is_file():
+        return
+    pairs = [(Path(temporary), Path(target)) for temporary, target in json.loads(journal.read_text())]
+    for temporary, target in pairs:
+        if temporary.exists():
+            os.replace(temporary, target)
+    for _, target in pairs:
+        _journal(target).unlink(missing_ok=True)
+
+
 def _replace_together(writers: dict[Path, Callable[[Path], Any]]) -> None:
     """Write each path with `writers[path](temporary)` to a temporary beside it and rename them into place only once
-    every one is complete: a failed write changes no path and leaves no temporary. An OSError is an `OutputError`."""
+    every one is complete: a failed write changes no path and leaves no temporary. Several paths are one
+    publication: once every temporary is complete, a journal beside each path names them all before the first
+    rename, so a run stopped between two renames is completed by the next reader (`finish_publication`, called by
+    `check_input`) or writer: never an output beside another run's rejects. An OSError is an `OutputError`."""
     temporaries: dict[Path, Path] = {}
+    committed = False
     try:
         for path, write in writers.items():
             path.parent.mkdir(parents=True, exist_ok=True)
+            finish_publication(path)
             temporaries[path] = path.with_name(f".{path.name}.tmp")
             write(temporaries[path])
+        if len(temporaries) > 1:
+            entries = json.dumps([[str(t), str(p)] for p, t in temporaries.items()])
+            for path in temporaries:
+                written = _journal(path).with_name(f"{_journal(path).name}.tmp")
+                written.write_text(entries)
+                os.replace(written, _journal(path))
+        committed = True
         for path, temporary in temporaries.items():
             os.replace(temporary, path)
+        for path in temporaries:
+            _journal(path).unlink(missing_ok=True)
     except OSError as err:
         raise OutputError(f"cannot write {path}: {_reason(err)}") from err
     finally:
-        for temporary in temporaries.values():
+        for temporary in () if committed else temporaries.values():
             with contextlib.suppress(OSError):  # an unwritable folder: nothing was created in it either
                 temporary.unlink(missing_ok=True)
 
@@ -143,6 +180,30 @@ def staging_folder(folder: Path) -> Path:
         shutil.rmtree(staged)
     staged.mkdir(parents=True)
     return staged
+
+
+@contextlib.contextmanager
+def held_folder(folder: Path, table: Path) -> Iterator[Path]:
+    """The staging folder (`staging_folder`) of `folder`, whose files `table` names, held by this run alone while it
+    builds and publishes: another run on `folder` is one line (a lock beside it), and so is a run whose table is not
+    the one `folder` belongs to (the marker beside it; a table since deleted gives it up): publishing prunes what its
+    own table does not name, which would delete the files of the other's."""
+    folder, table = Path(folder), Path(table)
+    lock = FileLock(folder.with_name(f".{folder.name}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise UserError(f"another run is writing {folder}: wait for it, or give this run its own folder") from None
+    try:
+        owner, marker = os.path.relpath(table, folder.parent), folder.with_name(f".{folder.name}.table")
+        named = marker.read_text() if marker.is_file() else None
+        if named not in (None, owner) and (folder.parent / named).is_file():
+            raise UserError(f"{folder} holds the files of {folder.parent / named}, not of {table}: give this run its "
+                            "own folder (its table would be published with files the other no longer has)")
+        marker.write_text(owner)
+        yield staging_folder(folder)
+    finally:
+        lock.release()
 
 
 def publish_folder(staged: Path, folder: Path, write_table: Callable[[], T]) -> T:

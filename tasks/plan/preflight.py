@@ -76,16 +76,34 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "spiece.model", 
                    "tokenizer.model")  # one of them holds a transformers model folder's tokenizer
 
 
+SD_COMPONENTS = {"unet": ("config.json",), "text_encoder": ("config.json",), "tokenizer": TOKENIZER_FILES,
+                 "scheduler": ("scheduler_config.json",)}
+
+
 def reads_processor(spec: ModelSpec, config: dict) -> bool:
     """Whether the model's loader starts with its `AutoProcessor`: an image-text model (an `ItmSpec`, or a config
     with a `vision_config`, as the judge's VLM has)."""
     return isinstance(spec, ItmSpec) or "vision_config" in config
 
 
+def _lacking_component(spec: ModelSpec, folder: Path) -> str | None:
+    """What a Stable Diffusion folder (a `unet/` in it) lacks of the components its loader reads besides the VAE
+    (`generate.vae` may replace vae/; a missing one is the loader's line); None when nothing."""
+    for component, files in SD_COMPONENTS.items():
+        if not any((folder / component / name).is_file() for name in files):
+            return f"model folder {spec.id} has no {component}/ ({' or '.join(files)}): a Stable Diffusion v1 " \
+                   "folder holds unet/, text_encoder/, tokenizer/, scheduler/ and vae/"
+    return None
+
+
 def _lacking(spec: ModelSpec, folder: Path) -> str | None:
-    """What a local model folder with a config.json lacks that its loader reads: a config that parses, a tokenizer (a
-    transformers model: its config has a `model_type`; a diffusers VAE's has none), a processor config (image-text
-    models); None when nothing."""
+    """What a local model folder lacks that its loader reads: a Stable Diffusion folder its components; one with a
+    config.json a config that parses, a tokenizer (a transformers model: its config has a `model_type`; a diffusers
+    VAE's has none), a processor config (image-text models); None when nothing (or no such folder)."""
+    if (folder / "unet").is_dir():
+        return _lacking_component(spec, folder)
+    if not (folder / "config.json").is_file():
+        return None
     try:
         config = json.loads((folder / "config.json").read_text())
     except ValueError as err:
@@ -100,11 +118,10 @@ def _lacking(spec: ModelSpec, folder: Path) -> str | None:
 
 
 def incomplete(section) -> list[str]:
-    """A line for each local transformers model folder of a params section that lacks what its loader reads (a
-    broken weights file is the loader's one line: `loading.load_once`)."""
+    """A line for each local model folder of a params section (transformers, or a Stable Diffusion folder) that
+    lacks what its loader reads (a broken weights file is the loader's one line: `loading.load_once`)."""
     folders = ((spec, Path(spec.local())) for _, spec in model_specs(section) if not isinstance(spec, ClipSpec))
-    return [line for spec, folder in folders if (folder / "config.json").is_file()
-            and (line := _lacking(spec, folder)) is not None]
+    return [line for spec, folder in folders if (line := _lacking(spec, folder)) is not None]
 
 
 def placement(spec: ModelSpec) -> tuple[str, str]:

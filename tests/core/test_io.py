@@ -1,16 +1,29 @@
 """Stage file I/O: an output may never be its own input, however the two paths are spelled; outputs are checked
-writable before any work; an output and its rejects are replaced together or not at all."""
+writable before any work; an output and its rejects are replaced together or not at all (a run killed between their
+renames is completed by the next reader)."""
 
 from __future__ import annotations
 
 import errno
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from tasks.core.io import OutputError, SameFileError, check_distinct, check_outputs, rejects_path, write_outputs
+from tasks.core.io import (
+    OutputError,
+    SameFileError,
+    check_distinct,
+    check_outputs,
+    read_frame,
+    rejects_path,
+    write_outputs,
+)
+from tests.conftest import ROOT
 
 
 def test_check_distinct_refuses_the_input_as_output(tmp_path, monkeypatch):
@@ -77,3 +90,28 @@ def test_write_outputs_writes_both_or_neither(tmp_path, monkeypatch):
     write_outputs(pl.DataFrame({"a": [2]}), pl.DataFrame({"r": ["y"]}), output)
     assert pl.read_parquet(output)["a"].to_list() == [2]
     assert pl.read_parquet(rejects_path(output))["r"].to_list() == ["y"]
+
+
+def test_a_run_killed_between_the_two_renames_is_completed_by_the_next_reader(tmp_path):
+    """A process SIGKILLed after renaming its new output in and before its rejects: the output on disk is new and
+    the rejects old, until the next reader (`read_frame`) completes the publication from its journal."""
+    output = tmp_path / "out.parquet"
+    write_outputs(pl.DataFrame({"a": [1]}), pl.DataFrame({"r": ["old"]}), output)
+    killed = subprocess.run([sys.executable, "-c", f"""
+import os, signal
+import polars as pl
+from tasks.core import io
+real = os.replace
+def replace(source, target):
+    if str(target) == {str(rejects_path(output))!r}:
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(source, target)
+io.os.replace = replace
+io.write_outputs(pl.DataFrame({{"a": [2]}}), pl.DataFrame({{"r": ["new"]}}), io.Path({str(output)!r}))
+"""], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert pl.read_parquet(output)["a"].to_list() == [2]
+    assert pl.read_parquet(rejects_path(output))["r"].to_list() == ["old"]  # a reader that ignored the journal
+    assert read_frame(output, {"a": pl.Int64}, "test")["a"].to_list() == [2]
+    assert pl.read_parquet(rejects_path(output))["r"].to_list() == ["new"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.parquet", "out.rejects.parquet"]  # no journal, no temp

@@ -77,6 +77,39 @@ def test_a_broken_model_folder_is_one_error_line_naming_it(tmp_path, broken):
     assert not (tmp_path / "out.parquet").exists()
 
 
+IMAGE_BROKEN = {  # an image model broken: (break it under the models folder, what the one line says)
+    "no tokenizer": (lambda models: shutil.rmtree(models / "sd/tokenizer"), "has no tokenizer/"),
+    "corrupt unet config": (lambda models: (models / "sd/unet/config.json").write_text("{not json"),
+                            "cannot be loaded (load_diffusion)"),
+    "no unet weights": (lambda models: next((models / "sd/unet").glob("*.safetensors")).unlink(),
+                        "cannot be loaded (load_diffusion)"),
+    "corrupt CLIP weights": (lambda models: next((models / "clip").glob("*.safetensors")).write_bytes(b"\0" * 64),
+                             "cannot be loaded (load_clip)"),
+}
+
+
+@pytest.mark.parametrize("broken", list(IMAGE_BROKEN))
+def test_a_broken_image_model_is_one_error_line_in_generate(tmp_path, broken):
+    """The diffusion or CLIP folder of generate broken one way each: the pre-flight's line (a component missing) or
+    the loader wrapper's, exit 2, no traceback, no output (`cfgen plan` goes through the same two)."""
+    from tasks.core.schemas import PAIR
+    from tasks.demo.tiny_images import build_tiny_clip, build_tiny_diffusion
+
+    diffusion, clip = build_tiny_diffusion(tmp_path / "models/sd", seed=0), build_tiny_clip(tmp_path / "models/clip",
+                                                                                            seed=0)
+    breaks, says = IMAGE_BROKEN[broken]
+    breaks(tmp_path / "models")
+    one_row_parquet(tmp_path / "pairs.parquet", PAIR, caption="a dog on a mat", counterfactual="a cat on a mat",
+                    edit_type="noun", original_word="dog", substitute="cat")
+    result = cfgen(tmp_path, "generate", "pairs.parquet", "out.parquet", "-p", f"generate.diffusion.id={diffusion.id}",
+                   "-p", f"generate.clip.pretrained={clip.pretrained}", "-p", f"generate.clip.config={clip.config}")
+    code, out, err, _ = result
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    ours = re.findall(r'File "[^"]*/(?:tasks|flows|diffusers|transformers|open_clip|safetensors)/', out + err)
+    assert code == 2 and not ours and len(errors) == 1 and says in errors[0], err[-3000:]  # the temporary Prefect
+    assert not (tmp_path / "out.parquet").exists()  # server may log its own traceback (a busy SQLite)
+
+
 def test_a_dask_address_without_a_scheduler_is_one_line_naming_it_within_seconds(tmp_path):
     from tasks.text.ingest import SCHEMA
 

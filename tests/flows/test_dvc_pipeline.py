@@ -726,6 +726,26 @@ def selected_at(repo: Path, rev: str | None) -> pl.DataFrame:
     return pl.read_parquet(io.BytesIO(read("data/processed/selected.parquet", repo=str(repo), rev=rev, mode="rb")))
 
 
+def test_a_failed_exp_run_and_the_readmes_way_back_leave_every_output_as_it_was(repo):
+    """`dvc exp run -S similarity.upper=abc` fails in one line at similarity, having removed its outputs; the way
+    back the README gives (its commands, read from it) restores every output, lock and metrics file byte for byte."""
+    path, env = repo
+    commit(path, env, "before a failed experiment")
+    before = outputs(path)
+    failed = subprocess.run(["dvc", "exp", "run", "-S", "similarity.upper=abc"], cwd=path, env=env,
+                            capture_output=True, text=True)
+    assert failed.returncode != 0 and "similarity.upper" in failed.stdout + failed.stderr
+    assert not (path / "reports/metrics/similarity.json").exists()  # what the way back has to bring back
+    readme = (ROOT / "README.md").read_text()
+    way_back = re.findall(r"`([^`]+)`", readme.split("To get back:")[1].split("\n\n")[0])[:2]
+    assert way_back[0].startswith("git checkout") and way_back[1] == "dvc checkout", way_back
+    for command in way_back:
+        sh(path, *command.split(), env=env)
+    assert outputs(path) == before
+    assert "up to date" in sh(path, "dvc", "status", env=env)
+    assert sh(path, "git", "status", "--porcelain", env=env) == ""
+
+
 def test_exp_run_and_dataset_diff(repo):
     path, env = repo
     started = time.monotonic()

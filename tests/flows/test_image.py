@@ -6,8 +6,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 import torch
+from filelock import FileLock
 
 from flows.image import generate_flow, selection_flow
+from tasks.core.errors import UserError
 from tasks.core.io import write_frame
 from tasks.core.schemas import PAIR, SCORE_COLUMNS, SUBJECT_COLUMNS
 from tasks.image import render
@@ -121,14 +123,30 @@ def test_a_threshold_change_renders_only_new_winners_and_its_reversal_renders_no
     # raise min_clip_dir just above p0's winner: p0 needs its next sample, p1 keeps its winner (if it still passes)
     p0 = winners.filter(pl.col("caption_id") == "p0")["clip_dir"][0]
     stricter = params.model_copy(update={"selection": params.selection.model_copy(update={"min_clip_dir": p0 + 1e-9})})
-    changed = selection_flow(tmp_path / "scores.parquet", tmp_path / "b.parquet", tmp_path / "img", stricter)
+    changed = selection_flow(tmp_path / "scores.parquet", tmp_path / "b.parquet", tmp_path / "img_b", stricter)
     still_passing = scores.filter(pl.col("clip_dir") > p0)["caption_id"].unique().to_list()
     assert changed["accepted"] == len(still_passing)
     new_winners = pl.read_parquet(tmp_path / "b.parquet").join(winners, on=["caption_id", "sample"], how="anti")
     assert changed["renders"] == new_winners.height
-    back = selection_flow(tmp_path / "scores.parquet", tmp_path / "c.parquet", tmp_path / "img", params)
+    back = selection_flow(tmp_path / "scores.parquet", tmp_path / "c.parquet", tmp_path / "img_c", params)
     assert (base["renders"], back["renders"]) == (2, 0)
     assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "c.parquet").read_bytes()
+
+
+def test_an_images_folder_takes_one_run_at_a_time_and_one_table(tmp_path, result_store, params):
+    """A second table into the folder another names, or a second run while one holds it: one line each, and every
+    PNG the first table names stays; a table since deleted gives its folder up."""
+    generate_flow(pairs_file(tmp_path, PAIRS), tmp_path / "scores.parquet", params)
+    scores, images = tmp_path / "scores.parquet", tmp_path / "img"
+    selection_flow(scores, tmp_path / "a.parquet", images, params)
+    named = [images / p for column in ("image_o", "image_c") for p in pl.read_parquet(tmp_path / "a.parquet")[column]]
+    with pytest.raises(UserError, match=r"img holds the files of .*a\.parquet, not of .*b\.parquet: give this run"):
+        selection_flow(scores, tmp_path / "b.parquet", images, params)
+    with FileLock(tmp_path / ".img.lock"), pytest.raises(UserError, match="another run is writing .*img: wait"):
+        selection_flow(scores, tmp_path / "a.parquet", images, params)
+    assert named and all(p.is_file() for p in named) and not (tmp_path / "b.parquet").exists()
+    (tmp_path / "a.parquet").unlink()
+    assert selection_flow(scores, tmp_path / "b.parquet", images, params)["accepted"] == 2
 
 
 def test_a_failing_canonical_render_falls_through_to_the_next_sample(tmp_path, result_store, params, monkeypatch):

@@ -3,6 +3,7 @@ mocks)."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import socket
@@ -16,19 +17,20 @@ import psutil
 import pytest
 
 from flows.engine.server import PrefectUnavailable, prefect_api, run_with_server
+from flows.engine.temporary_server import TemporaryServer
 from tests.conftest import ROOT, project_params
 
 DRIVER = textwrap.dedent("""
     import time
     from prefect import flow
-    from flows.engine.console import stop_on_sigterm
+    from flows.engine.console import stop_on_signals
     from flows.engine.server import prefect_api
 
     @flow
     def trivial():
         return 1
 
-    stop_on_sigterm()
+    stop_on_signals()
     with prefect_api() as url:
         print(url, flush=True)
         trivial()
@@ -115,7 +117,7 @@ def test_sigterm_stops_command_and_its_server(tmp_path, prefect_home):
     proc, url, server = _start_driver(tmp_path, prefect_home)
     start = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=15) == 128 + signal.SIGTERM  # stop_on_sigterm: SystemExit, so `with` blocks ran
+    assert proc.wait(timeout=15) == 128 + signal.SIGTERM  # stop_on_signals: SystemExit, so `with` blocks ran
     exited = time.monotonic() - start
 
     def server_gone():
@@ -259,3 +261,61 @@ def test_a_loopback_prefect_api_is_refused_for_a_scheduler_on_another_host(sched
         with pytest.raises(UserError) as error:
             task_runner(params)
     assert str(error.value).startswith(f"engine.dask_address {scheduler} is another host, but the Prefect API {api}")
+
+
+def test_what_a_server_says_once_it_is_being_stopped_stays_off_the_commands_stderr(capfd):
+    """The tee of a temporary server's stderr: shown while it runs; once `stop()` has begun (a flush of its event
+    queue cut short prints a long traceback) only kept in `stderr_tail`, where a failed start reads its last line."""
+    server = TemporaryServer()
+    server._tee_stderr(io.BytesIO(b"a real server error\n"))
+    server.stop()  # never started: only marks it as stopping
+    server._tee_stderr(io.BytesIO(b"Error flushing events (attempt 1/3)\nTraceback (most recent call last):\n"))
+    err = capfd.readouterr().err
+    assert "a real server error" in err and "flushing" not in err and "Traceback" not in err
+    assert list(server.stderr_tail)[-2:] == ["Error flushing events (attempt 1/3)",
+                                             "Traceback (most recent call last):"]
+
+
+IN_FLIGHT = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    import tasks.text.relations as relations
+
+    def run(frame, params, models=None):  # a shard that takes two minutes
+        Path(sys.argv[1]).write_text("started")
+        time.sleep(120)
+
+    relations.run = run
+    from flows.cli import app
+    app(["relations", sys.argv[2], sys.argv[3]])
+""")
+
+
+@pytest.mark.slow
+def test_ctrl_c_with_a_task_in_flight_ends_the_command_and_its_server_within_seconds(tmp_path, prefect_home):
+    """Ctrl-C (SIGINT) while a shard's task runs on a worker thread: the command does not wait for it (it would for
+    two minutes) but ends with 130 within `STOP_GRACE_S` and a margin, saying how to resume, its server gone and no
+    output written."""
+    from flows.engine.console import STOP_GRACE_S
+    from tasks.core.schemas import CANDIDATES
+    from tests.flows.test_cli import one_row_parquet
+
+    one_row_parquet(tmp_path / "candidates.parquet", CANDIDATES)
+    started, script = tmp_path / "started", tmp_path / "in_flight.py"
+    script.write_text(IN_FLIGHT)
+    proc = subprocess.Popen([sys.executable, str(script), str(started), str(tmp_path / "candidates.parquet"),
+                             str(tmp_path / "out.parquet")], env=_env(prefect_home), cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not started.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-3000:]
+        time.sleep(0.2)
+    servers = [p.pid for p in psutil.Process(proc.pid).children(recursive=True) if "uvicorn" in p.cmdline()]
+    interrupted = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=STOP_GRACE_S + 20) == 128 + signal.SIGINT
+    assert time.monotonic() - interrupted < STOP_GRACE_S + 10
+    assert "rerun the command to resume" in proc.stderr.read()
+    assert servers
+    _wait_until(lambda: not any(_alive(pid) for pid in servers), 10)  # the kernel's death signal, or its stop
+    assert not (tmp_path / "out.parquet").exists()

@@ -4,6 +4,8 @@ profile its one-GPU-per-worker check weighs only the models that run."""
 
 from __future__ import annotations
 
+import os
+import signal
 import weakref
 
 from flows.engine.sharding import task_runner
@@ -73,3 +75,20 @@ def test_the_gpu_pin_check_weighs_only_the_models_that_run():
     assert task_runner(project_params(*judged)).devices_pinned is False
     assert task_runner(project_params(*judged, "judge.model.paper.device=cuda:0")).devices_pinned is True
 
+
+
+@requires_nltk
+def test_a_worker_killed_before_the_scheduler_knows_costs_neither_the_check_nor_the_release():
+    """A worker SIGKILLed just before a stage's runner checks the workers and, at its end, releases their models: both
+    broadcasts pass over it (no CommClosedError: a kill at any moment costs only the task in flight)."""
+    from distributed import Client, LocalCluster
+
+    from flows.engine.cluster import ClusterTaskRunner
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        pids = client.run(os.getpid)
+        os.kill(pids[min(pids)], signal.SIGKILL)
+        with ClusterTaskRunner(cluster.scheduler_address, {}, None) as runner:
+            runner.check_workers()  # one live worker: its NLTK data found, nothing to say
+            assert pids[min(pids)] not in runner.client.run(os.getpid, on_error="ignore").values()
