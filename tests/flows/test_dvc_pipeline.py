@@ -731,10 +731,11 @@ def selected_at(repo: Path, rev: str | None) -> pl.DataFrame:
 
 def test_a_failed_exp_run_and_the_readmes_way_back_leave_every_output_as_it_was(repo):
     """`dvc exp run -S similarity.upper=abc` fails in one line at similarity, having removed its outputs; the way
-    back the README gives (its commands, read from it) restores every output, lock and metrics file byte for byte."""
+    back the README gives (its commands, read from it) restores every output, lock and metrics file byte for byte,
+    and `dvc status` says what it said before (the earlier tests leave stages to rerun)."""
     path, env = repo
     commit(path, env, "before a failed experiment")
-    before = outputs(path)
+    before, status = outputs(path), sh(path, "dvc", "status", env=env)
     failed = subprocess.run(["dvc", "exp", "run", "-S", "similarity.upper=abc"], cwd=path, env=env,
                             capture_output=True, text=True)
     assert failed.returncode != 0 and "similarity.upper" in failed.stdout + failed.stderr
@@ -745,7 +746,7 @@ def test_a_failed_exp_run_and_the_readmes_way_back_leave_every_output_as_it_was(
     for command in way_back:
         sh(path, *command.split(), env=env)
     assert outputs(path) == before
-    assert "up to date" in sh(path, "dvc", "status", env=env)
+    assert sh(path, "dvc", "status", env=env) == status
     assert sh(path, "git", "status", "--porcelain", env=env) == ""
 
 
