@@ -45,9 +45,10 @@ def check_models(*sections: Any) -> None:
 def check_run_models(params: Params) -> None:
     """`check_models` before a whole run (`cfgen run`, `cfgen serve`) over every section with a model it loads
     (`Params.running_models`); the demo profile's are built by its first stage, so nothing is looked for there."""
+    from tasks.plan.preflight import running_sections
+
     if params.profile != "demo":
-        check_models(*(getattr(params, name) for name in dict.fromkeys(
-            key.split(".")[0] for key, _ in params.running_models())))
+        check_models(*running_sections(params))
 
 
 def on_cluster(params: Params) -> contextlib.AbstractContextManager:

@@ -58,8 +58,7 @@ def make_plan(source: Path, params: Params, params_file: Path, overrides: list[s
               "devices": preflight.devices(), "missing": [m.key for m in models if not m.present]}
     if report["missing"]:
         return {**report, "ready": False}
-    sections = dict.fromkeys(key.split(".")[0] for key, _ in params.running_models())
-    if lacking := [line for name in sections for line in preflight.incomplete(getattr(params, name))]:
+    if lacking := [line for section in preflight.running_sections(params) for line in preflight.incomplete(section)]:
         raise UserError("; ".join(lacking))  # what a stage's pre-flight says (`flows.commands.check_models`)
     rate, pilot, rate_source = pass_rates(params, given_pass_rate)
     counts, pairs = caption_bench(source, params, sample)

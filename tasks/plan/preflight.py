@@ -124,6 +124,11 @@ def incomplete(section) -> list[str]:
     return [line for spec, folder in folders if (line := _lacking(spec, folder)) is not None]
 
 
+def running_sections(params: Params) -> list:
+    """Each params section with a model a whole run loads (`Params.running_models`), once, in their order."""
+    return [getattr(params, name) for name in dict.fromkeys(key.split(".")[0] for key, _ in params.running_models())]
+
+
 def placement(spec: ModelSpec) -> tuple[str, str]:
     """(device, dtype) the spec runs on in this process."""
     from tasks.core.loading import resolve_device, resolve_dtype
