@@ -158,7 +158,7 @@ def adaptive_cost(folder: Path, clip: Path, opts: dict, adaptive: bool) -> dict:
     import polars as pl
 
     from tasks.core.schemas import PAIR
-    from tasks.image import generate, selection
+    from tasks.image import generate, thresholds
     from tasks.image.params import AdaptiveParams, SelectionParams
     from tasks.image.records import PairRecords
 
@@ -173,7 +173,7 @@ def adaptive_cost(folder: Path, clip: Path, opts: dict, adaptive: bool) -> dict:
         t = time.perf_counter()
         scores, _ = generate.run(pairs, generate.Screening(params, PairRecords(Path(records))), selection_params)
         seconds = time.perf_counter() - t
-    accepted = selection.ranked(scores, selection_params).filter(pl.col("rank") == 0).height
+    accepted = thresholds.ranked(scores, selection_params).filter(pl.col("rank") == 0).height
     return {"samples": scores.height, "rows": int(scores["unet_evals"].sum()), "accepted": accepted,
             "seconds": seconds, "peak": peak_memory_mib()}
 

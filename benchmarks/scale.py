@@ -80,7 +80,8 @@ def run_generate(project: str, work: str, pairs: str, models: str, n_samples: in
     import torch
 
     from flows.engine.server import prefect_api
-    from flows.image import generate_flow, selection_flow
+    from flows.image.generate import generate_flow
+    from flows.image.selection import selection_flow
     from tasks.config import load_params
     from tasks.image import generate, render
 

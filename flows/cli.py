@@ -125,7 +125,7 @@ def _run_flow(flow_fn: Callable, params: Params, *args: Any) -> Any:
 def _stage_flow(name: str) -> tuple[Callable, tuple]:
     """The flow that runs caption step or `generate` `name`, and the arguments it takes before (source, output)."""
     if name == "generate":
-        from flows.image import generate_flow
+        from flows.image.generate import generate_flow
 
         return generate_flow, ()
     from flows.text import stage_flow
@@ -191,7 +191,7 @@ def selection(scores: Path, output: Path, selected_images: ImagesOption = None,
         check_distinct(scores, output)
         check_outputs(output, metrics)
         check_models(params.generate)
-        from flows.image import selection_flow
+        from flows.image.selection import selection_flow
 
         images = selected_images or output.with_name(f"{output.stem}_images")  # never the pipeline's, unless told
         report_table([_run_flow(selection_flow, params, scores, output, images)], metrics)

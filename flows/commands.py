@@ -17,7 +17,7 @@ import typer
 from flows.engine.console import console, user_errors
 from tasks.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
-from tasks.core.io import check_outputs, write_json
+from tasks.core.io import check_outputs, write_json, write_text
 from tasks.core.source import read_module
 from tasks.params import Params
 from tasks.stages import registered
@@ -199,7 +199,7 @@ def toy_world_captions(output: Path, count: Annotated[int, typer.Option(min=1)] 
         from tasks.toyworld.world import captions
 
         check_outputs(output)
-        output.write_text("".join(f"7{i:05d}_0\t{text}\n" for i, text in enumerate(captions(count, seed), 1)))
+        write_text(output, "".join(f"7{i:05d}_0\t{text}\n" for i, text in enumerate(captions(count, seed), 1)))
         console.print(f"{count} captions written to {output}")
 
 

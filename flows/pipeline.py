@@ -14,7 +14,8 @@ from prefect import flow, get_run_logger, task
 from flows.engine.counters import write_metrics
 from flows.engine.sharding import task_runner
 from flows.evaluation import evaluate_flow
-from flows.image import generate_flow, selection_flow
+from flows.image.generate import generate_flow
+from flows.image.selection import selection_flow
 from flows.judge import judge_flow
 from flows.release import datasheet_flow, export_flow, mixtures_flow, report_flow
 from flows.removal.captions import removal_captions_flow

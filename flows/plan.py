@@ -39,7 +39,7 @@ def pass_rates(params: Params, given: float | None) -> tuple[float, tuple[tuple[
     if not path.is_file():
         raise UserError(f"no samples table at {path} to measure the pass rate on: give --pass-rate (the share of "
                         "screening samples that pass selection, e.g. 0.1)")
-    from tasks.image.selection import passing
+    from tasks.image.thresholds import passing
 
     scores = pl.read_parquet(path, columns=list(SAMPLES)).with_columns(passes=passing(params.selection))
     if scores.is_empty():

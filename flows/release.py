@@ -12,7 +12,7 @@ from prefect import flow, get_run_logger
 
 from flows.commands import PathsCommand, show_json
 from flows.engine.console import console
-from tasks.core.io import source_image_paths, write_json
+from tasks.core.io import source_image_paths, write_json, write_text
 from tasks.params import Params
 from tasks.release import card, datasheet, export, mixtures, report
 from tasks.release.provenance import provenance
@@ -43,11 +43,12 @@ def export_flow(params: Params) -> int:
     judged = pl.read_parquet(paths.judged) if paths.judged.is_file() else None
     rows = export.dataset_rows(pl.read_parquet(paths.selected), pl.read_parquet(paths.counterfactual_captions),
                                provenance(params), judged)
-    export.write_dataset(rows, paths.selected_images, paths.export, params.export)
+    export.write_dataset({"train": rows}, paths.selected_images, paths.export, params.export)
     validated = (pl.read_parquet(paths.validated)["caption_id"] if paths.validated.is_file()
                  else pl.Series(dtype=pl.String))
     for folder, chosen in (("validated", pl.col("id").is_in(validated)), ("judged", pl.col("judge_pass"))):
-        export.write_dataset(rows.filter(chosen), paths.selected_images, paths.export, params.export, folder=folder)
+        export.write_dataset({"train": rows.filter(chosen)}, paths.selected_images, paths.export, params.export,
+                             folder=folder)
     return rows.height
 
 
@@ -81,7 +82,7 @@ def datasheet_flow(params: Params) -> None:
     mixture_sizes = found["mixtures"]["sizes"] if found["mixtures"] else None
     validated = found["validation"]["validated_pairs"] if found["validation"] else 0
     judged = found["judge"]["rows_out"] if found["judge"] and found["judge"]["enabled"] else 0
-    (paths.export / "README.md").write_text(card.dataset_card(sheet, len(exported), params.export, mixture_sizes,
+    write_text(paths.export / "README.md", card.dataset_card(sheet, len(exported), params.export, mixture_sizes,
                                                               validated, judged, params.profile == "demo"))
 
 

@@ -9,7 +9,7 @@ from prefect import flow, get_run_logger
 
 from flows.commands import PathsCommand, show_json
 from flows.engine.console import console
-from tasks.core.io import read_frame, write_frame, write_json
+from tasks.core.io import read_frame, write_file, write_frame, write_json, write_text
 from tasks.params import Params
 from tasks.validation import agreement, labelstudio
 
@@ -23,9 +23,8 @@ def validation_tasks_flow(params: Params) -> int:
     tasks = labelstudio.build_tasks(pl.read_parquet(paths.selected), paths.selected_images,
                                     annotators=vp.annotators, seed=vp.seed, overlap_share=vp.overlap_share,
                                     overlap=vp.overlap, url_prefix=vp.url_prefix)
-    paths.labelstudio_tasks.parent.mkdir(parents=True, exist_ok=True)
-    paths.labelstudio_tasks.write_bytes(labelstudio.tasks_json(tasks))
-    paths.labelstudio_tasks.with_suffix(".xml").write_text(labelstudio.LABEL_CONFIG)
+    write_file(paths.labelstudio_tasks, lambda temporary: temporary.write_bytes(labelstudio.tasks_json(tasks)))
+    write_text(paths.labelstudio_tasks.with_suffix(".xml"), labelstudio.LABEL_CONFIG)
     return len(tasks)
 
 

@@ -17,6 +17,7 @@ from scmrepo.exceptions import SCMError
 from scmrepo.git import Git
 
 from tasks.core.errors import UserError
+from tasks.core.io import write_text
 from tasks.core.params import PathsParams
 from tasks.release import diff, gallery
 
@@ -79,9 +80,9 @@ def write_diff(rev_a: str, rev_b: str, paths: PathsParams, repo: Path = Path("."
     stem = f"{rev_a}..{rev_b}".replace("/", "_")
     written = {"md": out / f"{stem}.md", "html": out / f"{stem}.html", "json": out / f"{stem}.json",
                "gallery": out / stem / "index.html"}
-    written["md"].write_text(diff.to_markdown(result, rev_a, rev_b))
-    written["html"].write_text(diff.to_html(result, rev_a, rev_b))
-    written["json"].write_text(json.dumps(result, indent=2, default=str))
+    write_text(written["md"], diff.to_markdown(result, rev_a, rev_b))
+    write_text(written["html"], diff.to_html(result, rev_a, rev_b))
+    write_text(written["json"], json.dumps(result, indent=2, default=str))
     gallery.compare(out / stem, f"{rev_a} → {rev_b}: the pairs they do not share",
                     {rev: (*version[:2], selected_image(rev, paths, repo))
                      for rev, version in ((rev_a, version_a), (rev_b, version_b))},

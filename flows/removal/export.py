@@ -10,7 +10,7 @@ from prefect import flow
 from flows.commands import PathsCommand
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
-from tasks.core.io import read_frame
+from tasks.core.io import read_frame, write_text
 from tasks.core.schemas import REMOVAL_PAIRS, REMOVAL_SPLITS
 from tasks.params import Params
 from tasks.release import export
@@ -24,16 +24,14 @@ def removal_export_flow(params: Params) -> dict:
     """The pairs as a `datasets` folder (a parquet split each, images embedded) with its card; returns split sizes."""
     paths = params.paths
     rows = release.dataset_rows(read_frame(paths.removal_pairs, REMOVAL_PAIRS, "removal_selection"))
-    splits = {}
-    for split in REMOVAL_SPLITS:
-        part = rows.filter(pl.col("split") == split)
-        export.write_dataset(part, paths.inpainted_images, paths.removal_export, params.export, split=split)
-        splits[split] = part.height
+    parts = {split: rows.filter(pl.col("split") == split) for split in REMOVAL_SPLITS}
+    export.write_dataset(parts, paths.inpainted_images, paths.removal_export, params.export)
+    splits = {split: part.height for split, part in parts.items()}
     metrics = {s: json.loads((paths.metrics / f"{s}.json").read_text()) for s in REMOVAL_STAGES}
     settings = {name: keyed_dump(getattr(params, name)) for name in REMOVAL_STAGES}
     if params.inpaint.fill == "inpaint":
         settings["inpaint"]["model"] = fingerprint(params.inpaint.model)
-    (paths.removal_export / "README.md").write_text(release.card(metrics, splits, settings))
+    write_text(paths.removal_export / "README.md", release.card(metrics, splits, settings))
     return splits
 
 

@@ -1,7 +1,7 @@
 """The inpaint stage: one Prefect task per edit, keyed by the real image's bytes, the edit (boxes, removed classes,
 prompts), the inpaint params its fill reads, the model's content (for the `inpaint` fill) and the code, so a rerun
 fills only edits never seen and a killed run resumes from the ones it had finished. Its PNGs are built beside
-`paths.inpainted_images` and published with its table (`io.publish_folder`), so a run killed at any point leaves
+`paths.inpainted_images` and published with its table (`publish_folder`), so a run killed at any point leaves
 every PNG the table in place names."""
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from flows.engine.workspace import result_store
 from flows.removal import finish
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
-from tasks.core.io import held_folder, publish_folder, read_frame, read_rgb
+from tasks.core.io import read_frame, read_rgb
 from tasks.core.loading import set_torch_threads
+from tasks.core.publication import held_folder, publish_folder
 from tasks.core.schemas import INPAINTED, INPAINTED_REJECTS, REMOVAL_CAPTIONS
 from tasks.image.store import write_png
 from tasks.params import Params

@@ -1,35 +1,31 @@
 """Reading and writing stage files: schema-checked parquet in, atomic parquet/JSON out, rejects beside outputs.
 
 A stage output is replaced atomically, so a killed run never leaves a half-written file behind; an output and its
-rejects are replaced together: a run killed between the two renames is completed by the next reader or writer.
-Outputs are checked writable (`check_outputs`) before any work starts, and an OSError while writing (disk full, ...)
-is a one-line `OutputError` naming the file.
-
-A folder of content-addressed files and the table naming them are published together (`held_folder`,
-`publish_folder`): whenever a run is killed, every file the table in place names is in the folder, and one run at a
-time, for one table only, writes a folder.
+rejects are replaced together: a run killed between the two renames is completed by the next reader or writer, and
+runs writing into one folder publish one at a time (a lock on the folder), so two runs on one output leave one run's
+output beside that same run's rejects, each file whole. Outputs are checked writable (`check_outputs`) before any
+work starts, and an OSError while writing (disk full, ...) is a one-line `OutputError` naming the file. A folder of
+files published with its table: `tasks.core.publication`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import math
 import os
-import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import polars as pl
-from filelock import FileLock, Timeout
 
 from tasks.core.errors import UserError
 
 DIGITS = 6  # floats written to metrics JSON are rounded to this many digits
-T = TypeVar("T")
 
 
 class SameFileError(UserError):
@@ -69,9 +65,12 @@ def check_input(path: Path, schema: dict[str, pl.DataType], produced_by: str) ->
 
 
 def read_frame(path: Path, schema: dict[str, pl.DataType], produced_by: str) -> pl.DataFrame:
-    """The columns of `schema` from `path` (checked by `check_input`), cast to their types."""
+    """The columns of `schema` from `path` (checked by `check_input`), cast to their types; read from one open file,
+    so a publication renaming a new version in meanwhile is not half seen."""
     check_input(path, schema, produced_by)
-    return pl.read_parquet(path, columns=list(schema)).select([pl.col(c).cast(t) for c, t in schema.items()])
+    with open(path, "rb") as file:
+        frame = pl.read_parquet(file, columns=list(schema))
+    return frame.select([pl.col(c).cast(t) for c, t in schema.items()])
 
 
 class OutputError(UserError):
@@ -104,12 +103,23 @@ def _journal(path: Path) -> Path:
     return path.with_name(f".{path.name}.publishing")
 
 
-def finish_publication(path: Path) -> None:
-    """Complete the publication of `path` and the files written with it (`_replace_together`) that a run stopped
-    between its renames: every complete temporary its journal names is renamed in, then the journals go."""
-    journal = _journal(Path(path))
-    if not journal.is_file():
-        return
+@contextlib.contextmanager
+def _publishing(paths: Iterable[Path]) -> Iterator[None]:
+    """Hold the folders of `paths` (each an flock on the folder itself, in one order: no lock file is left, and a
+    killed run's lock is gone with it). A folder that cannot be locked (some network file systems) is not held."""
+    with contextlib.ExitStack() as held:
+        for folder in sorted({Path(p).parent.resolve() for p in paths}):
+            try:
+                descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+            except OSError:
+                continue  # not there yet or unreadable: writing into it fails with its own one-line error
+            held.callback(os.close, descriptor)
+            with contextlib.suppress(OSError):
+                fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+
+
+def _finish(journal: Path) -> None:
     pairs = [(Path(temporary), Path(target)) for temporary, target in json.loads(journal.read_text())]
     for temporary, target in pairs:
         if temporary.exists():
@@ -118,37 +128,52 @@ def finish_publication(path: Path) -> None:
         _journal(target).unlink(missing_ok=True)
 
 
+def finish_publication(path: Path) -> None:
+    """Complete the publication of `path` and the files written with it (`_replace_together`) that a run stopped
+    between its renames: every complete temporary its journal names is renamed in, then the journals go."""
+    journal = _journal(Path(path))
+    if journal.is_file():
+        with _publishing([path]):
+            if journal.is_file():  # a run publishing now held the folder: it has finished
+                _finish(journal)
+
+
 def _replace_together(writers: dict[Path, Callable[[Path], Any]]) -> None:
     """Write each path with `writers[path](temporary)` to a temporary beside it and rename them into place only once
     every one is complete: a failed write changes no path and leaves no temporary. Several paths are one
     publication: once every temporary is complete, a journal beside each path names them all before the first
     rename, so a run stopped between two renames is completed by the next reader (`finish_publication`, called by
-    `check_input`) or writer: never an output beside another run's rejects. An OSError is an `OutputError`."""
+    `check_input`) or writer: never an output beside another run's rejects. The folders are held throughout
+    (`_publishing`). An OSError is an `OutputError`."""
     temporaries: dict[Path, Path] = {}
     committed = False
-    try:
-        for path, write in writers.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            finish_publication(path)
-            temporaries[path] = path.with_name(f".{path.name}.tmp")
-            write(temporaries[path])
-        if len(temporaries) > 1:
-            entries = json.dumps([[str(t), str(p)] for p, t in temporaries.items()])
+    with contextlib.ExitStack() as held:  # held until a failed run's temporaries are gone: they are the next run's
+        try:
+            for path in writers:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            held.enter_context(_publishing(writers))
+            for path, write in writers.items():
+                if _journal(path).is_file():
+                    _finish(_journal(path))
+                temporaries[path] = path.with_name(f".{path.name}.tmp")
+                write(temporaries[path])
+            if len(temporaries) > 1:
+                entries = json.dumps([[str(t), str(p)] for p, t in temporaries.items()])
+                for path in temporaries:
+                    written = _journal(path).with_name(f"{_journal(path).name}.tmp")
+                    written.write_text(entries)
+                    os.replace(written, _journal(path))
+            committed = True
+            for path, temporary in temporaries.items():
+                os.replace(temporary, path)
             for path in temporaries:
-                written = _journal(path).with_name(f"{_journal(path).name}.tmp")
-                written.write_text(entries)
-                os.replace(written, _journal(path))
-        committed = True
-        for path, temporary in temporaries.items():
-            os.replace(temporary, path)
-        for path in temporaries:
-            _journal(path).unlink(missing_ok=True)
-    except OSError as err:
-        raise OutputError(f"cannot write {path}: {_reason(err)}") from err
-    finally:
-        for temporary in () if committed else temporaries.values():
-            with contextlib.suppress(OSError):  # an unwritable folder: nothing was created in it either
-                temporary.unlink(missing_ok=True)
+                _journal(path).unlink(missing_ok=True)
+        except OSError as err:
+            raise OutputError(f"cannot write {path}: {_reason(err)}") from err
+        finally:
+            for temporary in () if committed else temporaries.values():
+                with contextlib.suppress(OSError):  # an unwritable folder: nothing was created in it either
+                    temporary.unlink(missing_ok=True)
 
 
 def write_frame(frame: pl.DataFrame, path: Path) -> None:
@@ -163,79 +188,17 @@ def write_outputs(kept: pl.DataFrame, rejects: pl.DataFrame, output: Path) -> No
 
 def write_json(data: dict, path: Path) -> None:
     """Write `data` as indented, key-sorted JSON, atomically."""
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write `text` to `path`, atomically."""
     _replace_together({Path(path): lambda temporary: temporary.write_text(text)})
 
 
 def write_file(path: Path, write: Callable[[Path], Any]) -> None:
     """Write `path` with `write(temporary)` to a temporary beside it, renamed into place once complete (atomic)."""
     _replace_together({Path(path): write})
-
-
-def staging_folder(folder: Path) -> Path:
-    """An empty sibling of `folder` (same filesystem: moving a file in is a rename) to build its next version in;
-    what a killed run left there is removed first."""
-    staged = Path(folder).with_name(f".{Path(folder).name}.staging")
-    if staged.exists():
-        shutil.rmtree(staged)
-    staged.mkdir(parents=True)
-    return staged
-
-
-@contextlib.contextmanager
-def held_folder(folder: Path, table: Path) -> Iterator[Path]:
-    """The staging folder (`staging_folder`) of `folder`, whose files `table` names, held by this run alone while it
-    builds and publishes: another run on `folder` is one line (a lock beside it), and so is a run whose table is not
-    the one `folder` belongs to (the marker beside it; a table since deleted gives it up): publishing prunes what its
-    own table does not name, which would delete the files of the other's."""
-    folder, table = Path(folder), Path(table)
-    lock = FileLock(folder.with_name(f".{folder.name}.lock"))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise UserError(f"another run is writing {folder}: wait for it, or give this run its own folder") from None
-    try:
-        owner, marker = os.path.relpath(table, folder.parent), folder.with_name(f".{folder.name}.table")
-        named = marker.read_text() if marker.is_file() else None
-        if named not in (None, owner) and (folder.parent / named).is_file():
-            raise UserError(f"{folder} holds the files of {folder.parent / named}, not of {table}: give this run its "
-                            "own folder (its table would be published with files the other no longer has)")
-        marker.write_text(owner)
-        yield staging_folder(folder)
-    finally:
-        lock.release()
-
-
-def publish_folder(staged: Path, folder: Path, write_table: Callable[[], T]) -> T:
-    """Make `folder` hold exactly the files built in `staged` (`staging_folder`), calling `write_table()`, which
-    replaces the table naming them, in between; returns its result.
-
-    Invariant, wherever a run is killed: every file the table in place names is in `folder`. Files are named by
-    their content (`tasks.image.store`), so a staged file renamed over one of the same name changes no file the old
-    table names; all are renamed in before `write_table` replaces the table, and the files it no longer names leave
-    only after. A kill leaves the last good table with a superset of its files; the next run's `staging_folder` and
-    `prune` remove what is left over."""
-    staged, folder = Path(staged), Path(folder)
-    names = {path.relative_to(staged).as_posix() for path in staged.rglob("*") if path.is_file()}
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in sorted(names):
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        os.replace(staged / name, folder / name)
-    result = write_table()
-    prune(folder, names)
-    prune(staged, set())  # only emptied folders are left: removed without opening any
-    staged.rmdir()
-    return result
-
-
-def prune(folder: Path, keep: set[str]) -> None:
-    """Remove every file under `folder` whose relative path is not in `keep`, then every folder left empty."""
-    for path in sorted(Path(folder).rglob("*"), reverse=True):  # a folder's files before the folder
-        if path.is_dir() and not path.is_symlink():
-            if not any(path.iterdir()):
-                path.rmdir()
-        elif path.relative_to(folder).as_posix() not in keep:
-            path.unlink()
 
 
 def source_image_paths(image_ids: Iterable[str], folder: Path | None, pattern: str) -> list[Path | None]:

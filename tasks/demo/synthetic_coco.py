@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image, ImageDraw
 
+from tasks.core.io import write_file, write_text
 from tasks.demo.params import SyntheticCocoParams
 
 
@@ -91,7 +92,8 @@ def build(output: Path, params: SyntheticCocoParams) -> None:
         for name, (x, y, w, h) in boxes:
             draw.rectangle((x, y, x + w - 1, y + h - 1), fill=CLASSES[name].colour)
         record = {"id": index + 1, "file_name": f"{index + 1:012d}.png", "width": width, "height": height}
-        image.save(output / "images" / record["file_name"], format="PNG", compress_level=9)
+        write_file(output / "images" / record["file_name"],
+                   lambda temporary, image=image: image.save(temporary, format="PNG", compress_level=9))
         images.append(record)
         objects += [{"id": len(objects) + k + 1, "image_id": record["id"], "category_id": CLASSES[name].id,
                      "bbox": [float(v) for v in box], "area": float(box[2] * box[3]), "iscrowd": 0}
@@ -156,4 +158,4 @@ def _pick(rng: np.random.Generator, options) -> str:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, sort_keys=True) + "\n")
+    write_text(path, json.dumps(data, sort_keys=True) + "\n")

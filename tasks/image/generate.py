@@ -21,7 +21,7 @@ import polars as pl
 
 from tasks.core import keys
 from tasks.core.schemas import PAIR, SAMPLES, SAMPLES_REJECTS
-from tasks.image import render, selection
+from tasks.image import render, thresholds
 from tasks.image.params import GenerateParams, SelectionParams
 from tasks.image.sampling import Sample, encode_prompts, load_tokenizer, plan_sample, token_counts
 
@@ -114,7 +114,7 @@ def pair_rows(pair: dict, screening: Screening, selection_params: SelectionParam
 
 
 def n_passing(rows: list[dict], selection_params: SelectionParams) -> int:
-    return pl.DataFrame(rows, schema=SCHEMA).filter(selection.passing(selection_params)).height
+    return pl.DataFrame(rows, schema=SCHEMA).filter(thresholds.passing(selection_params)).height
 
 
 def run(pairs: pl.DataFrame, screening: Screening,

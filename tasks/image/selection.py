@@ -1,13 +1,12 @@
 """Selection: one canonically rendered (I_o, I_c) per caption pair, chosen from the screening scores.
 
-A sample passes when it was not rejected, every score is a number at or above its minimum (`>=`; NaN and null
-never pass) and, for a noun swap, each subject margin that is checked exceeds its minimum (`>`: a tie fails; the
-reasons `original_subject_in_image_c`, `substitute_in_image_o`). Per pair the passing samples are ranked by clip_dir
-(ties: lower sample index); the first whose canonical render (alone, `render.canonical`) is finite, not black and
-still passes every threshold wins, and its canonical scores are the ones exported. A candidate whose canonical
-render fails is a reject row (`canonical_<reason>`) and the next one is tried. Pairs with no winner are pair-level
-rejects (`sample` null): `all_samples_rejected` (every sample NaN/black), a subject reason (samples passed the CLIP
-thresholds, none the both-subjects check), `no_sample_passed`, `no_canonical_render_passed`.
+Per pair the samples that pass (`thresholds.passing`) are ranked by clip_dir (ties: lower sample index); the first
+whose canonical render (alone, `render.canonical`) is finite, not black and still passes every threshold wins, and
+its canonical scores are the ones exported. A candidate whose canonical render fails is a reject row
+(`canonical_<reason>`) and the next one is tried. Pairs with no winner are pair-level rejects (`sample` null):
+`all_samples_rejected` (every sample NaN/black), a subject reason (`original_subject_in_image_c`,
+`substitute_in_image_o`: samples passed the CLIP thresholds, none the both-subjects check), `no_sample_passed`,
+`no_canonical_render_passed`.
 Candidates are rendered in rounds, one per rank, through a `Render` the caller supplies (the flow's is a Prefect
 task cached by sample content), so a threshold change renders only newly chosen candidates.
 """
@@ -24,39 +23,12 @@ from tasks.image import store
 from tasks.image.params import SelectionParams
 from tasks.image.render import reject_reason
 from tasks.image.sampling import Sample
+from tasks.image.thresholds import SUBJECT_REASONS, clip_passing, ranked, subjects_failure
 
 Render = Callable[[list[dict], list[Sample]], list[dict]]
 """Canonical renders (`render.canonical`: a measurement plus `images`) of (pair, sample) lists, in order."""
 CANDIDATE_COLUMNS = [*PAIR, "sample", "seed", "p2p_fraction", "guidance_scale", "truncated_o", "truncated_c",
                      "tokens_misaligned"]
-
-
-SUBJECT_REASONS = {"subject_margin_c": "original_subject_in_image_c", "subject_margin_o": "substitute_in_image_o"}
-
-
-def clip_passing(params: SelectionParams) -> pl.Expr:
-    """True for samples that pass every CLIP threshold (never null)."""
-    checks = [pl.col(name).is_not_nan() & (pl.col(name) >= minimum) for name, minimum in params.thresholds().items()]
-    return pl.all_horizontal(pl.col("reject_reason").is_null(), *checks).fill_null(False)
-
-
-def subjects_failure(params: SelectionParams) -> pl.Expr:
-    """The both-subjects check's reason for a sample (I_c checked first), null when it passes or does not apply."""
-    margins = params.subject_margins()
-    failures = [pl.when(~(pl.col(name) > margins[name])).then(pl.lit(reason))
-                for name, reason in SUBJECT_REASONS.items() if name in margins]
-    return pl.coalesce(*failures, pl.lit(None, pl.String))
-
-
-def passing(params: SelectionParams) -> pl.Expr:
-    """True for samples that pass every threshold and the both-subjects check (never null)."""
-    return clip_passing(params) & subjects_failure(params).is_null()
-
-
-def ranked(scores: pl.DataFrame, params: SelectionParams) -> pl.DataFrame:
-    """Passing samples, best first within each pair, pairs by caption_id; `rank` counts from 0 within a pair."""
-    return (scores.filter(passing(params)).sort(["caption_id", "clip_dir", "sample"], descending=[False, True, False])
-            .with_columns(rank=pl.int_range(pl.len()).over("caption_id")))
 
 
 def failure(measured: dict, params: SelectionParams, black_threshold: int) -> str | None:

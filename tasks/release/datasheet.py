@@ -13,6 +13,7 @@ from typing import Any
 
 import polars as pl
 
+from tasks.core.io import write_text
 from tasks.core.schemas import ITM_DELTAS, edited_word
 from tasks.params import Params
 from tasks.release import ground_truth
@@ -245,6 +246,5 @@ def write(run: Mapping[str, Any], counterfactuals: pl.DataFrame, exported: list[
     sheet = render_datasheet(funnel, by_stage, params.model_dump(mode="json"), models, subjects,
                              human_share(subjects, params.datasheet.human_words), date.today().isoformat(),
                              params.datasheet, evaluation, validation, run.get("funnel_by_edit_type"), judge, truth)
-    params.paths.datasheet.parent.mkdir(parents=True, exist_ok=True)
-    params.paths.datasheet.write_text(sheet)
+    write_text(params.paths.datasheet, sheet)
     return sheet

@@ -23,6 +23,7 @@ import polars as pl
 from huggingface_hub.errors import HfHubHTTPError
 
 from tasks.core.errors import UserError
+from tasks.core.publication import replaced_folder
 from tasks.core.schemas import EXPORT, JUDGE_COLUMNS
 from tasks.release.params import ExportParams
 
@@ -81,25 +82,21 @@ def embedded(rows: pl.DataFrame, images_dir: Path) -> datasets.Dataset:
     return datasets.Dataset.from_dict(data, features=features(rows))
 
 
-def write_dataset(rows: pl.DataFrame, images_dir: Path, out_dir: Path, params: ExportParams,
-                  folder: str = "data", split: str = "train") -> list[Path]:
-    """Write `out_dir/<folder>/<split>-*.parquet` (at most shard_rows rows each, at least one shard); returns the
-    shards. Each shard is written atomically; shards of `split` from earlier runs that are not part of this one are
-    removed."""
-    data_dir = Path(out_dir) / folder
-    data_dir.mkdir(parents=True, exist_ok=True)
-    n = max(1, math.ceil(rows.height / params.shard_rows))
-    shards = []
-    for i in range(n):
-        shard = data_dir / f"{split}-{i:05d}-of-{n:05d}.parquet"
-        tmp = shard.with_name(f".{shard.name}.tmp")
-        embedded(rows.slice(i * params.shard_rows, params.shard_rows), Path(images_dir)).to_parquet(tmp)
-        os.replace(tmp, shard)
-        shards.append(shard)
-    for stale in sorted(set(data_dir.glob(f"{split}-*.parquet")) - set(shards)):
-        log.info("removing stale shard %s", stale.name)
-        stale.unlink()
-    log.info("wrote %d rows in %d shard(s) to %s", rows.height, n, data_dir)
+def write_dataset(splits: Mapping[str, pl.DataFrame], images_dir: Path, out_dir: Path, params: ExportParams,
+                  folder: str = "data") -> list[Path]:
+    """Make `out_dir/<folder>` hold exactly the `<split>-{i:05d}-of-{n:05d}.parquet` shards of each split (at most
+    shard_rows rows each, at least one shard); returns them. The folder is replaced as a whole (`replaced_folder`): a
+    run killed while writing leaves the last complete set of shards."""
+    data_dir, shards = Path(out_dir) / folder, []
+    with replaced_folder(data_dir) as staged:
+        for split, rows in splits.items():
+            n = max(1, math.ceil(rows.height / params.shard_rows))
+            for i in range(n):
+                name = f"{split}-{i:05d}-of-{n:05d}.parquet"
+                shard = embedded(rows.slice(i * params.shard_rows, params.shard_rows), Path(images_dir))
+                shard.to_parquet(staged / name)
+                shards.append(data_dir / name)
+    log.info("wrote %d rows in %d shard(s) to %s", sum(r.height for r in splits.values()), len(shards), data_dir)
     return shards
 
 

@@ -14,7 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from tasks.core.io import read_rgb
+from tasks.core.io import read_rgb, write_file
 
 DPI = 100
 HIGHLIGHT = {"o": "#1f5fbf", "c": "#c0392b"}  # original word (in C_o), substitute (in C_c)
@@ -29,7 +29,8 @@ def new_figure(width: float, height: float) -> Figure:
 
 
 def save(figure: Figure, path: Path) -> None:
-    figure.savefig(path, dpi=DPI, format="png", metadata={"Software": None})
+    """Write `figure` as a PNG at `path`, atomically."""
+    write_file(path, lambda temporary: figure.savefig(temporary, dpi=DPI, format="png", metadata={"Software": None}))
 
 
 def no_data(ax: Axes, note: str = "no data") -> None:

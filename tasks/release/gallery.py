@@ -26,7 +26,8 @@ from pathlib import Path
 import polars as pl
 from PIL import Image
 
-from tasks.core.io import plain, prune, rejects_path, write_file
+from tasks.core.io import plain, rejects_path, write_file
+from tasks.core.publication import held, prune
 from tasks.core.schemas import JUDGE_COLUMNS, JUDGE_QUESTIONS, SCORE_COLUMNS, SUBJECT_COLUMNS
 from tasks.params import Params
 from tasks.release.card import DEMO_NOTICE
@@ -224,8 +225,14 @@ def rows_by_caption(frame: Path) -> dict[str, dict]:
 
 
 def build(params: Params) -> dict:
-    """Write the gallery of this run to `paths.gallery`; returns its counts."""
-    paths, site = params.paths, Path(params.paths.gallery)
+    """Write the gallery of this run to `paths.gallery`, the site `held` by this run alone; returns its counts."""
+    site = Path(params.paths.gallery)
+    with held(site):
+        return _build(params, site)
+
+
+def _build(params: Params, site: Path) -> dict:
+    paths = params.paths
     selected = pl.read_parquet(paths.selected)
     removal = Path(paths.removal_pairs)
     data = {

@@ -18,6 +18,8 @@ import datasets
 import numpy as np
 import polars as pl
 
+from tasks.core.publication import replaced_folder
+
 MIXTURES = {"base": (0.5, 0.25), "medium": (1.0, 0.75), "all": (1.0, 1.0)}  # (real share, counterfactual share)
 VALIDATION_SHARE = 0.2
 ROWS: dict[str, pl.DataType] = {"id": pl.String, "caption_id": pl.String, "source": pl.String, "caption": pl.String,
@@ -68,20 +70,20 @@ def sizes(mixtures: dict[str, pl.DataFrame]) -> dict[str, dict[str, int]]:
 
 
 def write_mixtures(mixtures: dict[str, pl.DataFrame], images_dir: Path, out_dir: Path) -> list[Path]:
-    """`out_dir/<mixture>/<split>-00000-of-00001.parquet` with the image bytes embedded (`datasets.Image`; path
-    relative to the store, or the real file's name); returns the files written. Writes are atomic."""
+    """Make `out_dir` hold exactly `<mixture>/<split>-00000-of-00001.parquet` for every mixture, with the image bytes
+    embedded (`datasets.Image`; path relative to the store, or the real file's name); returns the files. The folder
+    is replaced as a whole (`replaced_folder`)."""
     features = datasets.Features({**{c: datasets.Value("string") for c in ROWS if c != "image"},
                                   "image": datasets.Image()})
     written = []
-    for name, rows in mixtures.items():
-        for split in ("train", "validation"):
-            part = rows.filter(pl.col("split") == split).drop("split").to_dict(as_series=False)
-            part["image"] = [{"bytes": (images_dir / path).read_bytes(), "path": Path(path).name if os.path.isabs(path)
-                              else path} for path in part["image"]]
-            target = Path(out_dir) / name / f"{split}-00000-of-00001.parquet"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.tmp")
-            datasets.Dataset.from_dict(part, features=features).to_parquet(tmp)
-            os.replace(tmp, target)
-            written.append(target)
+    with replaced_folder(out_dir) as staged:
+        for name, rows in mixtures.items():
+            (staged / name).mkdir()
+            for split in ("train", "validation"):
+                part = rows.filter(pl.col("split") == split).drop("split").to_dict(as_series=False)
+                part["image"] = [{"bytes": (images_dir / path).read_bytes(),
+                                  "path": Path(path).name if os.path.isabs(path) else path} for path in part["image"]]
+                shard = Path(name, f"{split}-00000-of-00001.parquet")
+                datasets.Dataset.from_dict(part, features=features).to_parquet(staged / shard)
+                written.append(Path(out_dir) / shard)
     return written

@@ -115,3 +115,30 @@ io.write_outputs(pl.DataFrame({{"a": [2]}}), pl.DataFrame({{"r": ["new"]}}), io.
     assert read_frame(output, {"a": pl.Int64}, "test")["a"].to_list() == [2]
     assert pl.read_parquet(rejects_path(output))["r"].to_list() == ["new"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.parquet", "out.rejects.parquet"]  # no journal, no temp
+
+
+WRITER = """
+import sys
+import polars as pl
+from tasks.core.io import read_frame, write_outputs
+output, writer = sys.argv[1], int(sys.argv[2])
+for round in range(25):
+    rows = 20_000 + 1_000 * writer + round  # a different size each time: a torn or mixed file does not pass as whole
+    write_outputs(pl.DataFrame({"writer": [writer] * rows}), pl.DataFrame({"writer": [writer] * rows}), output)
+    read_frame(output, {"writer": pl.Int64}, "test")  # a reader between the writers: completes or waits, never tears
+"""
+
+
+def test_runs_writing_one_output_at_once_leave_one_runs_output_beside_the_same_runs_rejects(tmp_path):
+    """Four processes each publish an output and its rejects 25 times into one path, reading between: every
+    publication is whole (no run fails on another's temporary), and what is left is one run's output beside that same
+    run's rejects, with no temporary or journal."""
+    output = tmp_path / "out.parquet"
+    runs = [subprocess.Popen([sys.executable, "-c", WRITER, str(output), str(w)], cwd=ROOT, stderr=subprocess.PIPE,
+                             text=True) for w in range(4)]
+    for run in runs:
+        assert run.wait(timeout=300) == 0, run.stderr.read()
+    kept, rejects = pl.read_parquet(output), pl.read_parquet(rejects_path(output))
+    assert kept.height == rejects.height and kept["writer"].n_unique() == 1
+    assert kept["writer"].to_list() == rejects["writer"].to_list()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.parquet", "out.rejects.parquet"]

@@ -1,4 +1,4 @@
-"""A folder published with its table (`io.staging_folder`, `io.publish_folder`): a process SIGKILLed at each of its
+"""A folder published with its table (`publication.publish_folder`): a process SIGKILLed at each of its
 file-system changes in turn (every rename, unlink and rmdir, from staging to the last prune) leaves every PNG the
 table in place names, intact; a rerun then leaves exactly the new table's PNGs and no staging folder."""
 
@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tasks.core.io import publish_folder, staging_folder, write_frame
+from tasks.core.io import write_frame
+from tasks.core.publication import publish_folder, staging_folder
 from tasks.image import store
 
 folder, kill_at, shades, changes = Path(sys.argv[1]), int(sys.argv[2]), map(int, sys.argv[3].split(",")), [0]

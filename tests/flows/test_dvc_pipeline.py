@@ -180,7 +180,7 @@ def under(path: str, folders: list[str]) -> bool:
     return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
 
 
-HELD = (".lock", ".table")  # an images folder's run lock and owner marker (`io.held_folder`): who may write it,
+HELD = (".lock", ".table")  # an images folder's run lock and owner marker (`held_folder`): who may write it,
 # not what a stage computes
 NOT_DATA = (".git", ".dvc", ".cache", "params.yaml", "pyproject.toml", "prefect.toml")  # VCS, the Prefect store,
 # params (checked by key) and the tools' own settings; code is checked by import
@@ -368,10 +368,16 @@ def test_a_second_repro_does_nothing(repo):
 MODEL_LIBRARIES = ("torch", "transformers", "diffusers", "open_clip", "sentence_transformers")
 
 
+STAGE_MODULES = {"tasks/text/relations.py": "relations", "tasks/image/generate.py": "generate",
+                 "flows/image/generate.py": "generate", "tasks/image/selection.py": "selection",
+                 "flows/image/selection.py": "selection"}
+"""A stage's own modules: an edit of one stales that stage alone."""
+
+
 def test_the_release_stages_read_declarations_only_and_one_stages_edit_stales_that_stage_alone(repo):
     """`cfgen report`, `export` and `gallery` on the demo run import no model library and no stage's logic (they read
-    the declarations); an edit of relations' logic and of its help text (its module's docstring) leaves every other
-    DVC stage up to date."""
+    the declarations); an edit of a stage's own module, its code and its help text (the module's docstring), leaves
+    every other DVC stage up to date (`STAGE_MODULES`: a caption step and each image stage's logic and flow)."""
     path, env = repo
     probe = ("import atexit, sys\nfrom flows.cli import app\natexit.register(lambda: print(sorted(m for m in "
              f"sys.modules if m.split('.')[0] in {MODEL_LIBRARIES} or m.startswith(('tasks.text.', 'tasks.image.')) "
@@ -379,17 +385,43 @@ def test_the_release_stages_read_declarations_only_and_one_stages_edit_stales_th
     for command in ("report", "export", "gallery"):
         shown = sh(path, sys.executable, "-c", probe, command, env=env)
         assert shown.splitlines()[-1] == "[]", f"cfgen {command}: {shown[-3000:]}"
-    module = path / "tasks/text/relations.py"
-    original = module.read_text()
-    try:
-        module.write_text(original.replace('"""Lexical-relation filter', '"""Lexical-relation filter (edited)', 1)
-                          + "\n\ndef _edited() -> int:\n    return 1\n")
-        status = subprocess.run(["dvc", "status", "--json"], cwd=path, env=env, capture_output=True, text=True,
-                                check=True).stdout
-        assert set(json.loads(status)) == {"relations"}, status
-    finally:
-        module.write_text(original)
+    for name, stage in STAGE_MODULES.items():
+        module = path / name
+        original = module.read_text()
+        try:
+            module.write_text(original.replace('"""', '"""(edited) ', 1) + "\n\ndef _edited() -> int:\n    return 1\n")
+            status = subprocess.run(["dvc", "status", "--json"], cwd=path, env=env, capture_output=True, text=True,
+                                    check=True).stdout
+            assert set(json.loads(status)) == {stage}, f"{name}: {status}"
+        finally:
+            module.write_text(original)
     assert "up to date" in sh(path, "dvc", "status", env=env)
+
+
+HELD_FOLDERS = {  # a command that writes a folder as a whole, and the folder
+    ("selection", "data/interim/samples.parquet", "data/processed/selected.parquet", "--selected-images",
+     "data/processed/images"): "data/processed/images",
+    ("inpaint",): "data/interim/inpainted_images", ("gallery",): "reports/gallery", ("export",): "data/export/data",
+    ("mixtures",): "data/export/mixtures", ("removal-export",): "data/export_removal/data"}
+
+
+def test_a_folder_another_run_writes_is_one_line_and_left_as_it_was(repo):
+    """Every command that writes a folder as a whole, while another run holds it (its lock, taken by this process):
+    exit 2, one `error:` line naming the folder, and not one file under it changed."""
+    from filelock import FileLock
+
+    path, env = repo
+    for command, folder in HELD_FOLDERS.items():
+        target = path / folder
+        assert target.is_dir(), f"the demo run wrote no {folder}"
+        before = {p: p.read_bytes() for p in sorted(target.rglob("*")) if p.is_file()}
+        with FileLock(target.with_name(f".{target.name}.lock")):
+            done = subprocess.run(["cfgen", *command], cwd=path, env=env, capture_output=True, text=True)
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+        assert done.returncode == 2 and len(errors) == 1, f"cfgen {command[0]}: {done.stderr[-3000:]}"
+        assert re.fullmatch(f"error: another run is writing (.*/)?{folder}: wait for it, or give this run its own "
+                            "folder", errors[0]), errors[0]
+        assert {p: p.read_bytes() for p in sorted(target.rglob("*")) if p.is_file()} == before, command[0]
 
 
 def test_dvc_plots_show_renders_every_figure_as_an_image_offline(repo, tmp_path):
@@ -784,36 +816,53 @@ def test_exp_run_and_dataset_diff(repo):
         assert tab.errors == []
 
 
-def test_queued_experiments_run_in_parallel_on_the_workspace_caches(repo):
-    """`dvc exp run --queue` twice (a profile branch and a list value set with -S), then `dvc queue start -j 2`: both
-    run at once in DVC's temporary copies, on the workspace's DVC cache and Prefect result store (a relative store
-    path, which each copy resolves to the workspace's), so together they render each new sample once (the store's
-    records say so: no counter is a DVC metric); `dvc exp show` lists both with their metrics and `cfgen diff` compares
-    them."""
+def plain_shell(repo: Path, command: str) -> str:
+    """`command` run as a new user runs the README's: bash in the project with `.venv` activated, and nothing of
+    make's or the tests' environment (no Prefect API or home, NLTK_DATA, offline flags or PYTHONPATH)."""
+    env = {"HOME": os.environ["HOME"], "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    done = subprocess.run(["bash", "-c", f"source .venv/bin/activate && {command}"], cwd=repo, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert done.returncode == 0, f"{command} failed:\n{done.stdout[-8000:]}"
+    return done.stdout
+
+
+def readme_sweep() -> list[str]:
+    """The commands of the README's queued-sweep example, as written there."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("\n## Sweeps\n")[1].split("```console\n")[1].split("```")[0]
+    return [line.removeprefix("$ ") for line in block.splitlines() if line.startswith("$ ")]
+
+
+def test_the_readmes_queued_sweep_works_as_written_in_a_plain_shell(repo):
+    """The README's sweep, command by command, in a plain shell (`plain_shell`; the project's `.venv` linked in as
+    `make setup` would build it): both queued experiments run at once in DVC's temporary copies, on the workspace's
+    DVC cache and Prefect result store (the project's `.prefect/storage`, which each copy resolves to the
+    workspace's), so together they render each new sample once (the store's records say so: no counter is a DVC
+    metric); `dvc exp show` lists both with their metrics and `cfgen diff` writes the comparison."""
     from dvc.api import read
 
-    path, env = repo
-    env = {**env, "PREFECT_RESULTS_LOCAL_STORAGE_PATH": ".cache"}  # the store of every run so far, as a relative path
-    experiments = {"steps2": ["-S", "generate.steps.demo=2"],
-                   "steps2-gate": ["-S", "generate.steps.demo=2", "-S", "selection.min_image_image.demo=0.4",
-                                   "-S", "evaluate.ks=[1,5]"]}
-    for name, overrides in experiments.items():  # up to evaluate: the release stages after it are (exp)'s
-        sh(path, "dvc", "exp", "run", "--queue", "-n", name, *overrides, "evaluate", env=env)
-    started, before = time.monotonic(), persisted_samples(path / ".cache")
-    sh(path, "dvc", "queue", "start", "-j", "2", env=env)
-    while re.search(r"\b(Queued|Running)\b", status := sh(path, "dvc", "queue", "status", env=env)):
-        assert time.monotonic() - started < 1200, status
-        time.sleep(2)
-    print(f"(queue) 2 experiments, -j 2: {time.monotonic() - started:.0f}s\n{status}")
-    assert all(re.search(rf"\b{re.escape(name)}\s+.*\bSuccess\b", status) for name in experiments), status
-    generate = {name: json.loads(read("reports/metrics/generate.json", repo=str(path), rev=name))
-                for name in experiments}
-    pairs = generate["steps2"]["pairs"]
-    assert pairs == generate["steps2-gate"]["pairs"] > 0
-    assert persisted_samples(path / ".cache") - before == 4 * pairs  # each never-seen sample once, by either
-    evaluation = json.loads(read("reports/evaluation/metrics.json", repo=str(path), rev="steps2-gate"))
-    assert set(evaluation["models"]["clip"]["all"]) == {"text_r@1", "text_r@5", "image_r@1", "image_r@5"}
-    shown = sh(path, "dvc", "exp", "show", "--csv", env=env)
-    assert all(name in shown for name in experiments) and "unet_evals" in shown and "samples_rendered" not in shown
-    sh(path, "cfgen", "diff", "steps2", "steps2-gate", env=env)
-    assert (path / "reports/diff/steps2..steps2-gate.md").is_file()
+    path, _ = repo
+    commands = readme_sweep()
+    names = [re.search(r"-n (\S+)", c)[1] for c in commands if c.startswith("dvc exp run --queue")]
+    status_at = next(i for i, c in enumerate(commands) if c.startswith("dvc queue status"))
+    (path / ".venv").symlink_to(ROOT / ".venv")
+    store = path / ".prefect/storage"
+    try:
+        for command in commands[:status_at]:
+            plain_shell(path, command)
+        started = time.monotonic()
+        while re.search(r"\b(Queued|Running)\b", status := plain_shell(path, commands[status_at])):
+            assert time.monotonic() - started < 1500, status
+            time.sleep(2)
+        print(f"(queue) the README's 2 experiments, -j 2: {time.monotonic() - started:.0f}s\n{status}")
+        assert len(names) == 2 and all(re.search(rf"\b{re.escape(n)}\s+.*\bSuccess\b", status) for n in names), status
+        shown = [plain_shell(path, command) for command in commands[status_at + 1:]]
+    finally:
+        (path / ".venv").unlink()
+    generate = {name: json.loads(read("reports/metrics/generate.json", repo=str(path), rev=name)) for name in names}
+    pairs = generate[names[0]]["pairs"]
+    assert pairs == generate[names[1]]["pairs"] > 0
+    assert persisted_samples(store) == 4 * pairs  # each never-seen sample once, by either
+    assert all(name in shown[0] for name in names) and "unet_evals" in shown[0] and "samples_rendered" not in shown[0]
+    a, b = names
+    assert (path / f"reports/diff/{a}..{b}.md").is_file() and (path / f"reports/diff/{a}..{b}/index.html").is_file()

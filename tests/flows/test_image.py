@@ -8,7 +8,8 @@ import pytest
 import torch
 from filelock import FileLock
 
-from flows.image import generate_flow, selection_flow
+from flows.image.generate import generate_flow
+from flows.image.selection import selection_flow
 from tasks.core.errors import UserError
 from tasks.core.io import write_frame
 from tasks.core.schemas import PAIR, SCORE_COLUMNS, SUBJECT_COLUMNS

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import polars as pl
 
-from flows.image import generate_flow, selection_flow
+from flows.image.generate import generate_flow
+from flows.image.selection import selection_flow
 from flows.removal.captions import removal_captions_flow
 from flows.removal.inpaint import inpaint_flow
 from flows.removal.masks import removal_masks_flow

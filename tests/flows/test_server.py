@@ -160,8 +160,9 @@ def test_unreachable_api_url_fails_fast_in_one_line():
 def test_a_stage_command_on_a_running_server_never_imports_the_server_code():
     """prefect.server costs seconds to import, in every stage process of a `dvc repro`: only a command that starts its
     own server may import it."""
-    script = "import sys, flows.cli, flows.engine.server, flows.text, flows.image, flows.release, flows.pipeline; " \
-             "print(sorted(m for m in sys.modules if m.startswith('prefect.server.api')))"
+    modules = "flows.cli, flows.engine.server, flows.text, flows.image.generate, flows.image.selection, " \
+              "flows.release, flows.pipeline"
+    script = f"import sys, {modules}; print(sorted(m for m in sys.modules if m.startswith('prefect.server.api')))"
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tasks.core.schemas import SCORE_COLUMNS
-from tasks.image import render, sampling, selection
+from tasks.image import render, sampling, thresholds
 from tasks.image.params import SelectionParams
 from tasks.image.records import PairRecords
 from tasks.image.sampling import Sample, encode_prompts, plan_sample
@@ -194,7 +194,7 @@ def test_nan_and_black_images_are_rejected_with_reasons(tiny_specs, image_models
     assert by_sample["max_pixel_o"].to_list()[1] == by_sample["max_pixel_c"].to_list()[1] == 0
     assert rejects.select("sample", "stage", "reason").rows() == [(0, "generate", "nan_image"),
                                                                     (1, "generate", "black_image")]
-    assert selection.ranked(scores, PASS_ALL)["sample"].to_list() == [2]
+    assert thresholds.ranked(scores, PASS_ALL)["sample"].to_list() == [2]
 
 
 class FlakyUNet:

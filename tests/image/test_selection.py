@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from tasks.core.schemas import SAMPLES
-from tasks.image import selection
+from tasks.image import selection, thresholds
 from tasks.image.params import SelectionParams
 
 GOOD = {"sim_text_image_o": 0.3, "sim_text_image_c": 0.3, "sim_image_image": 0.8, "clip_dir": 0.3}
@@ -29,7 +29,7 @@ def table(rows: list[dict]) -> pl.DataFrame:
 def test_each_threshold_is_inclusive(column):
     minimum = PARAMS.thresholds()[column]
     scores = table([{column: minimum}, {column: float(np.nextafter(minimum, -1.0)), "caption_id": "p1"}])
-    assert selection.ranked(scores, PARAMS)["caption_id"].to_list() == ["p0"]
+    assert thresholds.ranked(scores, PARAMS)["caption_id"].to_list() == ["p0"]
     rejects = selection.unselected(scores, PARAMS, [], [])
     assert rejects.select("caption_id", "reason").rows() == [("p0", "no_sample_passed"), ("p1", "no_sample_passed")]
 
@@ -37,7 +37,7 @@ def test_each_threshold_is_inclusive(column):
 def test_ranking_is_best_clip_dir_first_with_ties_to_the_lower_sample():
     scores = table([{"clip_dir": 0.5}, {"clip_dir": 0.9, "sim_image_image": 0.6},  # best dir but fails sim_ii
                     {"clip_dir": 0.7}, {"clip_dir": 0.7}, {"clip_dir": 0.4}, {"caption_id": "p1", "clip_dir": 0.2}])
-    ranked = selection.ranked(scores.sample(fraction=1.0, shuffle=True, seed=3), PARAMS)  # order must not matter
+    ranked = thresholds.ranked(scores.sample(fraction=1.0, shuffle=True, seed=3), PARAMS)  # order must not matter
     assert ranked.select("caption_id", "sample", "rank").rows() == [
         ("p0", 2, 0), ("p0", 3, 1), ("p0", 0, 2), ("p0", 4, 3), ("p1", 5, 0)]
 
@@ -47,7 +47,7 @@ def test_nan_null_and_rejected_samples_never_pass_and_pairs_get_their_reason():
                     {"caption_id": "p1", "reject_reason": "black_image", **dict.fromkeys(GOOD)},
                     {"caption_id": "p2"}, {"caption_id": "p3"}])
     loose = SelectionParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=-1)
-    assert selection.ranked(scores, loose)["caption_id"].to_list() == ["p2", "p3"]
+    assert thresholds.ranked(scores, loose)["caption_id"].to_list() == ["p2", "p3"]
     rejects = selection.unselected(scores, loose, selected_ids=["p2"], exhausted=["p3"])
     assert rejects.select("caption_id", "sample", "stage", "reason").rows() == [
         ("p0", None, "selection", "no_sample_passed"), ("p1", None, "selection", "all_samples_rejected"),
@@ -72,7 +72,7 @@ def test_each_subject_margin_is_exclusive_and_null_passes(column):
     minimum = PARAMS.subject_margins()[column]
     scores = table([{column: float(np.nextafter(minimum, 1.0))}, {column: minimum, "caption_id": "p1"},
                     {column: None, "caption_id": "p2", "edit_type": "delete"}])
-    assert selection.ranked(scores, PARAMS)["caption_id"].to_list() == ["p0", "p2"]
+    assert thresholds.ranked(scores, PARAMS)["caption_id"].to_list() == ["p0", "p2"]
 
 
 def test_a_pair_failing_only_the_subject_check_gets_the_reason_of_its_best_sample():
@@ -89,6 +89,6 @@ def test_a_pair_failing_only_the_subject_check_gets_the_reason_of_its_best_sampl
 def test_a_check_set_to_none_is_off():
     scores = table([{"subject_margin_c": -0.5}, {"caption_id": "p1", "subject_margin_o": -0.5}])
     off_c = PARAMS.model_copy(update={"min_subject_margin_c": None})
-    assert selection.ranked(scores, off_c)["caption_id"].to_list() == ["p0"]
+    assert thresholds.ranked(scores, off_c)["caption_id"].to_list() == ["p0"]
     off_both = off_c.model_copy(update={"min_subject_margin_o": None})
-    assert selection.ranked(scores, off_both)["caption_id"].to_list() == ["p0", "p1"]
+    assert thresholds.ranked(scores, off_both)["caption_id"].to_list() == ["p0", "p1"]

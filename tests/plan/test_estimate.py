@@ -12,7 +12,7 @@ from dataclasses import replace
 import polars as pl
 import pytest
 
-from tasks.image import generate, selection
+from tasks.image import generate, thresholds
 from tasks.plan import estimate
 from tests.conftest import project_params
 from tests.image.fixtures import PAIRS, make_params
@@ -126,7 +126,7 @@ def test_a_pilot_where_passing_clusters_by_pair_is_replayed_to_the_true_counts(t
     pl.DataFrame(rows, schema=generate.SCHEMA).write_parquet(path)
     rate, pilot, source = pass_rates(plan_params, None)
     assert rate == 10 / 24 and len(pilot) == 20 and source.endswith("(120 samples of 20 pairs)")
-    accepted = selection.ranked(pl.read_parquet(path), plan_params.selection)["caption_id"].n_unique()
+    accepted = thresholds.ranked(pl.read_parquet(path), plan_params.selection)["caption_id"].n_unique()
     assert accepted == 15
 
     on = make_params(tiny_specs, n_samples=6, adaptive={"enabled": True, "round_samples": 1, "min_accepted": 1})

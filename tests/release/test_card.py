@@ -34,9 +34,9 @@ def test_card_front_matter_and_load_dataset_with_the_card(tmp_path):
               "seed": 3}
     rows = pl.DataFrame([{name: values.get(name, 0.5) for name in export.SCHEMA}], schema=export.SCHEMA)
     out = tmp_path / "ds"
-    export.write_dataset(rows, image.parent, out, ExportParams())
+    export.write_dataset({"train": rows}, image.parent, out, ExportParams())
     params = ExportParams(repo_id="me/cf", license="cc-by-4.0")
-    export.write_dataset(rows, image.parent, out, ExportParams(), folder="validated")
+    export.write_dataset({"train": rows}, image.parent, out, ExportParams(), folder="validated")
     text = card.dataset_card(sheet(), rows.height, params, validated=1)
     (out / "README.md").write_text(text)
 
@@ -59,7 +59,7 @@ def test_card_front_matter_and_load_dataset_with_the_card(tmp_path):
     assert datasets.load_dataset(str(out), "validated", cache_dir=str(tmp_path / "hf-cache"))["train"].num_rows == 1
     no_validated = yaml.safe_load(card.dataset_card(sheet(), 1, params).split("---\n")[1])
     assert [c["config_name"] for c in no_validated["configs"]] == ["default"]  # an empty config cannot load
-    export.write_dataset(rows, image.parent, out, ExportParams(), folder="judged")
+    export.write_dataset({"train": rows}, image.parent, out, ExportParams(), folder="judged")
     (out / "README.md").write_text(card.dataset_card(sheet(), rows.height, params, validated=1, judged=1))
     front = yaml.safe_load((out / "README.md").read_text().split("---\n")[1])
     assert [c["config_name"] for c in front["configs"]] == ["default", "validated", "judged"]

@@ -89,18 +89,18 @@ def test_shards_respect_shard_rows_and_stale_shards_go(rows, images_dir, tmp_pat
     out = tmp_path / "ds"
     (out / "data").mkdir(parents=True)
     (out / "data" / "train-00000-of-00001.parquet").write_bytes(b"stale")
-    shards = export.write_dataset(rows, images_dir, out, ExportParams(shard_rows=2))
+    shards = export.write_dataset({"train": rows}, images_dir, out, ExportParams(shard_rows=2))
     assert [p.name for p in shards] == [f"train-{i:05d}-of-00003.parquet" for i in range(3)]
     assert sorted(p.name for p in (out / "data").iterdir()) == [p.name for p in shards]
     assert [pq.read_metadata(p).num_rows for p in shards] == [2, 2, 1]
 
-    shards = export.write_dataset(rows, images_dir, out, ExportParams(shard_rows=5))
+    shards = export.write_dataset({"train": rows}, images_dir, out, ExportParams(shard_rows=5))
     assert [p.name for p in (out / "data").iterdir()] == ["train-00000-of-00001.parquet"] == [p.name for p in shards]
 
 
 def test_load_dataset_round_trips_every_row_and_pixel(rows, images_dir, tmp_path):
     out = tmp_path / "ds"
-    export.write_dataset(rows, images_dir, out, ExportParams(shard_rows=2))
+    export.write_dataset({"train": rows}, images_dir, out, ExportParams(shard_rows=2))
     loaded = load(out, tmp_path)
     assert loaded.column_names == rows.columns and loaded.num_rows == rows.height
     for expected, got in zip(rows.iter_rows(named=True), loaded):
@@ -116,10 +116,10 @@ def test_load_dataset_round_trips_every_row_and_pixel(rows, images_dir, tmp_path
 
 
 def test_rewrite_is_byte_identical(rows, images_dir, tmp_path):
-    first = export.write_dataset(rows, images_dir, tmp_path / "a", ExportParams(shard_rows=3))
+    first = export.write_dataset({"train": rows}, images_dir, tmp_path / "a", ExportParams(shard_rows=3))
     before = [p.read_bytes() for p in first]
-    again = export.write_dataset(rows, images_dir, tmp_path / "a", ExportParams(shard_rows=3))
-    other = export.write_dataset(rows, images_dir, tmp_path / "b", ExportParams(shard_rows=3))
+    again = export.write_dataset({"train": rows}, images_dir, tmp_path / "a", ExportParams(shard_rows=3))
+    other = export.write_dataset({"train": rows}, images_dir, tmp_path / "b", ExportParams(shard_rows=3))
     assert [p.read_bytes() for p in again] == before == [p.read_bytes() for p in other]
 
 
@@ -160,7 +160,7 @@ def test_push_uses_the_token_but_never_writes_or_logs_it(fake_hub, rows, images_
     out, reports = tmp_path / "ds", tmp_path / "reports"
     everything = load_params(ROOT / "params.yaml", ["export.repo_id=me/cf", "export.private=false"])
     params = everything.export
-    export.write_dataset(rows, images_dir, out, params)
+    export.write_dataset({"train": rows}, images_dir, out, params)
     table = datasheet.altered_subjects(counterfactual_frame(), None)
     md = datasheet.render_datasheet({"captions": 5}, {}, everything.model_dump(mode="json"), MODELS, table, 0.0,
                                     "2026-01-01", everything.datasheet)
@@ -196,3 +196,27 @@ def test_dataset_rows_carry_the_judges_answers_and_verdict_null_where_it_did_not
     unjudged = export.dataset_rows(selected_frame(), counterfactual_frame(), MODELS)
     assert unjudged.columns == rows.columns and unjudged["judge_pass"].null_count() == len(IDS)
     assert export.features(rows)["judge_pass"].dtype == "bool"
+
+
+def test_a_run_that_fails_mid_export_leaves_the_last_complete_shards(rows, images_dir, tmp_path, monkeypatch):
+    """The folder is replaced as a whole: an export stopped after two of its shards leaves the earlier export's
+    shards, exactly, and the next export leaves its own and nothing staged."""
+    out = tmp_path / "ds"
+    first = export.write_dataset({"train": rows}, images_dir, out, ExportParams(shard_rows=3))
+    before = {p.name: p.read_bytes() for p in first}
+    real, calls = export.embedded, []
+
+    def failing(part, folder):
+        calls.append(part.height)
+        if len(calls) == 3:
+            raise OSError("disk full")
+        return real(part, folder)
+
+    monkeypatch.setattr(export, "embedded", failing)
+    with pytest.raises(OSError, match="disk full"):
+        export.write_dataset({"train": rows}, images_dir, out, ExportParams(shard_rows=1))
+    assert {p.name: p.read_bytes() for p in (out / "data").iterdir()} == before
+    monkeypatch.setattr(export, "embedded", real)
+    again = export.write_dataset({"train": rows}, images_dir, out, ExportParams(shard_rows=1))
+    assert sorted(p.name for p in (out / "data").iterdir()) == sorted(p.name for p in again)
+    assert sorted(p.name for p in out.iterdir()) == [".data.lock", "data"]

@@ -13,7 +13,7 @@ from PIL import Image
 
 from tasks.core import schemas
 from tasks.core.schemas import SCORE_COLUMNS
-from tasks.image import selection
+from tasks.image import selection, thresholds
 from tasks.image.params import SelectionParams
 from tasks.release import figures, report
 from tasks.text import ingest
@@ -54,7 +54,7 @@ def image_paths(caption_id: str, sample: int) -> tuple[str, str]:
 def select(samples: pl.DataFrame, params: SelectionParams) -> pl.DataFrame:
     """The selection stage's output when each pair's best passing sample renders canonically to its screening scores:
     the first candidate wins (tried = 1), built by selection's own ranking and row helpers."""
-    best = selection.ranked(samples, params).filter(pl.col("rank") == 0)
+    best = thresholds.ranked(samples, params).filter(pl.col("rank") == 0)
     rows = [selection.selected_row(c, c, c["rank"] + 1, image_paths(c["caption_id"], c["sample"]))
             for c in best.iter_rows(named=True)]
     return pl.DataFrame(rows, schema=schemas.SELECTED)

@@ -1,13 +1,10 @@
-"""Image flows: screen many samples per caption pair, then select one canonically rendered winner per pair.
+"""The selection flow: one winner per caption pair, canonically rendered.
 
-`generate_flow` maps one Prefect task per run of about `generate.pairs_per_task` caption pairs (`chunks.sample_cut`:
-near-equal sample counts, the heaviest first); the cache is each pair's sample record (`records.PairRecords`, beside
-Prefect's results), so only never-seen samples are rendered, whichever task, process or host renders them.
-`selection_flow` runs `selection.run` with canonical renders kept in the same pair records (their PNGs by pixels
-beside them): a threshold change renders only newly chosen winners, and switching back renders nothing. The winners'
-PNGs are written to the selection stage's own folder; no stage writes into another's. They are built beside it and
-published with `selected.parquet` (`io.publish_folder`), so a run killed at any point leaves every PNG the table in
-place names.
+It runs `selection.run` with canonical renders kept in the same pair records as generate's samples (their PNGs by
+pixels beside them): a threshold change renders only newly chosen winners, and switching back renders nothing. The
+winners' PNGs are written to the selection stage's own folder; no stage writes into another's. They are built beside
+it and published with `selected.parquet` (`publish_folder`), so a run killed at any point leaves every PNG the
+table in place names.
 """
 
 from __future__ import annotations
@@ -16,72 +13,24 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import polars as pl
-from prefect import flow, get_run_logger, task
+from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
-from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import unmapped
 
 from flows.engine.progress import StageProgress
 from flows.engine.sharding import stage_metrics
-from flows.engine.workspace import result_store
+from flows.image import sample_records
 from tasks.core import keys
-from tasks.core.io import held_folder, publish_folder, read_frame, read_rgb, write_outputs
+from tasks.core.io import read_frame, read_rgb, write_outputs
 from tasks.core.loading import set_torch_threads
-from tasks.core.schemas import PAIR, SAMPLES
-from tasks.image import chunks, generate, render, selection, store
-from tasks.image.params import GenerateParams, SelectionParams
+from tasks.core.publication import held_folder, publish_folder
+from tasks.core.schemas import SAMPLES
+from tasks.image import render, selection, store, thresholds
+from tasks.image.params import GenerateParams
 from tasks.image.records import PairRecords
 from tasks.image.sampling import Sample
 from tasks.params import Params
-
-
-def sample_records(params: Params) -> PairRecords:
-    """The image stage's pair records: `samples/` in the result store (an absolute path: a Dask worker on a shared
-    filesystem appends where a later local run reads)."""
-    return PairRecords(result_store(params) / "samples")
-
-
-@task(cache_policy=NO_CACHE, persist_result=False)
-def generate_pairs(pairs: pl.DataFrame, params: GenerateParams, selection_params: SelectionParams | None,
-                   records: PairRecords, unit: keys.Unit, torch_threads: int | None,
-                   progress: StageProgress | None) -> tuple[pl.DataFrame, pl.DataFrame, int, int]:
-    """(score rows, rejects, samples rendered now, pairs that rendered any) of a chunk of caption pairs."""
-    set_torch_threads(torch_threads)
-    screening = generate.Screening(params, records, progress or (lambda n: None), unit=unit)
-    kept, rejects = generate.run(pairs, screening, selection_params)
-    return kept, rejects, screening.rendered, len(screening.rendered_pairs)
-
-
-@flow(name="generate", task_runner=ThreadPoolTaskRunner(max_workers=1))
-def generate_flow(pairs_path: Path, output: Path, params: Params) -> dict:
-    """A score row for every sample of every caption pair in `pairs_path`."""
-    gen = params.generate
-    selection_params = params.selection if gen.adaptive.enabled else None
-    pairs = read_frame(pairs_path, PAIR, "perplexity").select(list(PAIR))
-    cut = chunks.sample_cut([gen.n_samples] * pairs.height, gen.pairs_per_task)
-    local = params.engine.dask_address is None  # a progress bar cannot travel to a Dask worker
-    with StageProgress("generate", pairs.height * gen.n_samples, unit="samples") as progress:
-        futures = generate_pairs.map(
-            pairs=[pairs.slice(run.start, len(run)) for run in cut], params=unmapped(gen),
-            selection_params=unmapped(selection_params),
-            records=unmapped(sample_records(params)), unit=unmapped(render.sample_unit(gen)),
-            torch_threads=unmapped(params.engine.torch_threads),
-            progress=unmapped(progress if local else None))
-        sizes = {f.task_run_id: len(run) for f, run in zip(futures, cut)}
-        for future in as_completed(futures):
-            if not local:
-                progress.advance(sizes[future.task_run_id] * gen.n_samples)
-    results = [futures[i].result() for i in sorted(range(len(cut)), key=lambda i: cut[i].start)]  # input order
-    kept = pl.concat([r[0] for r in results]) if results else pl.DataFrame(schema=SAMPLES)
-    rejects = pl.concat([r[1] for r in results]) if results else pl.DataFrame(schema=generate.REJECTS_SCHEMA)
-    write_outputs(kept, rejects, output)
-    rendered, computed = sum(r[2] for r in results), sum(r[3] for r in results)
-    get_run_logger().info("generate: %d pairs (%d rendered now) in %d tasks, %d samples, %d rendered now",
-                          pairs.height, computed, len(cut), kept.height, rendered)
-    return stage_metrics("generate", pairs.height, kept, rejects, pairs=pairs.height, pairs_generated=computed,
-                         samples=kept.height, samples_rendered=rendered, unet_evals=int(kept["unet_evals"].sum()))
 
 
 def canonical_images(records: PairRecords) -> Path:
@@ -139,7 +88,7 @@ def selection_flow(scores_path: Path, output: Path, selected_images: Path, param
         counts.update(rendered=sum(now for _, now in found), cached=sum(not now for _, now in found))
         return [{**m, "images": np.stack([read_rgb(folder / png) for png in m["pngs"]])} for m, _ in found]
 
-    contested = selection.ranked(scores, params.selection)["caption_id"].n_unique()
+    contested = thresholds.ranked(scores, params.selection)["caption_id"].n_unique()
     with held_folder(selected_images, output) as staged, \
             StageProgress("selection", contested, unit="pairs") as progress:
         kept, rejects, fallthrough = selection.run(scores, params.selection, gen.black_threshold, render_canonical,
