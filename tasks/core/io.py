@@ -211,7 +211,7 @@ def source_image_paths(image_ids: Iterable[str], folder: Path | None, pattern: s
     root = os.path.abspath(folder)
 
     def inside(image_id: str) -> Path | None:
-        name = pattern.format(image_id=int(image_id) if image_id.isdigit() else image_id)
+        name = pattern.format(image_id=int(image_id) if image_id.isascii() and image_id.isdigit() else image_id)
         path = os.path.normpath(os.path.join(root, name))  # `..` resolved by name: links are not followed
         return folder / name if os.path.commonpath([root, path]) == root and os.path.isfile(path) else None
 

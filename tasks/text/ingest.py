@@ -2,7 +2,8 @@
 
 Invariants: every input record (a non-blank TSV line, a COCO annotation) ends up in exactly one of (captions,
 rejects), so one bad record never costs the good ones; kept captions are byte-for-byte as given; a kept id is valid
-UTF-8, stripped of surrounding whitespace, non-empty, unique. A leading UTF-8 BOM is dropped, never part of an id.
+UTF-8, stripped of surrounding whitespace and BOMs, non-empty, unique, printable (no control or format character:
+a file name, a URL and a log line are made of it). A leading UTF-8 BOM is dropped, never part of an id.
 A TSV whose first line is exactly the header `caption_id<TAB>caption` has it skipped (anywhere else, or spelled
 otherwise, such a line is a caption). Only a file that cannot be read as records at all (empty: nothing but
 whitespace and a BOM, or a TSV with only its header; not JSON; JSON without an `annotations` list) is a one-line
@@ -14,8 +15,12 @@ COCO: the 1-based index of the annotation in `annotations`), and why, as `reason
   non_utf8            the id or caption is not valid UTF-8 (stored with U+FFFD replacements)
   empty_id            the caption id is empty after stripping whitespace
   empty_caption       the caption is empty or whitespace only
+  unprintable_id      the id holds a control or format character (NUL, ESC, a zero-width or bidi mark, ...)
+  control_character   the caption holds a control character other than white space (NUL, ESC, ...) or a bidi
+                      control, which would reach terminals, prompts and the gallery as given
   duplicate_id        the id was already kept (the first kept occurrence wins)
   no_tab              TSV line without a tab; `caption_id` is the whole line, `caption` is null
+  extra_tab           TSV line with a second tab (a third column?); `caption` is all after the first
   not_an_object       COCO annotation that is not a JSON object
   missing_image_id    COCO annotation without `image_id`
   bad_image_id        COCO `image_id` not an int or a non-empty string (null, bool, float, list, dict, "")
@@ -27,6 +32,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +44,7 @@ from tasks.core.errors import UserError
 
 SCHEMA, REJECTS_SCHEMA = schemas.CAPTIONS, schemas.CAPTIONS_REJECTS
 TSV_HEADER = b"caption_id\tcaption"  # skipped when it is a TSV's first line
+BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 # (line, caption_id, caption, reason found while parsing); ids and captions still raw (bytes, or str from JSON).
 Record = tuple[int, bytes | str | None, bytes | str | None, str | None]
@@ -60,7 +68,8 @@ def _read_tsv(path: Path) -> Iterator[Record]:
     for line_no, raw in enumerate(lines[header:], start=1 + header):
         if raw.strip():
             caption_id, sep, caption = raw.partition(b"\t")
-            yield (line_no, caption_id, caption, None) if sep else (line_no, raw, None, "no_tab")
+            reason = "extra_tab" if b"\t" in caption and caption.strip() else None
+            yield (line_no, caption_id, caption, reason) if sep else (line_no, raw, None, "no_tab")
 
 
 def _coco_image_id(ann: object) -> tuple[str | None, str | None]:
@@ -116,6 +125,11 @@ def _decode(raw: bytes | str | None) -> tuple[str | None, bool]:
     return raw, True
 
 
+def _controlled(caption: str) -> bool:
+    return bool(BIDI_CONTROLS.search(caption)) or any(unicodedata.category(ch) == "Cc" and not ch.isspace()
+                                                      for ch in caption)
+
+
 def read_captions(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(captions, rejects) from a `.json` COCO file or a TSV; the first kept occurrence of an id wins."""
     file = os.fspath(path)
@@ -126,9 +140,11 @@ def read_captions(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
         caption_id, id_ok = _decode(raw_id)
         caption, caption_ok = _decode(raw_caption)
         if reason is None:
-            caption_id = caption_id.strip()
+            caption_id = caption_id.strip().strip("\ufeff").strip()
             reason = ("non_utf8" if not (id_ok and caption_ok) else "empty_id" if not caption_id
-                      else "empty_caption" if not caption.strip() else "duplicate_id" if caption_id in seen else None)
+                      else "unprintable_id" if not caption_id.isprintable()
+                      else "empty_caption" if not caption.strip() else "control_character" if _controlled(caption)
+                      else "duplicate_id" if caption_id in seen else None)
         if reason is None:
             seen.add(caption_id)
             kept.append({"caption_id": caption_id, "image_id": _image_id(caption_id), "caption": caption})

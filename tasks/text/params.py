@@ -22,6 +22,8 @@ class SitesParams(Frozen):
                                 description="NLTK RegexpParser grammar of the deletable phrases (PP chunks)")
     kept_prepositions: tuple[str, ...] = Field(("of",), description="phrases headed by these are never deleted "
                                                                     "(a slice of pizza)")
+    max_tokens: int = Field(100, ge=1, description="a caption of more tokens is a reject (`too_long`): COCO's longest "
+                                                  "has 50 words, and each token may be a site")
 
 
 class SaliencyParams(Frozen):

@@ -20,7 +20,8 @@ that token's Penn Treebank tag and `n_tokens` the caption's token count. Per typ
               only as a noun, which the tagger misread: `a kitchen start` keeps `kitchen`) with the space after it, or
               a prepositional phrase (`delete_grammar`, not at the start, not headed by `kept_prepositions`) with the
               space before it
-Captions without a site of any type go to the rejects with reason `no_site`.
+Captions without a site of any type go to the rejects with reason `no_site`; captions of more than `max_tokens`
+tokens with reason `too_long`, before any site is sought (one such caption would cost as much as hundreds).
 """
 
 from __future__ import annotations
@@ -171,6 +172,9 @@ def run(captions: pl.DataFrame, params: SitesParams, models: None = None) -> tup
     sites, rejects = [], []
     for row in captions.iter_rows(named=True):
         tokens = tag_caption(row["caption"])
+        if len(tokens) > params.max_tokens:
+            rejects.append({**row, "reason": "too_long"})
+            continue
         found = [{**row, "edit_type": edit_type, "position": i, "start": start, "end": end,
                   "original_word": row["caption"][start:end], "tag": tokens[i].tag, "n_tokens": len(tokens)}
                  for edit_type in params.types for i, start, end in FINDERS[edit_type](tokens, params)]

@@ -35,10 +35,15 @@ def folders(tmp_path):
     ("x/" * 3000, None),  # longer than a path may be
     ("\u202e../elsewhere/secret", None),
     ("43", None),  # inside, but no such file
+    ("\u00b2", None),  # a digit to str.isdigit that int() refuses
+    ("\u0664\u0662", None),  # Arabic-Indic 42: not COCO's number
+    ("4\x002", None),  # a NUL byte: no file system name
+    (" 42", None), ("42\n", None), ("", None),
 ])
 def test_an_id_finds_only_a_file_inside_the_folder(folders, image_id, found):
     inside, _ = folders
-    (path,) = source_image_paths([image_id], inside, PATTERN if image_id.isdigit() else "{image_id}.jpg")
+    pattern = PATTERN if image_id.isdigit() else "{image_id}.jpg"  # "²" too: the lookup must not take it for a number
+    (path,) = source_image_paths([image_id], inside, pattern)
     assert (path.name if path else None) == found
 
 

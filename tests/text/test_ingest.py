@@ -51,11 +51,11 @@ def test_tsv_ids_and_image_id_derivation(tmp_path):
 
 
 def test_tsv_caption_kept_byte_for_byte(tmp_path):
-    """Only the id is stripped; the caption (after the FIRST tab) keeps its spaces, inner tabs and odd characters.
-    Lines split on \\n / \\r\\n only, so form feeds, vertical tabs, NEL and U+2028 stay inside the caption."""
+    """Only the id is stripped; the caption (after the tab) keeps its spaces and odd characters. Lines split on
+    \\n / \\r\\n only, so form feeds, vertical tabs, NEL and U+2028 (white space, not controls) stay inside the
+    caption."""
     captions = {
         "s_0": "  A dog with spaces around.  ",
-        "s_1": "A\ttab inside",
         "s_2": "Form\x0cfeed, vertical\x0btab, \x1c sep",
         "s_3": "NEL\u0085 and line\u2028separator and caf\u00e9 \U0001F600",
         "s_4": "trailing space ",
@@ -365,3 +365,33 @@ def test_tsv_header_on_the_first_line_is_skipped(tmp_path, header):
 def test_a_header_like_line_anywhere_else_is_a_caption(tmp_path, body):
     kept, _ = read_captions(write(tmp_path, "c.tsv", body))
     assert kept.height == 2
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    (b"c_0\tA bird\x00 on a branch.", "control_character"),  # NUL
+    (b"c_0\tA \x1b[31mred\x1b[0m car.", "control_character"),  # a terminal escape
+    (b"c_0\tA cow\x7f.", "control_character"),  # DEL
+    ("c_0\tA \u202ecow\u202c.".encode(), "control_character"),  # a bidi override
+    ("c_0\tA cat\u2067 on a mat.".encode(), "control_character"),  # a bidi isolate
+    (b"c_0\tA horse\tcoco-val2017", "extra_tab"),  # a third column
+    (b"c\x00_0\tA pig.", "unprintable_id"),
+    ("c\u202e_0\tA pig.".encode(), "unprintable_id"),
+    ("c\u200b_0\tA pig.".encode(), "unprintable_id"),  # zero-width space
+    ("c\u00a0d_0\tA pig.".encode(), "unprintable_id"),  # a no-break space inside
+    (b"c\x1b_0\tA pig.", "unprintable_id"),
+])
+def test_tsv_controls_in_a_caption_or_an_id_are_rejects_beside_good_lines(tmp_path, line, reason):
+    """What would reach a terminal, a prompt, a file name or the gallery as an invisible or active character is a
+    reject with its reason; the lines around it are kept."""
+    kept, rejects = read_captions(write(tmp_path, "c.tsv", b"a_0\tA dog.\n" + line + b"\nb_0\tA cat.\n"))
+    assert kept["caption_id"].to_list() == ["a_0", "b_0"]
+    assert rejects.select("line", "reason").rows() == [(2, reason)]
+
+
+def test_a_bom_at_any_line_start_is_not_part_of_an_id_and_soft_hyphens_and_emoji_are_text(tmp_path):
+    """A file made by concatenating BOM-led files keeps every id as written; format characters inside words (a soft
+    hyphen, an emoji joiner) are text."""
+    body = "\ufeffa_0\tA dog.\n\ufeffb_0\tA caf\u00e9 with a soft\u00adhyphen.\nc_0\tA \U0001F468\u200d\U0001F373.\n"
+    kept, rejects = read_captions(write(tmp_path, "c.tsv", body))
+    assert rejects.is_empty() and kept["caption_id"].to_list() == ["a_0", "b_0", "c_0"]
+    assert kept["image_id"].to_list() == ["a", "b", "c"]

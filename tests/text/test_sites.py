@@ -139,6 +139,18 @@ def test_caption_without_site_is_a_reject():
     assert set(sites["caption_id"]) == {"y_0"}
 
 
+def test_a_caption_over_max_tokens_is_a_reject_and_costs_no_site():
+    """A caption of 3,000 words (a pasted document) is one `too_long` reject, not thousands of sites; one at the bound
+    is kept."""
+    long = "A dog sits on a red mat near a cat and " * 300 + "a horse."
+    at_bound = " ".join(["dog"] * 9) + "."  # 10 tokens
+    captions = pl.DataFrame({"caption_id": ["l_0", "b_0", "y_0"], "image_id": ["l", "b", "y"],
+                             "caption": [long, at_bound, "A dog."]})
+    sites, rejects = stage.run(captions, SitesParams(types=("noun", "lexical", "insert"), max_tokens=10))
+    assert rejects.select("caption_id", "reason").rows() == [("l_0", "too_long")]
+    assert set(sites["caption_id"]) == {"b_0", "y_0"}
+
+
 def test_tags_param_selects_sites():
     caption = "Dogs chase a cat in the park."
     sites, rejects = stage.run(frame([caption]), SitesParams(noun_tags=("NNS",)))
