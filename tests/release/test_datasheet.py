@@ -22,7 +22,7 @@ METRICS = {"similarity": {"rows_in": 714, "rows_out": 360, "rejects": {"above_wi
 PARAMS = {"profile": "demo", "candidates": {"model": {"id": "/home/someone/models/tiny/mlm"}, "top_k": 10},
           "generate": {"guidance_scale": [7.5, 15.0], "vae": None, "adaptive": {"enabled": False}},
           "selection": {"min_clip_dir": 0.2}, "export": {"repo_id": None, "hub_token": "hf_secret_value"},
-          "sites": {"types": ["noun", "quantifier"]},
+          "sites": {"types": ["noun", "quantifier"], "max_tokens": 100},
           "relations": {"reject": ["synonym", "hyponym"]}}
 MODELS = {"model_mlm": "/tmp/run/models/tiny/mlm@fp1234",
           "model_diffusion": "stable-diffusion-v1-5/stable-diffusion-v1-5@451f4fe"}
@@ -107,6 +107,7 @@ def test_datasheet_lists_the_resolved_params_of_a_real_params_file(profile):
 def test_datasheet_has_no_absolute_paths_or_secrets():
     text = sheet()
     assert "hf_secret_value" not in text and "export.hub_token = <redacted>" in text
+    assert "sites.max_tokens = 100" in text  # a count of tokens is no credential
     assert "/home/" not in text and "/tmp/" not in text and "someone" not in text
     assert "candidates.model.id = …/mlm" in text
     assert not re.search(r"(^|[\s=|(`])(~|[A-Za-z]:)?[/\\]\w", text, flags=re.MULTILINE)
