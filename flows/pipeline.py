@@ -17,7 +17,10 @@ from flows.evaluation import evaluate_flow
 from flows.image.generate import generate_flow
 from flows.image.selection import selection_flow
 from flows.judge import judge_flow
-from flows.release import datasheet_flow, export_flow, mixtures_flow, report_flow
+from flows.release.datasheet import datasheet_flow
+from flows.release.export import export_flow
+from flows.release.mixtures import mixtures_flow
+from flows.release.report import report_flow
 from flows.removal.captions import removal_captions_flow
 from flows.removal.export import removal_export_flow
 from flows.removal.inpaint import inpaint_flow

@@ -370,14 +370,16 @@ MODEL_LIBRARIES = ("torch", "transformers", "diffusers", "open_clip", "sentence_
 
 STAGE_MODULES = {"tasks/text/relations.py": "relations", "tasks/image/generate.py": "generate",
                  "flows/image/generate.py": "generate", "tasks/image/selection.py": "selection",
-                 "flows/image/selection.py": "selection"}
+                 "flows/image/selection.py": "selection", "tasks/release/mixtures.py": "mixtures",
+                 "flows/release/export.py": "export", "tasks/release/gallery.py": "gallery"}
 """A stage's own modules: an edit of one stales that stage alone."""
 
 
 def test_the_release_stages_read_declarations_only_and_one_stages_edit_stales_that_stage_alone(repo):
     """`cfgen report`, `export` and `gallery` on the demo run import no model library and no stage's logic (they read
     the declarations); an edit of a stage's own module, its code and its help text (the module's docstring), leaves
-    every other DVC stage up to date (`STAGE_MODULES`: a caption step and each image stage's logic and flow)."""
+    every other DVC stage up to date (`STAGE_MODULES`: a caption step, each image stage's logic and flow, release
+    stages')."""
     path, env = repo
     probe = ("import atexit, sys\nfrom flows.cli import app\natexit.register(lambda: print(sorted(m for m in "
              f"sys.modules if m.split('.')[0] in {MODEL_LIBRARIES} or m.startswith(('tasks.text.', 'tasks.image.')) "
@@ -687,7 +689,7 @@ def test_f_code_edits_rerun_exactly_what_they_affect(repo):
     with (path / "tasks/release/report.py").open("a") as f:
         f.write("\n\ndef _edited() -> None:\n    \"\"\"A change to the report only.\"\"\"\n")
     importing = [name for name, stage in yaml.safe_load((path / "dvc.yaml").read_text())["stages"].items()
-                 if "tasks/release/report.py" in stage["deps"]]  # report, and the stages flows/release.py runs
+                 if "tasks/release/report.py" in stage["deps"]]  # the stages that run the report code
     assert sorted(timed_repro(path, env, "(f2) tasks/release/report.py edited")) == sorted(importing)
     assert not set(importing) & {"generate", "selection"}
     sh(path, "cfgen", "generate", "data/processed/counterfactual_captions.parquet", ".cache/f2.parquet",

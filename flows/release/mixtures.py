@@ -1,0 +1,30 @@
+"""The mixtures flow: the paper's base / medium / all training mixtures (App. B.4.1)."""
+
+from __future__ import annotations
+
+import polars as pl
+from prefect import flow
+
+from flows.commands import PathsCommand, show_json
+from tasks.core.io import source_image_paths, write_json
+from tasks.params import Params
+from tasks.release import mixtures
+
+
+@flow(name="mixtures")
+def mixtures_flow(params: Params) -> dict:
+    """The base / medium / all training mixtures as `datasets` configs under the export folder; returns their
+    sizes (also written to `paths.metrics/mixtures.json`)."""
+    paths = params.paths
+    selected = pl.read_parquet(paths.selected)
+    real = {cid: str(path.absolute()) for cid, path in zip(selected["caption_id"], source_image_paths(
+        selected["image_id"], paths.source_images, paths.source_image_name)) if path}  # not under selected_images
+    built = mixtures.mixture_rows(selected, real, params.mixtures.seed)
+    mixtures.write_mixtures(built, paths.selected_images, paths.export / "mixtures")
+    result = {"pairs": selected.height, "real_images": len(real), "sizes": mixtures.sizes(built)}
+    write_json(result, paths.metrics / "mixtures.json")
+    return result
+
+
+COMMAND = PathsCommand(mixtures_flow, "Build the base / medium / all training mixtures as `datasets` configs.",
+                        lambda result: show_json(result["sizes"]))
