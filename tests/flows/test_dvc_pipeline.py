@@ -870,4 +870,4 @@ def test_the_readmes_queued_sweep_works_as_written_in_a_plain_shell(repo):
     assert re.search(r"json:unet_evals\s+accepted\s+generate\.steps\.demo\s+selection\.min_image_image", header)
     a, b = names
     assert (path / f"reports/diff/{a}..{b}.md").is_file() and (path / f"reports/diff/{a}..{b}/index.html").is_file()
-    assert sh(path, "git", "status", "--porcelain", "reports", env=repo[1]) == ""  # the diff is a view, not a result
+    assert sh(path, "git", "status", "--porcelain", "reports/diff", env=repo[1]) == ""  # a view, not a result
