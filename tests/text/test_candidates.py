@@ -23,7 +23,7 @@ KEYS = ["caption_id", "position"]
 def site_frame(captions: list[str], prefix: str = "t") -> pl.DataFrame:
     caps = pl.DataFrame({"caption_id": [f"{prefix}{i}_0" for i in range(len(captions))],
                          "image_id": [f"{prefix}{i}" for i in range(len(captions))], "caption": captions})
-    return site_stage.run(caps, SitesParams())[0]
+    return site_stage.run(caps, SitesParams(max_tokens=1_000))[0]  # past the sites' bound: the MLM's limit is tested
 
 
 def site(caption: str, word: str) -> dict:
