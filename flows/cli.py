@@ -204,9 +204,11 @@ def gallery(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) ->
     with user_errors():
         params = load_params(params_file, param or [])
         check_input(params.paths.selected, schemas.SELECTED, "selection")
+        from tasks.core.publication import held
         from tasks.release.gallery import build
 
-        counts = build(params)
+        with held(params.paths.gallery):  # the site is written by one run at a time
+            counts = build(params)
     console.print(f"gallery written to {params.paths.gallery}/index.html: " + ", ".join(f"{v} {k}" for k, v in
                                                                                           counts.items()))
 

@@ -120,6 +120,8 @@ def _publishing(paths: Iterable[Path]) -> Iterator[None]:
 
 
 def _finish(journal: Path) -> None:
+    if not journal.is_file():
+        return
     pairs = [(Path(temporary), Path(target)) for temporary, target in json.loads(journal.read_text())]
     for temporary, target in pairs:
         if temporary.exists():
@@ -134,8 +136,7 @@ def finish_publication(path: Path) -> None:
     journal = _journal(Path(path))
     if journal.is_file():
         with _publishing([path]):
-            if journal.is_file():  # a run publishing now held the folder: it has finished
-                _finish(journal)
+            _finish(journal)  # gone if a run publishing meanwhile held the folder: it has finished
 
 
 def _replace_together(writers: dict[Path, Callable[[Path], Any]]) -> None:
@@ -153,8 +154,7 @@ def _replace_together(writers: dict[Path, Callable[[Path], Any]]) -> None:
                 path.parent.mkdir(parents=True, exist_ok=True)
             held.enter_context(_publishing(writers))
             for path, write in writers.items():
-                if _journal(path).is_file():
-                    _finish(_journal(path))
+                _finish(_journal(path))
                 temporaries[path] = path.with_name(f".{path.name}.tmp")
                 write(temporaries[path])
             if len(temporaries) > 1:

@@ -93,7 +93,7 @@ def build(output: Path, params: SyntheticCocoParams) -> None:
             draw.rectangle((x, y, x + w - 1, y + h - 1), fill=CLASSES[name].colour)
         record = {"id": index + 1, "file_name": f"{index + 1:012d}.png", "width": width, "height": height}
         write_file(output / "images" / record["file_name"],
-                   lambda temporary, image=image: image.save(temporary, format="PNG", compress_level=9))
+                   lambda temporary: image.save(temporary, format="PNG", compress_level=9))
         images.append(record)
         objects += [{"id": len(objects) + k + 1, "image_id": record["id"], "category_id": CLASSES[name].id,
                      "bbox": [float(v) for v in box], "area": float(box[2] * box[3]), "iscrowd": 0}

@@ -27,7 +27,7 @@ import polars as pl
 from PIL import Image
 
 from tasks.core.io import plain, rejects_path, write_file
-from tasks.core.publication import held, prune
+from tasks.core.publication import prune
 from tasks.core.schemas import JUDGE_COLUMNS, JUDGE_QUESTIONS, SCORE_COLUMNS, SUBJECT_COLUMNS
 from tasks.params import Params
 from tasks.release.card import DEMO_NOTICE
@@ -225,14 +225,8 @@ def rows_by_caption(frame: Path) -> dict[str, dict]:
 
 
 def build(params: Params) -> dict:
-    """Write the gallery of this run to `paths.gallery`, the site `held` by this run alone; returns its counts."""
-    site = Path(params.paths.gallery)
-    with held(site):
-        return _build(params, site)
-
-
-def _build(params: Params, site: Path) -> dict:
-    paths = params.paths
+    """Write the gallery of this run to `paths.gallery`; returns its counts."""
+    paths, site = params.paths, Path(params.paths.gallery)
     selected = pl.read_parquet(paths.selected)
     removal = Path(paths.removal_pairs)
     data = {

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 _ABSOLUTE = re.compile(r"(?<![\w.~:/\\-])(?:~|[A-Za-z]:)?[/\\][^\s`'\"|]+")
-_SECRET_KEY = re.compile(r"(?:token|secret|password|api_key)$", re.IGNORECASE)  # a key ending so: hub_token, not max_tokens
+_SECRET_KEY = re.compile(r"(?:token|secret|password|api_key)$", re.IGNORECASE)  # hub_token, not max_tokens
 
 
 def public(text: str) -> str:
