@@ -20,6 +20,7 @@ fresh process; the adaptive table: --repeats fresh processes each for off and on
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 from bench import Repeats, alternating, console, in_fresh_process, peak_memory_mib, ratio, spread, start, table
 from rich.table import Table
@@ -55,7 +57,7 @@ SAMPLERS = {  # name: (stock pipeline?, channels_last, compile mode or None; "no
     "cfgen P2P, paper profile before issue 46 (channels_last, eager)": (False, True, "off"),
     "cfgen P2P, now": (False, "now", "now"),
 }
-STOCK_EAGER, STOCK_COMPILED = list(SAMPLERS)[:2]
+STOCK_EAGER, STOCK_COMPILED, _, NOW = SAMPLERS
 
 
 def sampler(name: str, folder: Path, opts: dict) -> Callable[[], object]:
@@ -115,14 +117,19 @@ def time_samplers(folder: Path, opts: dict) -> dict:
     seconds = alternating({name: partial(synchronized, call) for name, call in calls.items()}, opts["repeats"])
     spec = generate_params(folder, None, opts).diffusion
     device = resolve_device(spec)
-    return {"seconds": seconds, "first": first, "pixels": pixel_difference(folder, opts, calls[list(SAMPLERS)[-1]]),
+    return {"seconds": seconds, "first": first, "pixels": pixel_difference(folder, opts, calls[NOW]),
             "device": f"{device.type} {resolve_dtype(spec, device)}"}
 
 
+def differing(images: np.ndarray, reference: np.ndarray) -> dict:
+    """uint8 images against a reference: the largest |difference| and the share of differing values."""
+    difference = np.abs(images.astype(int) - reference.astype(int))
+    return {"max": int(difference.max()), "share": float((difference > 0).mean())}
+
+
 def pixel_difference(folder: Path, opts: dict, now: Callable[[], object]) -> dict:
-    """cfgen now's images (uint8) against cfgen eager's (separate q·k·v projections: the path before issue 46,
-    without channels_last) for the same samples: the largest |difference| and the share of differing values."""
-    import numpy as np
+    """cfgen now's images against cfgen eager's (separate q·k·v projections: the path before issue 46, without
+    channels_last) for the same samples (`differing`)."""
     from diffusers.models.attention_processor import Attention
 
     from tasks.image import sampling
@@ -133,10 +140,15 @@ def pixel_difference(folder: Path, opts: dict, now: Callable[[], object]) -> dic
         if isinstance(module, Attention):
             module.fused_projections = False
     samples = [sampling.plan_sample(params, "bench", i) for i in range(n)]
-    reference = sampling.render(eager, sampling.encode_prompts(eager, C_O, C_C), samples, params.steps,
-                                params.size).images.astype(int)
-    difference = np.abs(now().images.astype(int) - reference)
-    return {"max": int(difference.max()), "share": float((difference > 0).mean())}
+    reference = sampling.render(eager, sampling.encode_prompts(eager, C_O, C_C), samples, params.steps, params.size)
+    return differing(now().images, reference.images)
+
+
+def cold_images(folder: Path, opts: dict, cache: str) -> np.ndarray:
+    """In a fresh process compiling into the empty folder `cache` (Inductor's and Triton's caches, so every kernel
+    choice is made again): cfgen now's images of the timed call's samples."""
+    os.environ["TORCHINDUCTOR_CACHE_DIR"], os.environ["TRITON_CACHE_DIR"] = cache, f"{cache}/triton"
+    return sampler(NOW, folder, opts)().images
 
 
 def peak_memory(name: str, folder: Path, opts: dict) -> float:
@@ -243,7 +255,9 @@ def main(width: Annotated[int, typer.Option(help="UNet top-level channels (SD v1
          memory: Annotated[bool, typer.Option(help="measure peak memory (a fresh process per sampler and repeat)")]
          = True,
          adaptive: Annotated[bool, typer.Option(help="the adaptive-stopping table (needs polars and open_clip)")]
-         = True) -> None:
+         = True,
+         cold: Annotated[bool, typer.Option(help="cfgen now's pixels from two fresh processes, each compiling from "
+                                                 "empty caches")] = True) -> None:
     from tasks.demo.tiny_images import build_tiny_diffusion, sd15_unet
 
     opts = dict(size=size, steps=steps, batch_samples=batch_samples, samples=samples, adaptive_steps=adaptive_steps,
@@ -261,6 +275,11 @@ def main(width: Annotated[int, typer.Option(help="UNet top-level channels (SD v1
                                   4 * batch_samples * steps))
         console.print(f"cfgen now vs cfgen eager (separate projections), same samples: max |Δ pixel| "
                       f"{timed['pixels']['max']}, {timed['pixels']['share']:.2%} of pixel values differ")
+        if cold:
+            with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+                again = differing(*(in_fresh_process(cold_images, folder, opts, cache) for cache in (a, b)))
+            console.print(f"cfgen now in two fresh processes, each compiling from empty caches, same samples: max "
+                          f"|Δ pixel| {again['max']}, {again['share']:.2%} of pixel values differ")
         if adaptive:
             costs = alternating({on: partial(in_fresh_process, adaptive_cost, folder, clip, opts, on)
                                  for on in (False, True)}, repeats)
