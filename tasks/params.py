@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pydantic import model_validator
 
-from tasks.core.fields import EDIT_TYPES
 from tasks.core.params import PROFILES, EngineParams, PathsParams
+from tasks.core.schemas import EDIT_TYPES
 from tasks.core.specs import ClipSpec, ModelSpec, Rooted, model_specs
 from tasks.demo.params import SyntheticCocoParams, TinyModelsParams
 from tasks.evaluation.params import EvaluateParams

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from PIL import Image
 from prefect import flow
 
 from flows.commands import PathsCommand, check_models
@@ -22,7 +21,7 @@ from flows.engine.workspace import result_store
 from flows.removal import finish
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
-from tasks.core.io import read_frame, read_rgb
+from tasks.core.io import UnreadableImage, file_inside, read_frame, read_rgb
 from tasks.core.loading import set_torch_threads
 from tasks.core.publication import held_folder, publish_folder
 from tasks.core.schemas import INPAINTED, INPAINTED_REJECTS, REMOVAL_CAPTIONS
@@ -56,16 +55,16 @@ def fill_edit(source: Path, edit: dict, params: InpaintParams, unit: keys.Unit, 
 
 
 def _readable(edit: dict, folder: Path) -> str | None:
-    """The reject reason of an edit whose real image cannot be used, else None."""
-    path = folder / edit["file_name"]
-    if not path.is_file():
+    """The reject reason of an edit whose real image cannot be used (not a file inside `folder`, not decodable whole,
+    another size than the annotations say), else None."""
+    path = file_inside(folder, edit["file_name"])
+    if path is None:
         return "image_missing"
     try:
-        with Image.open(path) as image:
-            size = image.size
-    except OSError:
-        return "image_unreadable"
-    return None if size == (edit["width"], edit["height"]) else "size_mismatch"
+        height, width, _ = read_rgb(path).shape
+    except UnreadableImage as err:
+        return err.reason
+    return None if (width, height) == (edit["width"], edit["height"]) else "size_mismatch"
 
 
 @flow(name="inpaint", task_runner=LocalTaskRunner(max_workers=1))

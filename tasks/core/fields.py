@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
+from tasks.core.schemas import EDIT_TYPES
+
 VAE_FACTOR = 8  # Stable Diffusion's VAE downsamples by 8: image sizes must be multiples of it
 PENN_TAGS = frozenset("CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT POS PRP PRP$ RB RBR RBS RP SYM TO UH VB "
                       "VBD VBG VBN VBP VBZ WDT WP WP$ WRB # $ '' ( ) , . : ``".split())  # as NLTK's pos_tag emits
@@ -47,7 +49,6 @@ def ordered(pair: tuple[float, float]) -> tuple[float, float]:
     return pair
 
 
-EDIT_TYPES = ("noun", "lexical", "quantifier", "insert", "delete", "swap")  # the values of `edit_type`
 EditType = Literal[EDIT_TYPES]
 PosTag = Annotated[str, AfterValidator(_penn_tag)]
 Cosine = Annotated[float, Field(ge=-1.0, le=1.0)]

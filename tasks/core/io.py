@@ -16,6 +16,7 @@ import json
 import math
 import os
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from tasks.core import schemas
 from tasks.core.errors import UserError
 
 DIGITS = 6  # floats written to metrics JSON are rounded to this many digits
@@ -64,13 +66,41 @@ def check_input(path: Path, schema: dict[str, pl.DataType], produced_by: str) ->
         raise SchemaError(f"input {path} lacks columns {missing}: expected the output of `cfgen {produced_by}`")
 
 
+def _fits(actual: pl.DataType, expected: pl.DataType) -> bool:
+    """Whether a column of type `actual` holds `expected` values without a change of meaning (a wider integer, an
+    integer as a float, a categorical as text; nulls)."""
+    if actual == expected or actual == pl.Null:
+        return True
+    if expected == pl.String:
+        return isinstance(actual, (pl.Categorical, pl.Enum))
+    return expected.is_numeric() and actual.is_integer() and (expected.is_float() or expected.is_integer())
+
+
 def read_frame(path: Path, schema: dict[str, pl.DataType], produced_by: str) -> pl.DataFrame:
     """The columns of `schema` from `path` (checked by `check_input`), cast to their types; read from one open file,
-    so a publication renaming a new version in meanwhile is not half seen."""
+    so a publication renaming a new version in meanwhile is not half seen. A column of another type, a null where no
+    stage writes one (`schemas.REQUIRED`) or a row breaking `schemas.CHECKS` is a one-line SchemaError: the file is
+    not what `produced_by` wrote."""
     check_input(path, schema, produced_by)
     with open(path, "rb") as file:
         frame = pl.read_parquet(file, columns=list(schema))
-    return frame.select([pl.col(c).cast(t) for c, t in schema.items()])
+    wrong = next((c for c, t in schema.items() if not _fits(frame.schema[c], t)), None)
+    if wrong:
+        raise SchemaError(f"input {path}: column {wrong} is {frame.schema[wrong]}, expected {schema[wrong]} (the "
+                          f"output of `cfgen {produced_by}`)")
+    try:
+        frame = frame.select([pl.col(c).cast(t) for c, t in schema.items()])
+    except pl.exceptions.PolarsError:  # an integer too large for its column
+        raise SchemaError(f"input {path}: values out of their columns' range (expected the output of `cfgen "
+                          f"{produced_by}`)") from None
+    broken = [(f"null {c}", pl.col(c).is_null()) for c in schema if c in schemas.REQUIRED] + \
+             [(words, ~rule) for columns, rule, words in schemas.CHECKS if set(columns) <= schema.keys()]
+    for words, breaks in broken:
+        rows = frame.with_row_index().filter(breaks.fill_null(False))["index"]
+        if len(rows):
+            raise SchemaError(f"input {path}: {len(rows)} row(s) break `{words}` (first: row {rows[0]}): not the "
+                              f"output of `cfgen {produced_by}`")
+    return frame
 
 
 class OutputError(UserError):
@@ -201,29 +231,54 @@ def write_file(path: Path, write: Callable[[Path], Any]) -> None:
     _replace_together({Path(path): write})
 
 
+def file_inside(folder: Path, name: str) -> Path | None:
+    """`folder / name` when that is a file inside `folder`, else None: a name that climbs out (`../../tmp/x`, an
+    absolute path) or that no file system can hold (too long, a NUL) names none. (A link the user put in the folder
+    is theirs to follow.)"""
+    root = os.path.abspath(folder)
+    path = os.path.normpath(os.path.join(root, name))  # `..` resolved by name: links are not followed
+    return Path(folder) / name if os.path.commonpath([root, path]) == root and os.path.isfile(path) else None
+
+
 def source_image_paths(image_ids: Iterable[str], folder: Path | None, pattern: str) -> list[Path | None]:
-    """Each image id's real image file under `folder` (`pattern` formats `image_id`, an int when it is all digits:
-    COCO's `{image_id:0>12}.jpg`), None where there is no folder or no such file in it: an id whose name climbs out
-    (`../../tmp/x`, an absolute path) or that no file system can hold (too long) has no real image. (A link the user
-    put in the folder is theirs to follow.)"""
+    """Each image id's real image file under `folder` (`file_inside`; `pattern` formats `image_id`, an int when it is
+    all digits: COCO's `{image_id:0>12}.jpg`), None where there is no folder or no such file in it."""
     if folder is None:
         return [None for _ in image_ids]
-    root = os.path.abspath(folder)
+    return [file_inside(folder, pattern.format(image_id=int(i) if i.isascii() and i.isdigit() else i))
+            for i in image_ids]
 
-    def inside(image_id: str) -> Path | None:
-        name = pattern.format(image_id=int(image_id) if image_id.isascii() and image_id.isdigit() else image_id)
-        path = os.path.normpath(os.path.join(root, name))  # `..` resolved by name: links are not followed
-        return folder / name if os.path.commonpath([root, path]) == root and os.path.isfile(path) else None
 
-    return [inside(i) for i in image_ids]
+class UnreadableImage(UserError):
+    """An image file that cannot be decoded whole; `reason` is `image_unreadable` or `image_too_large`."""
+
+    def __init__(self, path: Path, reason: str, detail: str):
+        super().__init__(f"{path}: {detail}")
+        self.reason = reason
 
 
 def read_rgb(path: Path) -> np.ndarray:
-    """An image file's pixels as HxWx3 uint8 RGB."""
+    """An image file's pixels as HxWx3 uint8 RGB; a file Pillow cannot decode whole (truncated, empty, not an image)
+    or over Pillow's `MAX_IMAGE_PIXELS` (a decompression bomb; SD and COCO images are far below) is an
+    `UnreadableImage`."""
     from PIL import Image  # here: most stages read no image, and the CLI starts without PIL
 
-    with Image.open(path) as image:
-        return np.asarray(image.convert("RGB"))
+    limit = Image.MAX_IMAGE_PIXELS
+    try:
+        with warnings.catch_warnings():  # over the limit: refused below, not warned of
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(path) as image:
+                size = image.size
+                pixels = None if size[0] * size[1] > limit else np.asarray(image.convert("RGB"))
+    except Image.DecompressionBombError as err:  # over twice the limit: Pillow refuses it itself
+        raise UnreadableImage(path, "image_too_large", str(err)) from None
+    except (OSError, ValueError, SyntaxError) as err:  # SyntaxError: a broken PNG chunk
+        raise UnreadableImage(path, "image_unreadable", f"not a readable image ({type(err).__name__}: "
+                                                        f"{(str(err).splitlines() or [''])[0]})") from None
+    if pixels is None:
+        raise UnreadableImage(path, "image_too_large", f"{size[0]}x{size[1]} pixels, over Pillow's MAX_IMAGE_PIXELS "
+                                                       f"({limit:,})")
+    return pixels
 
 
 def plain(value: Any) -> Any:

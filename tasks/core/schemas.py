@@ -12,6 +12,24 @@ from __future__ import annotations
 import polars as pl
 
 Schema = dict[str, pl.DataType]
+EDIT_TYPES = ("noun", "lexical", "quantifier", "insert", "delete", "swap")  # the values of `edit_type`
+
+# What every stage output holds, whichever schema has the column: a row that breaks it is in no file a stage wrote.
+REQUIRED = frozenset({  # never null
+    "caption_id", "image_id", "caption", "counterfactual", "candidate", "edit_type", "position", "start", "end",
+    "original_word", "substitute", "tag", "n_tokens", "sample", "seed", "p2p_fraction", "guidance_scale", "image_o",
+    "image_c", "file_name", "width", "height", "category", "decision", "edited_caption", "fill", "image_0", "image_1",
+    "id", "caption_0", "caption_1", "split"})
+CHECKS = (  # (columns, holds on every row, in words)
+    (("edit_type",), pl.col("edit_type").is_in(EDIT_TYPES), f"edit_type in {EDIT_TYPES}"),
+    (("caption", "start", "end"), pl.col("start").is_between(0, pl.col("end"))
+     & (pl.col("end") <= pl.col("caption").str.len_chars()), "0 <= start <= end <= len(caption)"),
+    (("position",), pl.col("position") >= 0, "position >= 0"),
+    (("sample", "seed"), (pl.col("sample") >= 0) & (pl.col("seed") >= 0), "sample, seed >= 0"),
+    (("p2p_fraction",), pl.col("p2p_fraction").is_between(0, 1), "0 <= p2p_fraction <= 1"),
+    (("guidance_scale",), pl.col("guidance_scale").is_finite(), "a finite guidance_scale"),
+    (("width", "height"), (pl.col("width") > 0) & (pl.col("height") > 0), "width, height > 0"),
+)
 
 
 def rejects(schema: Schema) -> Schema:

@@ -6,7 +6,8 @@ UTF-8, stripped of surrounding whitespace and BOMs, non-empty, unique, printable
 a file name, a URL and a log line are made of it). A leading UTF-8 BOM is dropped, never part of an id.
 A TSV whose first line is exactly the header `caption_id<TAB>caption` has it skipped (anywhere else, or spelled
 otherwise, such a line is a caption). Only a file that cannot be read as records at all (empty: nothing but
-whitespace and a BOM, or a TSV with only its header; not JSON; JSON without an `annotations` list) is a one-line
+whitespace and a BOM, or a TSV with only its header; a TSV none of whose lines is an id, a tab and a caption in
+UTF-8, e.g. a parquet file; not JSON; JSON without an `annotations` list) is a one-line
 `MalformedInput` naming the file (and the line, for JSON syntax errors). A COCO file whose `annotations` list is empty
 is zero rows.
 
@@ -16,8 +17,8 @@ COCO: the 1-based index of the annotation in `annotations`), and why, as `reason
   empty_id            the caption id is empty after stripping whitespace
   empty_caption       the caption is empty or whitespace only
   unprintable_id      the id holds a control or format character (NUL, ESC, a zero-width or bidi mark, ...)
-  control_character   the caption holds a control character other than white space (NUL, ESC, ...) or a bidi
-                      control, which would reach terminals, prompts and the gallery as given
+  control_character   the caption holds a control character that is not Unicode White_Space (NUL, ESC, DEL,
+                      U+001C-U+001F, ...) or a bidi control, which would reach terminals, prompts and the gallery
   duplicate_id        the id was already kept (the first kept occurrence wins)
   no_tab              TSV line without a tab; `caption_id` is the whole line, `caption` is null
   extra_tab           TSV line with a second tab (a third column?); `caption` is all after the first
@@ -30,6 +31,7 @@ COCO ids are `{image_id}_{k}`, k counting the image's annotations in file order,
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
@@ -45,6 +47,8 @@ from tasks.core.errors import UserError
 SCHEMA, REJECTS_SCHEMA = schemas.CAPTIONS, schemas.CAPTIONS_REJECTS
 TSV_HEADER = b"caption_id\tcaption"  # skipped when it is a TSV's first line
 BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+WHITE_SPACE = "\t\n\v\f\r\x85"  # the control characters Unicode counts as White_Space (not U+001C-U+001F)
+FORMAT_REASONS = {"no_tab", "extra_tab", "non_utf8", "unprintable_id"}  # a TSV of only these is not a caption TSV
 
 # (line, caption_id, caption, reason found while parsing); ids and captions still raw (bytes, or str from JSON).
 Record = tuple[int, bytes | str | None, bytes | str | None, str | None]
@@ -60,8 +64,21 @@ def _image_id(caption_id: str) -> str:
     return head if sep and tail.isdigit() else caption_id
 
 
+def _tsv_bytes(path: Path) -> bytes:
+    """The file as UTF-8 bytes without a BOM: a UTF-16 file with its BOM (a spreadsheet's "Unicode text") is
+    re-encoded, other bytes are kept as they are (a line that is not UTF-8 is a `non_utf8` reject)."""
+    data = path.read_bytes()
+    if not data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.removeprefix(codecs.BOM_UTF8)
+    try:
+        return data.decode("utf-16").encode("utf-8", "surrogateescape")
+    except UnicodeError as err:
+        raise MalformedInput(f"{path}: starts with a UTF-16 byte order mark but is not UTF-16 ({err.reason})") from None
+
+
 def _read_tsv(path: Path) -> Iterator[Record]:
-    lines = path.read_bytes().removeprefix(b"\xef\xbb\xbf").splitlines()
+    """Lines end at LF (CRLF as well): a lone CR, a form feed or U+2028 inside a caption is the caption's."""
+    lines = [line.removesuffix(b"\r") for line in _tsv_bytes(path).split(b"\n")]
     header = lines[:1] == [TSV_HEADER]
     if not any(raw.strip() for raw in lines[header:]):
         raise MalformedInput(f"{path}: no captions ({'only a header line' if header else 'empty file'})")
@@ -126,7 +143,7 @@ def _decode(raw: bytes | str | None) -> tuple[str | None, bool]:
 
 
 def _controlled(caption: str) -> bool:
-    return bool(BIDI_CONTROLS.search(caption)) or any(unicodedata.category(ch) == "Cc" and not ch.isspace()
+    return bool(BIDI_CONTROLS.search(caption)) or any(unicodedata.category(ch) == "Cc" and ch not in WHITE_SPACE
                                                       for ch in caption)
 
 
@@ -150,4 +167,8 @@ def read_captions(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
             kept.append({"caption_id": caption_id, "image_id": _image_id(caption_id), "caption": caption})
         else:
             rejects.append({"file": file, "line": line, "caption_id": caption_id, "caption": caption, "reason": reason})
+    if not kept and path.suffix.lower() != ".json" and {r["reason"] for r in rejects} <= FORMAT_REASONS:
+        found = ", ".join(sorted({r["reason"] for r in rejects}))
+        raise MalformedInput(f"{path}: none of its {len(rejects)} lines is `caption_id<TAB>caption` in UTF-8 "
+                             f"({found}): not a caption TSV")
     return pl.DataFrame(kept, schema=SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)

@@ -24,8 +24,8 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerBase
 from transformers.activations import GELUTanh, NewGELUActivation
 
 from tasks.core import schemas
-from tasks.core.fields import EDIT_TYPES
 from tasks.core.loading import load_pretrained
+from tasks.core.schemas import EDIT_TYPES
 from tasks.text.params import PerplexityParams
 
 SCHEMA, REJECTS_SCHEMA = schemas.COUNTERFACTUALS, schemas.COUNTERFACTUALS_REJECTS

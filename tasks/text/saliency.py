@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from tasks.core import schemas
-from tasks.core.io import read_rgb
+from tasks.core.io import UnreadableImage, read_rgb
 from tasks.core.loading import hub_kwargs, load_once, resolve_device
 from tasks.core.specs import ItmSpec
 from tasks.text.params import SaliencyParams
@@ -110,10 +110,17 @@ def _touches(site: dict, salient: set[int] | None) -> bool:
 
 
 def run(sites: pl.DataFrame, params: SaliencyParams, models: Models) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(kept sites, rejects) for a `sites` frame with an `image_path` column (null: no real image)."""
-    salient = {row["caption_id"]: _salient(models, row["caption"], row["image_path"], params)
-               for row in sites.unique("caption_id", keep="first", maintain_order=True).iter_rows(named=True)}
-    keep = pl.Series([_touches(site, salient[site["caption_id"]]) for site in sites.iter_rows(named=True)],
-                     dtype=pl.Boolean)
-    rejects = sites.filter(~keep).select(*list(REJECTS_SCHEMA)[:-1], reason=pl.lit("not_salient"))
-    return sites.filter(keep).select(list(SCHEMA)), rejects.cast(REJECTS_SCHEMA)
+    """(kept sites, rejects) for a `sites` frame with an `image_path` column (null: no real image); a caption whose
+    image cannot be decoded is rejected whole with the image's reason (`io.UnreadableImage`)."""
+    salient, unreadable = {}, {}
+    for row in sites.unique("caption_id", keep="first", maintain_order=True).iter_rows(named=True):
+        try:
+            salient[row["caption_id"]] = _salient(models, row["caption"], row["image_path"], params)
+        except UnreadableImage as err:
+            unreadable[row["caption_id"]] = err.reason
+    reasons = pl.Series([unreadable.get(site["caption_id"]) or
+                         (None if _touches(site, salient[site["caption_id"]]) else "not_salient")
+                         for site in sites.iter_rows(named=True)], dtype=pl.String)
+    rejects = sites.with_columns(reason=reasons).filter(pl.col("reason").is_not_null())
+    return sites.filter(reasons.is_null()).select(list(SCHEMA)), rejects.select(list(REJECTS_SCHEMA)).cast(
+        REJECTS_SCHEMA)

@@ -140,6 +140,8 @@ def _task_ratings(task: Any) -> list[dict[str, Any]]:
         raise ValueError(f"data.own={own!r}, data.side={side!r}: expected A/B and o/c")
     rows = []
     for annotation in task.get("annotations") or []:
+        if not isinstance(annotation.get("was_cancelled", False), bool):
+            raise ValueError(f"was_cancelled {annotation['was_cancelled']!r} is not true or false")
         if annotation.get("was_cancelled"):
             continue
         labels = [label for result in annotation.get("result") or [] if result.get("from_name") == CHOICES_NAME
@@ -181,7 +183,7 @@ def read_export(path: Path) -> pl.DataFrame:
     """`ratings` of a Label Studio JSON export file; a file that is not one is a one-line `ExportError`."""
     try:
         export = json.loads(Path(path).read_bytes())
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:  # RecursionError: nesting deeper than Python parses
         raise ExportError(f"{path}: not a readable JSON file ({type(err).__name__}): export the project as JSON") \
             from None
     return ratings(export, source=str(path))

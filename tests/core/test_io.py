@@ -17,9 +17,12 @@ import pytest
 from tasks.core.io import (
     OutputError,
     SameFileError,
+    SchemaError,
+    UnreadableImage,
     check_distinct,
     check_outputs,
     read_frame,
+    read_rgb,
     rejects_path,
     write_outputs,
 )
@@ -142,3 +145,83 @@ def test_runs_writing_one_output_at_once_leave_one_runs_output_beside_the_same_r
     assert kept.height == rejects.height and kept["writer"].n_unique() == 1
     assert kept["writer"].to_list() == rejects["writer"].to_list()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.parquet", "out.rejects.parquet"]
+
+
+def sites_file(tmp_path: Path, **columns) -> Path:
+    """Two well-formed rows of `cfgen sites` output, with `columns` replacing whole columns."""
+    from tasks.core.schemas import SITES
+
+    rows = {"caption_id": ["a_0", "b_0"], "image_id": ["a", "b"], "caption": ["A dog.", "A red cat."],
+            "edit_type": ["noun", "lexical"], "position": [1, 1], "start": [2, 2], "end": [5, 5],
+            "original_word": ["dog", "red"], "tag": ["NN", "JJ"], "n_tokens": [3, 4]}
+    path = tmp_path / "sites.parquet"
+    pl.DataFrame({**rows, **columns}).select(list(SITES)).write_parquet(path)
+    return path
+
+
+def test_read_frame_takes_what_a_stage_wrote_and_lossless_relatives(tmp_path):
+    from tasks.core.schemas import SITES
+
+    frame = read_frame(sites_file(tmp_path, caption=pl.Series(["A dog.", "A red cat."], dtype=pl.Categorical),
+                                  position=pl.Series([1, 1], dtype=pl.Int8)), SITES, "sites")
+    assert frame.schema == pl.Schema(SITES) and frame["caption"].to_list() == ["A dog.", "A red cat."]
+
+
+@pytest.mark.parametrize(("columns", "message"), [
+    ({"caption": [0, 1]}, "column caption is Int64, expected String"),
+    ({"caption": [{"t": "A dog."}, {"t": "x"}]}, "column caption is Struct"),
+    ({"caption": [["A dog."], ["x"]]}, "column caption is List"),
+    ({"position": [1.0, 2.5]}, "column position is Float64, expected Int64"),
+    ({"position": pl.Series([1, 2**63], dtype=pl.UInt64)}, "out of their columns' range"),
+    ({"caption": ["A dog.", None]}, r"1 row\(s\) break `null caption` \(first: row 1\)"),
+    ({"caption_id": [None, "b_0"]}, r"break `null caption_id` \(first: row 0\)"),
+    ({"edit_type": ["noun", "bogus"]}, "break `edit_type in"),
+    ({"start": [9999, 2], "end": [10005, 5]}, "break `0 <= start <= end <= len"),
+    ({"start": [5, 2], "end": [2, 5]}, "break `0 <= start <= end <= len"),
+    ({"position": [-1, 1]}, "break `position >= 0`"),
+])
+def test_read_frame_refuses_a_file_no_stage_wrote_in_one_line(tmp_path, columns, message):
+    """A wrong type, a null where no stage writes one, a value outside its domain: one line naming the file and the
+    stage whose output it should be, before any row reaches stage logic (which would crash or keep garbage)."""
+    from tasks.core.schemas import SITES
+
+    with pytest.raises(SchemaError, match=message) as error:
+        read_frame(sites_file(tmp_path, **columns), SITES, "sites")
+    assert "\n" not in str(error.value) and "`cfgen sites`" in str(error.value)
+
+
+@pytest.mark.parametrize(("p2p_fraction", "guidance_scale", "seed"), [
+    (7.0, 7.5, 1), (float("nan"), 7.5, 1), (0.5, float("inf"), 1), (0.5, 7.5, -3)])
+def test_read_frame_refuses_sample_plans_out_of_domain(tmp_path, p2p_fraction, guidance_scale, seed):
+    from tasks.core.schemas import SAMPLES
+
+    row = {c: None for c in SAMPLES} | {"caption_id": "a_0", "image_id": "a", "caption": "A dog.",
+                                        "counterfactual": "A cat.", "edit_type": "noun", "original_word": "dog",
+                                        "substitute": "cat", "sample": 0, "seed": seed, "p2p_fraction": p2p_fraction,
+                                        "guidance_scale": guidance_scale}
+    pl.DataFrame([row], schema=SAMPLES).write_parquet(tmp_path / "s.parquet")
+    with pytest.raises(SchemaError, match="break `"):
+        read_frame(tmp_path / "s.parquet", SAMPLES, "generate")
+
+
+def test_read_rgb_refuses_what_it_cannot_decode_whole_with_a_reason(tmp_path, monkeypatch):
+    """Truncated, empty, not an image: `image_unreadable`; over Pillow's pixel limit (a decompression bomb; under and
+    over twice it, where Pillow itself refuses): `image_too_large`, decided from the header alone."""
+    import numpy as np
+    from PIL import Image
+
+    Image.fromarray(np.full((20, 30, 3), 7, np.uint8)).save(tmp_path / "good.png")
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), np.uint8)).save(tmp_path / "full.jpg")
+    (tmp_path / "cut.jpg").write_bytes((tmp_path / "full.jpg").read_bytes()[:800])
+    (tmp_path / "empty.png").write_bytes(b"")
+    (tmp_path / "text.png").write_text("not an image")
+    assert read_rgb(tmp_path / "good.png").shape == (20, 30, 3)
+    for name in ("cut.jpg", "empty.png", "text.png"):
+        with pytest.raises(UnreadableImage) as error:
+            read_rgb(tmp_path / name)
+        assert error.value.reason == "image_unreadable" and "\n" not in str(error.value)
+    for limit in (500, 200):  # 600 pixels: over the limit, then over twice it
+        monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", limit)
+        with pytest.raises(UnreadableImage) as error:
+            read_rgb(tmp_path / "good.png")
+        assert error.value.reason == "image_too_large"

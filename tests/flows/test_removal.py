@@ -4,6 +4,7 @@ and the evaluate flow adds each model's ODmAP@k."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import datasets
@@ -17,6 +18,7 @@ from flows.removal.export import removal_export_flow
 from flows.removal.inpaint import fill_unit, inpaint_flow
 from flows.removal.masks import removal_masks_flow
 from flows.removal.selection import removal_selection_flow
+from tasks.core.io import rejects_path
 from tasks.core.loading import release_models
 from tasks.core.specs import ClipSpec, ModelSpec
 from tasks.removal import inpaint
@@ -119,3 +121,26 @@ def test_an_inpaint_key_holds_only_what_its_fill_reads():
     blur = zero.model_copy(update={"fill": "blur"})
     assert fill_unit(blur).shared not in {fill_unit(zero).shared, fill_unit(blur.model_copy(
         update={"blur_radius": 2.0})).shared}
+
+
+def test_inpaint_rejects_each_image_it_cannot_use_and_fills_every_other_edit(params, result_store, tmp_path):
+    """A truncated image, an empty one and a file name climbing out of `removal_images` (to a real image): their
+    edits are rejects with the reason, none is read, and every other edit is filled."""
+    images = tmp_path / "coco_images"
+    shutil.copytree(params.paths.removal_images, images)
+    params = params.model_copy(update={"paths": params.paths.model_copy(update={"removal_images": images})})
+    removal_masks_flow(params)
+    removal_captions_flow(params)
+    edits = pl.read_parquet(params.paths.removal_captions)
+    truncated, empty, outside = edits["file_name"].unique(maintain_order=True).to_list()[:3]
+    (images / truncated).write_bytes((images / truncated).read_bytes()[:60])  # IHDR and a piece of IDAT
+    (images / empty).write_bytes(b"")
+    shutil.move(images / outside, tmp_path / outside)  # a real image, reachable only by `..`
+    climbing = pl.when(pl.col("file_name") == outside).then(pl.lit(f"../{outside}")).otherwise("file_name")
+    edits.with_columns(file_name=climbing).write_parquet(params.paths.removal_captions)
+
+    inpaint_flow(params)
+    kept, rejects = pl.read_parquet(params.paths.inpainted), pl.read_parquet(rejects_path(params.paths.inpainted))
+    expected = {truncated: "image_unreadable", empty: "image_unreadable", f"../{outside}": "image_missing"}
+    assert dict(rejects.select("file_name", "reason").unique().rows()) == expected
+    assert kept.height + rejects.height == edits.height and not set(kept["file_name"]) & set(expected)

@@ -104,3 +104,14 @@ def test_a_malformed_file_is_a_one_line_user_error_naming_it(tmp_path, content):
     with pytest.raises(UserError) as err:
         coco.read_instances(path)
     assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_image_over_the_pixel_limit_is_a_reject_not_a_crash(tmp_path):
+    """Sizes no int64 holds, or over Pillow's pixel limit (which `io.read_rgb` refuses): `image_too_large`."""
+    images = [{"id": 1, "file_name": "a.jpg", "width": 2**70, "height": 5},
+              {"id": 2, "file_name": "b.jpg", "width": 20_000, "height": 20_000},
+              {"id": 3, "file_name": "c.jpg", "width": 10, "height": 8}]
+    kept, _, rejects = coco.read_instances(write(tmp_path, {"images": images, "annotations": [],
+                                                            "categories": CATEGORIES}))
+    assert kept.rows() == [("3", "c.jpg", 10, 8)]
+    assert rejects.select("image_id", "reason").rows() == [("1", "image_too_large"), ("2", "image_too_large")]

@@ -52,11 +52,12 @@ def test_tsv_ids_and_image_id_derivation(tmp_path):
 
 def test_tsv_caption_kept_byte_for_byte(tmp_path):
     """Only the id is stripped; the caption (after the tab) keeps its spaces and odd characters. Lines split on
-    \\n / \\r\\n only, so form feeds, vertical tabs, NEL and U+2028 (white space, not controls) stay inside the
-    caption."""
+    \\n / \\r\\n only, so a lone CR, form feeds, vertical tabs, NEL and U+2028 (Unicode White_Space) stay inside
+    the caption."""
     captions = {
         "s_0": "  A dog with spaces around.  ",
-        "s_2": "Form\x0cfeed, vertical\x0btab, \x1c sep",
+        "s_1": "A dog on\ra couch.",
+        "s_2": "Form\x0cfeed, vertical\x0btab",
         "s_3": "NEL\u0085 and line\u2028separator and caf\u00e9 \U0001F600",
         "s_4": "trailing space ",
     }
@@ -112,9 +113,8 @@ def test_tsv_duplicate_of_a_rejected_caption_is_kept(tmp_path):
 def test_tsv_non_utf8_caption_id_is_rejected(tmp_path):
     """Non-UTF-8 bytes in the id field must not be silently replaced: two different broken ids would collapse into
     one (U+FFFD) id and the second be mislabelled `duplicate_id`."""
-    kept, rejects = read_captions(write(tmp_path, "c.tsv", b"a\xff_0\tA dog.\na\xfe_0\tA cat.\n"))
-    assert kept.height + rejects.height == 2
-    assert kept.is_empty()
+    kept, rejects = read_captions(write(tmp_path, "c.tsv", b"a\xff_0\tA dog.\na\xfe_0\tA cat.\nb_0\tA cow.\n"))
+    assert kept["caption_id"].to_list() == ["b_0"]
     assert rejects["reason"].to_list() == ["non_utf8", "non_utf8"]
 
 
@@ -371,6 +371,7 @@ def test_a_header_like_line_anywhere_else_is_a_caption(tmp_path, body):
     (b"c_0\tA bird\x00 on a branch.", "control_character"),  # NUL
     (b"c_0\tA \x1b[31mred\x1b[0m car.", "control_character"),  # a terminal escape
     (b"c_0\tA cow\x7f.", "control_character"),  # DEL
+    (b"c_0\tA cow\x1cin a field\x1f.", "control_character"),  # information separators: Python's isspace, not Unicode's
     ("c_0\tA \u202ecow\u202c.".encode(), "control_character"),  # a bidi override
     ("c_0\tA cat\u2067 on a mat.".encode(), "control_character"),  # a bidi isolate
     (b"c_0\tA horse\tcoco-val2017", "extra_tab"),  # a third column
@@ -395,3 +396,21 @@ def test_a_bom_at_any_line_start_is_not_part_of_an_id_and_soft_hyphens_and_emoji
     kept, rejects = read_captions(write(tmp_path, "c.tsv", body))
     assert rejects.is_empty() and kept["caption_id"].to_list() == ["a_0", "b_0", "c_0"]
     assert kept["image_id"].to_list() == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_a_utf16_tsv_with_its_bom_is_read_as_text(tmp_path, encoding):
+    """A spreadsheet's "Unicode text" export (UTF-16 with a byte order mark) reads as its UTF-8 twin."""
+    text = "caption_id\tcaption\r\na_0\tA caf\u00e9 by a dog.\r\nb_0\tA cat.\r\n"
+    data = text.encode(encoding) if encoding == "utf-16" else b"\xfe\xff" + text.encode(encoding)
+    kept, rejects = read_captions(write(tmp_path, "c.tsv", data))
+    assert rejects.is_empty() and kept["caption"].to_list() == ["A caf\u00e9 by a dog.", "A cat."]
+
+
+@pytest.mark.parametrize("body", [b"PAR1\x15\x04\x15\x10\x00\x00\x08\x1c\n\xff\xfe\x00\tx\tyPAR1",
+                                  '{"annotations": [{"image_id": 1, "caption": "A dog."}]}\n'.encode(),
+                                  b"A dog on a couch.\nA cat on a mat.\n"])
+def test_a_file_with_no_caption_line_is_one_line_malformed_input(tmp_path, body):
+    """A parquet file, COCO JSON or bare captions given as the TSV: one error naming the file, not a reject per line."""
+    with pytest.raises(MalformedInput, match="c.tsv: none of its .* lines is `caption_id<TAB>caption`"):
+        read_captions(write(tmp_path, "c.tsv", body))

@@ -182,6 +182,19 @@ def test_a_caption_under_min_score_or_without_image_keeps_every_site(params, mod
     assert rejects.height == 0
 
 
+@requires_nltk
+@pytest.mark.parametrize("content", [b"", b"\x89PNG\r\n\x1a\n" + bytes(20)])
+def test_a_caption_whose_image_cannot_be_decoded_is_rejected_whole_with_its_reason(params, models, i_o, tmp_path,
+                                                                                   content):
+    """An empty or truncated image: its caption's sites are rejects (`image_unreadable`), the others go on."""
+    (tmp_path / "i_o.png").write_bytes(content)
+    sites = _sites(str(tmp_path / "i_o.png"))
+    kept, rejects = saliency.run(sites, params, models)
+    assert_frame_equal(kept, sites.filter(pl.col("caption_id") == "1_0").drop("image_path"))
+    assert set(rejects["caption_id"]) == {"0_0"} and set(rejects["reason"]) == {"image_unreadable"}
+    assert kept.height + rejects.height == sites.height and rejects.schema == pl.Schema(SITES_REJECTS)
+
+
 def test_no_sites_give_empty_frames(params, models):
     kept, rejects = saliency.run(pl.DataFrame(schema={**SITES, "image_path": pl.String}), params, models)
     assert kept.schema == pl.Schema(SITES) and kept.height == 0

@@ -165,6 +165,9 @@ def test_an_annotation_time_that_is_not_one_is_a_one_line_error():
     (json.dumps([export_task("a", "o", "A", annotation("a dog", 1))]).encode(), "choice 'a dog' is not in"),
     (json.dumps([export_task("a", "o", "A", annotation("both", None))]).encode(), "completed_by None"),
     (json.dumps([export_task("a", "o", "A", annotation("both\nneither", 1))]).encode(), "choice 'both\\\\nneither'"),
+    (json.dumps([export_task("a", "o", "A", annotation("both", 1, was_cancelled="false"))]).encode(),
+     "was_cancelled 'false' is not true or false"),
+    (b"[" * 200_000 + b"]" * 200_000, r"not a readable JSON file \(RecursionError\)"),
 ])
 def test_a_file_that_is_not_an_export_is_a_one_line_error(tmp_path, content, message):
     path = tmp_path / "export.json"
