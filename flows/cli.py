@@ -141,7 +141,7 @@ def captions(source: Path, output: Path, param: ParamOption = None, params_file:
     with user_errors():
         params = load_params(params_file, param or [])
         check_source(source)
-        check_distinct(source, output)
+        check_distinct(source, output, metrics)
         check_outputs(output, metrics)
         check_models(*(getattr(params, name) for name in CAPTION_STEPS if not skip_reason(name, params)))
         from flows.text import captions_flow
@@ -154,7 +154,7 @@ def ingest(source: Path, output: Path, metrics: MetricsOption = None) -> None:
     """Step 1: COCO caption JSON or `caption_id<TAB>caption` TSV -> captions parquet (+ rejects)."""
     with user_errors():
         check_source(source)
-        check_distinct(source, output)
+        check_distinct(source, output, metrics)
         check_outputs(output, metrics)
         from flows.text import ingest_task
 
@@ -170,7 +170,7 @@ def _step_command(name: str):
         with user_errors():
             params = load_params(params_file, param or [])
             check_input(source, step.input, step.after)
-            check_distinct(source, output)
+            check_distinct(source, output, metrics)
             check_outputs(output, metrics)
             if not skip_reason(name, params):
                 check_models(step.section(params))
@@ -188,7 +188,7 @@ def selection(scores: Path, output: Path, selected_images: ImagesOption = None,
     with user_errors():
         params = load_params(params_file, param or [])
         check_input(scores, schemas.SAMPLES, "generate")
-        check_distinct(scores, output)
+        check_distinct(scores, output, metrics)
         check_outputs(output, metrics)
         check_models(params.generate)
         from flows.image.selection import selection_flow

@@ -37,13 +37,39 @@ class ParamsError(UserError):
         super().__init__(" ".join(message.split()))
 
 
+class _Loader(yaml.SafeLoader):
+    """Safe YAML without aliases (nested ones expand exponentially: an alias bomb) and without a key given twice in
+    one mapping (the last would silently win)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, f"alias *{event.anchor}: aliases are refused, write the "
+                                                          f"value out", event.start_mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        mapping = super().construct_mapping(node, deep)
+        if len(mapping) < len(node.value):
+            keys = [self.construct_object(key, deep) for key, _ in node.value]
+            twice = next(key for i, key in enumerate(keys) if key in keys[:i])
+            raise yaml.constructor.ConstructorError(None, None, f"key {twice!r} is given twice", node.start_mark)
+        return mapping
+
+
+def _yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader)
+
+
 def load_params(path: Path = PARAMS_FILE, overrides: Sequence[str] = ()) -> Params:
     """The params file at `path` with `overrides` (`key=value`) applied, resolved for its profile and validated."""
     path = Path(path)
     if not path.is_file():
-        raise ParamsError(f"params file {path} not found")
+        raise ParamsError(f"params file {path} {'is not a regular file' if path.exists() else 'not found'}")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = _yaml(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError:
+        raise ParamsError(f"params file {path} is not UTF-8 text") from None
     except yaml.YAMLError as e:
         raise ParamsError(f"params file {path} is not valid YAML: {e}") from None
     if not isinstance(raw, dict):
@@ -54,7 +80,7 @@ def load_params(path: Path = PARAMS_FILE, overrides: Sequence[str] = ()) -> Para
         if not sep or not all(parts):
             raise ParamsError(f"override {pair!r} is not key=value")
         try:
-            parsed = yaml.safe_load(value)
+            parsed = _yaml(value)
         except yaml.YAMLError as e:
             raise ParamsError(f"override {pair!r}: the value is not valid YAML ({getattr(e, 'problem', None) or e})"
                               ) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import string
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
@@ -17,6 +18,26 @@ def unkeyed(default: Any, description: str, **constraints: Any) -> Any:
     """A field that never changes what a cached unit computes (batch sizes, threads) or is applied after the cache:
     `keyed_dump` leaves it out of cache keys."""
     return Field(default, description=description, json_schema_extra={"keyed": False}, **constraints)
+
+
+def template(**example: Any) -> Any:
+    """A `str.format` template over the named fields of `example` only (no positional field, index or attribute),
+    checked by formatting `example` once: a bad placeholder fails when params load, not mid-run."""
+
+    def check(value: str) -> str:
+        try:
+            fields = [name for _, name, _, _ in string.Formatter().parse(value) if name is not None]
+            if unknown := [name for name in fields if name not in example]:
+                raise ValueError(f"{{{unknown[0]}}} is not one of {', '.join(f'{{{name}}}' for name in example)}")
+            value.format(**example)
+        except (KeyError, IndexError, AttributeError, TypeError) as err:  # a placeholder inside a format spec
+            raise ValueError(f"not a template over {', '.join(example)} ({type(err).__name__}: {err})") from None
+        return value
+
+    return Annotated[str, AfterValidator(check)]
+
+
+WordPrompt = template(word="dog")  # a prompt about one word of an edit: C_o's or C_c's
 
 
 def keyed_dump(model: BaseModel) -> dict[str, Any]:

@@ -31,15 +31,24 @@ DIGITS = 6  # floats written to metrics JSON are rounded to this many digits
 
 
 class SameFileError(UserError):
-    """The output path is the input file; writing would destroy the input."""
+    """Two paths a command reads and writes, or writes twice, are one file; writing would destroy one of them."""
 
 
-def check_distinct(source: Path, output: Path) -> None:
-    """Raise `SameFileError` when `output` is the same file as `source` (any spelling, symlink or hard link)."""
-    source, output = Path(source), Path(output)
-    same = source.resolve() == output.resolve()
-    if same or (source.exists() and output.exists() and os.path.samefile(source, output)):
-        raise SameFileError(f"{output}: is the input file {source}; refusing to overwrite it")
+def _same(a: Path, b: Path) -> bool:
+    """One file under any spelling, a symlink or a hard link."""
+    return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+
+
+def check_distinct(source: Path, output: Path, metrics: Path | None = None) -> None:
+    """Raise `SameFileError` unless the files a stage writes (`output`, its rejects, `metrics`) are distinct from each
+    other and from the `source` it reads."""
+    writes = [Path(output), rejects_path(Path(output)), *([Path(metrics)] if metrics else [])]
+    for i, path in enumerate(writes):
+        if _same(Path(source), path):
+            raise SameFileError(f"{path}: is the input file {source}; refusing to overwrite it")
+        clash = next((other for other in writes[:i] if _same(other, path)), None)
+        if clash:
+            raise SameFileError(f"{path}: is also {clash}, which this command writes too: give each its own path")
 
 
 class SchemaError(UserError):
@@ -119,6 +128,8 @@ def check_outputs(output: Path, metrics: Path | None = None) -> None:
     for path in (Path(output), rejects_path(Path(output)), *([Path(metrics)] if metrics else [])):
         if path.is_dir():
             raise OutputError(f"cannot write {path}: it is a directory")
+        if os.path.lexists(path) and not (path.is_file() or path.is_symlink()):
+            raise OutputError(f"cannot write {path}: it is not a regular file (a device, FIFO or socket)")
         folder = next(p for p in path.parents if os.path.lexists(p))
         if not folder.is_dir():
             raise OutputError(f"cannot write {path}: {folder} is not a directory")
@@ -245,8 +256,15 @@ def source_image_paths(image_ids: Iterable[str], folder: Path | None, pattern: s
     all digits: COCO's `{image_id:0>12}.jpg`), None where there is no folder or no such file in it."""
     if folder is None:
         return [None for _ in image_ids]
-    return [file_inside(folder, pattern.format(image_id=int(i) if i.isascii() and i.isdigit() else i))
-            for i in image_ids]
+
+    def named(image_id: str) -> Path | None:
+        try:
+            return file_inside(folder, pattern.format(image_id=int(image_id) if image_id.isascii() and
+                                                      image_id.isdigit() else image_id))
+        except ValueError:  # a spec for ints only (`{image_id:012d}`) and an id that is no number: no such file
+            return None
+
+    return [named(i) for i in image_ids]
 
 
 class UnreadableImage(UserError):

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from pydantic import Field
 
-from tasks.core.fields import unkeyed
+from tasks.core.fields import template, unkeyed
 from tasks.core.specs import Frozen
 
 PROFILES = ("demo", "paper")
+ImageName = template(image_id=139)  # formatted with an int id where it is all digits, else the id as text
 
 
 class PathsParams(Frozen):
@@ -47,7 +48,7 @@ class PathsParams(Frozen):
     validated: Path = Field(Path("data/processed/validated.parquet"), description="the human-validated caption_ids")
     judged: Path = Field(Path("data/processed/judged.parquet"), description="the VLM judge's answers and verdict per "
                                                                           "selected pair")
-    source_image_name: str = Field("{image_id:0>12}.jpg", description="a real image's file name under "
+    source_image_name: ImageName = Field("{image_id:0>12}.jpg", description="a real image's file name under "
                                                                        "source_images, from its COCO image_id")
     synthetic_coco: Path
     removal_instances: Path
@@ -80,4 +81,4 @@ class EngineParams(Frozen):
     task_resources: dict[str, float] = unkeyed({"GPU": 1}, "Dask resources each task holds on its worker: workers "
                                                "offer them (`dask worker --resources GPU=1`); {} for CPU workers")
     torch_threads: int | None = unkeyed(None, "CPU threads per process (None: torch's default). CPU float results "
-                                        "depend on it, so runs compared bit for bit must share it", ge=1)
+                                        "depend on it, so runs compared bit for bit must share it", ge=1, le=1024)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 PACKAGE_SCHEME = "pkg:"
 
@@ -23,14 +23,17 @@ def admits_bool(annotation: Any) -> bool:
             and any(admits_bool(arg) for arg in typing.get_args(annotation)))
 
 
+INT_LIMIT = 2**32  # no count, size or seed here comes near it; past it, libraries overflow or allocate without end
+
+
 class Frozen(BaseModel):
-    """Immutable, no unknown keys, and no YAML `true`/`yes` read as the number 1."""
+    """Immutable, no unknown keys, no YAML `true`/`yes` read as the number 1, no integer of `INT_LIMIT` or more."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     @model_validator(mode="before")
     @classmethod
-    def _no_bool_for_non_bool(cls, data: Any) -> Any:
+    def _plain_numbers(cls, data: Any) -> Any:
         if isinstance(data, dict):
             for name, value in data.items():
                 field = cls.model_fields.get(name)
@@ -38,6 +41,13 @@ class Frozen(BaseModel):
                     raise ValueError(f"{name} is {str(value).lower()} (a YAML boolean), expected "
                                      f"{_shown(field.annotation)}")
         return data
+
+    @field_validator("*")
+    @classmethod
+    def _within_int_limit(cls, value: Any) -> Any:
+        if type(value) is int and abs(value) >= INT_LIMIT:
+            raise ValueError(f"{value} is beyond ±2**32: more than any count, size or seed can be")
+        return value
 
 
 def _shown(annotation: Any) -> str:

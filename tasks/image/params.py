@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from tasks.core.fields import VAE_FACTOR, Cosine, Seed, Unit, ordered, unkeyed
+from tasks.core.fields import VAE_FACTOR, Cosine, Seed, Unit, WordPrompt, ordered, unkeyed
 from tasks.core.specs import ClipSpec, Frozen, ModelSpec
 
 
@@ -29,11 +29,12 @@ class GenerateParams(Frozen):
                                               "revision count: it runs on the diffusion spec's device and dtype")
     clip: ClipSpec = ClipSpec()
     size: int = Field(512, ge=VAE_FACTOR, multiple_of=VAE_FACTOR, description="image height and width in pixels")
-    steps: int = Field(100, ge=1, description="Euler-ancestral steps")
+    steps: int = Field(100, ge=1, le=1000, description="Euler-ancestral steps (at most SD's 1000 training steps: "
+                                                     "every step's noise is drawn before the first)")
     n_samples: int = unkeyed(100, "samples (seeds) per caption pair; each sample is cached alone", ge=1)
     guidance_scale: Annotated[tuple[float, float], AfterValidator(ordered)] = (7.5, 15.0)
     p2p_fraction: Annotated[tuple[Unit, Unit], AfterValidator(ordered)] = (0.1, 0.9)
-    subject_prompt: str = Field("a photo of a {word}", description="the both-subjects check's CLIP prompt for a "
+    subject_prompt: WordPrompt = Field("a photo of a {word}", description="the both-subjects check's CLIP prompt for a "
                                                                     "swapped noun (`{word}`: C_o's or C_c's)")
     seed: Seed = 0
     batch_samples: int = unkeyed(4, "samples per UNet call (4 rows each); after a CUDA OOM the halved size is "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from tasks.core.fields import EditType, Unit, unkeyed
+from tasks.core.fields import EditType, Unit, WordPrompt, unkeyed
 from tasks.core.schemas import JUDGE_QUESTIONS
 from tasks.core.specs import Frozen, ModelSpec
 
@@ -17,7 +17,7 @@ class JudgeParams(Frozen):
 
     enabled: bool = False
     model: ModelSpec
-    templates: dict[EditType, str] = Field(description="the question per edit type; {word}: the original or the "
+    templates: dict[EditType, WordPrompt] = Field(description="the question per edit type; {word}: the original or the "
                                                        "substitute (insert / delete: the inserted / deleted phrase)")
     thresholds: dict[str, Unit] = unkeyed(dict.fromkeys(JUDGE_QUESTIONS, 0.5), "P(Yes) at which each question "
                                           "counts as answered yes (applied after the cache)")

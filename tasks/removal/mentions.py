@@ -13,13 +13,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-import nltk
 import polars as pl
 import yaml
 
 from tasks.core import schemas
 from tasks.core.errors import UserError
-from tasks.text.tagging import Token, tag_caption
+from tasks.text.tagging import Token, chunker, tag_caption
 
 ClassWords = dict[str, tuple[str, ...]]
 CLASS_WORDS = Path(__file__).with_name("class_words.yaml")  # the shipped list (from CHAIR's synonyms + plurals)
@@ -55,11 +54,6 @@ def load_class_words(path: Path) -> ClassWords:
 
 
 @lru_cache(maxsize=8)
-def _parser(grammar: str) -> nltk.RegexpParser:
-    return nltk.RegexpParser(grammar)
-
-
-@lru_cache(maxsize=8)
 def _index(items: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[dict[tuple[str, ...], str], int]:
     """(word sequence -> class, the longest sequence's length)."""
     index = {tuple(_WORD.findall(word)): name for name, words in items for word in words}
@@ -70,7 +64,7 @@ def chunks(tokens: Sequence[Token], grammar: str) -> list[tuple[int, int]]:
     """Token ranges [s, e) of the NP chunks, in order (an NP nested in another counts once, as the outer one)."""
     if not tokens:
         return []
-    tree = _parser(grammar).parse([(i, t.tag) for i, t in enumerate(tokens)])
+    tree = chunker(grammar).parse([(i, t.tag) for i, t in enumerate(tokens)])
     ranges = []
     for subtree in tree.subtrees(lambda t: t.label() == "NP"):
         leaves = [i for i, _ in subtree.leaves()]

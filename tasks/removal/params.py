@@ -7,8 +7,11 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from tasks.core.fields import VAE_FACTOR, Cosine, Seed, Unit
+from tasks.core.fields import VAE_FACTOR, Cosine, Seed, Unit, template
 from tasks.core.specs import ClipSpec, Frozen, ModelSpec
+
+FillPrompt = template(caption="a dog", removed="cat")  # the inpainting prompts
+ClassPrompt = template(name="dog")  # the CLIP check's prompt of a removed class
 
 
 class RemovalMasksParams(Frozen):
@@ -47,11 +50,11 @@ class InpaintParams(Frozen):
     model: ModelSpec = ModelSpec(id="stable-diffusion-v1-5/stable-diffusion-inpainting")
     size: int = Field(512, ge=VAE_FACTOR, multiple_of=VAE_FACTOR, description="the inpainting model's square "
                                                                               "input size in pixels")
-    steps: int = Field(50, ge=1)
+    steps: int = Field(50, ge=1, le=1000)  # at most SD's 1000 training steps
     guidance_scale: float = Field(7.5, ge=0.0)
-    prompt: str = Field("{caption}", description="template over the edited caption ({caption}) and the removed "
-                                                 "classes ({removed})")
-    negative_prompt: str = "{removed}"
+    prompt: FillPrompt = Field("{caption}", description="template over the edited caption ({caption}) and the "
+                                                        "removed classes ({removed})")
+    negative_prompt: FillPrompt = "{removed}"
     dilate: int = Field(0, ge=0, description="pixels the mask grows by before filling")
     blur_radius: float = Field(8.0, gt=0.0, description="Gaussian radius of the `blur` fill")
     seed: Seed = 0
@@ -61,7 +64,7 @@ class RemovalSelectionParams(Frozen):
     """CLIP check of each edit, and the pairs' seeded train / validation / test split (by image)."""
 
     clip: ClipSpec = ClipSpec()
-    prompt: str = "a photo of a {name}"
+    prompt: ClassPrompt = "a photo of a {name}"
     min_drop: float = Field(0.0, description="keep when every removed class's prompt scores more than this lower "
                                              "(cosine) on the edited image than on the original")
     min_text_image: Cosine = Field(-1.0, description="sim(edited caption, edited image) at least")

@@ -97,7 +97,8 @@ def top_fills(mlm: MaskedLM, masked: list[str], lengths: list[int], top_k: int,
         enc = mlm.tokenizer([masked[i] for i in batch], padding=True, return_tensors="pt").to(mlm.model.device)
         rows, cols = (enc["input_ids"] == mlm.tokenizer.mask_token_id).nonzero(as_tuple=True)
         logits = mlm.masked_logits(enc, rows, cols)
-        scores, ids = logits.float().softmax(-1).topk(top_k, dim=-1)
+        k = min(top_k, logits.shape[-1])  # a k over the vocabulary's size: every token
+        scores, ids = logits.float().softmax(-1).topk(k, dim=-1)
         for i, score_row, id_row in zip(rows.tolist(), scores.tolist(), ids.tolist()):
             out[batch[i]] = list(zip(mlm.tokenizer.convert_ids_to_tokens(id_row), score_row))
     return out

@@ -37,17 +37,12 @@ from nltk.corpus import wordnet
 from tasks.core import schemas
 from tasks.text import swaps
 from tasks.text.params import SitesParams
-from tasks.text.tagging import WORD, Token, tag_caption
+from tasks.text.tagging import WORD, Token, chunker, tag_caption
 
 SCHEMA, REJECTS_SCHEMA = schemas.SITES, schemas.SITES_REJECTS
 AUXILIARIES = frozenset("is are was were be been being am has have had do does did".split())  # no lexical site
 Site = tuple[int, int, int]  # (anchor token index, span start, span end)
 NLTK_RESOURCES = ("corpora/wordnet",)  # in the cache keys
-
-
-@lru_cache(maxsize=8)
-def _chunker(grammar: str) -> nltk.RegexpParser:
-    return nltk.RegexpParser(grammar)
 
 
 def _is_noun(token: Token, params: SitesParams) -> bool:
@@ -154,7 +149,7 @@ def delete_sites(tokens: Sequence[Token], params: SitesParams) -> Iterator[Site]
         if (token.tag == "JJ" and WORD.fullmatch(token.text) and not noun_only(token.text)
                 and _modifies_a_noun(tokens, i, params) and (i == 0 or tokens[i - 1].tag != "CC")):
             yield i, token.start, tokens[i + 1].start
-    tree = _chunker(params.delete_grammar).parse([(t.text, t.tag) for t in tokens])
+    tree = chunker(params.delete_grammar).parse([(t.text, t.tag) for t in tokens])
     i = 0
     for node in tree:
         size = len(node) if isinstance(node, nltk.Tree) else 1

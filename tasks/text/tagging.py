@@ -10,6 +10,8 @@ from typing import NamedTuple
 
 import nltk
 
+from tasks.core.errors import UserError
+
 NLTK_RESOURCES = ("tokenizers/punkt_tab/english", "taggers/averaged_perceptron_tagger_eng")  # in the cache keys
 WORD = re.compile(r"[^\W\d_]+(?:[-'][^\W\d_]+)*")  # letters, with inner hyphens and apostrophes
 # word_tokenize rewrites double quotes as Penn Treebank quotes (and an opening '' as ``); the source has '"' or ''.
@@ -50,3 +52,12 @@ def tag_caption(caption: str) -> tuple[Token, ...]:
     """Cached: a caption's sites, rewrites and saliency all read its tags, and tagging is the costly part."""
     tokens = tokenize(caption)
     return tuple(Token(t, tag, s, e) for t, tag, (s, e) in zip(tokens, tag_tokens(tokens), _spans(caption, tokens)))
+
+
+@lru_cache(maxsize=8)
+def chunker(grammar: str) -> nltk.RegexpParser:
+    """NLTK's chunk parser of a params grammar; one that NLTK cannot read is a one-line UserError quoting it."""
+    try:
+        return nltk.RegexpParser(grammar)
+    except ValueError as err:
+        raise UserError(f"chunk grammar {grammar!r}: {err} (NLTK RegexpParser syntax)") from None

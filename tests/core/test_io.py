@@ -43,6 +43,30 @@ def test_check_distinct_refuses_the_input_as_output(tmp_path, monkeypatch):
     assert (tmp_path / "a.tsv").read_text() == "a_0\tx\n"
 
 
+@pytest.mark.parametrize(("source", "output", "metrics", "clash"), [
+    ("in.parquet", "out.parquet", "in.parquet", "in.parquet"),  # metrics over the input
+    ("in.rejects.parquet", "in.parquet", None, "in.rejects.parquet"),  # the output's rejects over the input
+    ("in.parquet", "out.parquet", "out.rejects.parquet", "out.rejects.parquet"),  # metrics over the rejects
+    ("in.parquet", "out.parquet", "./out.parquet", "out.parquet"),  # metrics over the output
+])
+def test_check_distinct_refuses_any_written_file_that_is_read_or_written_again(tmp_path, monkeypatch, source, output,
+                                                                                metrics, clash):
+    """Every file a stage writes (output, its rejects, metrics) is none of the others and not its input."""
+    monkeypatch.chdir(tmp_path)
+    Path(source).write_text("x")
+    with pytest.raises(SameFileError, match=clash.removeprefix("./")) as err:
+        check_distinct(Path(source), Path(output), metrics and Path(metrics))
+    assert "\n" not in str(err.value) and Path(source).read_text() == "x"
+
+
+def test_check_outputs_refuses_a_device_or_fifo_it_would_replace(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    for path in (tmp_path / "fifo", Path("/dev/null")):
+        with pytest.raises(OutputError, match="not a regular file"):
+            check_outputs(path)
+    assert Path("/dev/null").is_char_device() and (tmp_path / "fifo").is_fifo()
+
+
 def test_check_distinct_accepts_distinct_paths(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.tsv").write_text("a_0\tx\n")

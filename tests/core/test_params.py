@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,16 @@ def test_an_override_cannot_descend_into_a_scalar_or_leave_a_profile_without_a_v
     ("similarity.upper=1.5", "similarity.upper:"),
     ("generate.p2p_fraction=[0.9, 0.1]", "generate.p2p_fraction: needs lo <= hi"),
     ("profile=gpu", "profile: must be one of demo, paper"),
+    ("generate.subject_prompt=a {word} {0}", "generate.subject_prompt: {0} is not one of {word}"),
+    ('inpaint.prompt="{nope}"', "inpaint.prompt: {nope} is not one of {caption}, {removed}"),
+    ('judge.templates.noun="{word} {x}"', "judge.templates.noun: {x} is not one of {word}"),
+    ('paths.source_image_name="{image_id[0]}"', "paths.source_image_name: {image_id[0]} is not one of {image_id}"),
+    ('removal_selection.prompt="{name:{x}}"', "removal_selection.prompt: not a template over name"),
+    ('generate.subject_prompt="{word"', "generate.subject_prompt: expected '}'"),
+    ("candidates.top_k=100000000000000000000", "candidates.top_k: 100000000000000000000 is beyond ±2**32"),
+    ("perplexity.batch_tokens=99999999999", "perplexity.batch_tokens: 99999999999 is beyond"),
+    ("engine.torch_threads=100000", "engine.torch_threads: Input should be less than or equal to 1024"),
+    ("generate.steps=5000", "generate.steps: Input should be less than or equal to 1000"),
 ])
 def test_an_invalid_value_is_a_one_line_error_naming_its_key(tmp_path, raw, override, key):
     assert error(write(tmp_path, raw), override).startswith(key)
@@ -306,3 +317,28 @@ def test_a_malformed_override_and_a_misspelt_edit_type_are_one_line_each(tmp_pat
         path, "perplexity.type_shares={lexicl: 2}")
     assert error(path, "perplexity.type_shares={lexical: 2}", "sites.types=[noun]") == (
         "perplexity.type_shares: 'lexical' does not run (sites.types: noun): add it there or drop its weight")
+
+
+BOMB = "".join(f"l{i}: &l{i} {{{', '.join([f'k{j}: *l{i - 1}' for j in range(9)])}}}\n" for i in range(1, 12))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("l0: &l0 {a: 1}\n" + BOMB, "alias \\*l0: aliases are refused"),  # 9^11 mappings if expanded
+    ("profile: demo\nprofile: paper\n", "key 'profile' is given twice"),
+    ("generate:\n  steps: 3\ngenerate:\n  seed: 1\n", "key 'generate' is given twice"),  # would drop a section
+    ("zz: {types: [noun], types: [swap]}\n", "key 'types' is given twice"),  # nested
+])
+def test_a_yaml_alias_or_a_key_given_twice_is_one_line_at_once(tmp_path, raw, text, message):
+    """A nested alias expands exponentially (a bomb) and a repeated key silently replaces the first: both refused,
+    in a file or an override's value."""
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False) + text)
+    assert re.search(message, error(path))
+    assert "aliases are refused" in error(write(tmp_path, raw), "generate.guidance_scale=[&a 5, *a]")
+
+
+def test_a_params_file_that_is_not_utf8_text_or_not_a_file_is_one_line(tmp_path, raw):
+    path = tmp_path / "params.yaml"
+    path.write_bytes(yaml.safe_dump(raw).encode("utf-16"))
+    assert error(path) == f"params file {path} is not UTF-8 text"
+    assert error(tmp_path) == f"params file {tmp_path} is not a regular file"

@@ -226,3 +226,117 @@ def test_cfgen_run_of_an_up_to_date_folder_leaves_every_report_as_it_was(tmp_pat
     finish(run, folder / "run.log")
     assert reports() == before
     assert json.loads((folder / "reports/metrics/generate.run.json").read_text())["samples_rendered"] == 0
+
+
+def _captions_tsv(tmp_path) -> str:
+    (tmp_path / "captions.tsv").write_text("a_0\tA dog on a couch.\n")
+    return "captions.tsv"
+
+
+FOLDER_COMMANDS = {  # a command that writes a folder: its arguments before that folder, and after it
+    "tiny-models": (["tiny-models", "captions.tsv"], []),
+    "synthetic-coco": (["synthetic-coco"], []),
+    "toy-world train": (["toy-world", "train"], ["--vae-steps", "1", "--diffusion-steps", "1", "--clip-steps", "1",
+                                                 "--lm-steps", "1", "--batch", "2"]),
+}
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file", "/proc"])
+@pytest.mark.parametrize("command", list(FOLDER_COMMANDS))
+def test_a_folder_a_command_cannot_write_is_one_line_before_any_work(tmp_path, command, where):
+    """Every folder a command builds is checked first (`commands.check_folder`): a file in its place, a file on its
+    way, a folder no file can be made in; the file is left as it was."""
+    _captions_tsv(tmp_path)
+    (tmp_path / "taken").write_text("kept")
+    folder, blocker = {"a file": ("taken", "taken"), "under a file": ("taken/models", "taken"),
+                       "/proc": ("/proc/cfgen-models", "/proc")}[where]
+    head, tail = FOLDER_COMMANDS[command]
+    assert_one_error(cfgen(tmp_path, *head, folder, *tail), f"cannot write into {folder}: {blocker} is not")
+    assert (tmp_path / "taken").read_text() == "kept" and not os.path.exists("/proc/cfgen-models")
+
+
+@pytest.mark.parametrize("args, option", [
+    (["toy-world", "train", "out", "--batch", "0"], "--batch"),
+    (["toy-world", "train", "out", "--vae-steps", "-5"], "--vae-steps"),
+    (["toy-world", "train", "out", "--seed", "-1"], "--seed"),
+    (["toy-world", "train", "out", "--seed", str(2**32)], "--seed"),
+    (["toy-world", "train", "out", "--lr", "nan"], "--lr"),
+    (["toy-world", "captions", "out", "--seed", "-1"], "--seed"),
+    (["toy-world", "captions", "out", "--count", "0"], "--count"),
+    (["plan", "captions.tsv", "--workers", "0", "--output", "out"], "--workers"),
+])
+def test_a_number_outside_its_option_range_is_one_line(tmp_path, args, option):
+    """Every numeric option of the tools' commands declares its range (seeds 0 to 2**32-1): typer refuses a value
+    outside it as one line (`console.OneLineUsage`) before any work."""
+    _captions_tsv(tmp_path)
+    assert_one_error(cfgen(tmp_path, *args), f"Invalid value for '{option}'")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("option, value, says", [
+    ("--cron", "bad cron", "--cron 'bad cron' is no cron schedule"),
+    ("--cron", "99 99 * * *", "--cron '99 99 * * *' is no cron schedule"),
+    ("--cron", "", "--cron '' is no cron schedule"),
+    ("--name", "", "--name '' is no deployment name"),
+    ("--name", "a/b", "--name 'a/b' is no deployment name"),
+])
+def test_serve_with_a_bad_schedule_or_name_is_one_line_and_registers_nothing(tmp_path, prefect_server, option,
+                                                                              value, says):
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL
+
+    _captions_tsv(tmp_path)
+    args = {"--name": "bad-input", "--cron": "0 3 * * *", option: value}
+    result = cfgen(tmp_path, "serve", *[x for item in args.items() for x in item], "--source", "captions.tsv",
+                   env_extra={"PREFECT_API_URL": PREFECT_API_URL.value()})
+    assert_one_error(result, says)
+    with get_client(sync_client=True) as client:
+        assert not [d.name for d in client.read_deployments() if d.name in {"bad-input", value}]
+
+
+@pytest.mark.parametrize("command", ["no-such-cfgen-command", "/nonexistent/cmd", "not-executable"])
+def test_with_server_of_a_command_that_is_no_executable_is_one_line_before_the_server(tmp_path, command):
+    (tmp_path / "not-executable").write_text("echo hi\n")
+    path = str(tmp_path / command) if command == "not-executable" else command
+    assert_one_error(cfgen(tmp_path, "with-server", "--", path, "repro"), f"with-server: {path} is no executable",
+                     within=10)
+    assert not list((tmp_path / "prefect-home").rglob("*.db"))  # no temporary server was started
+
+
+@pytest.mark.parametrize("health", [None, "<html>a web page</html>"])
+def test_a_prefect_api_url_that_answers_as_another_service_is_one_line(tmp_path, health):
+    """A plain web server at PREFECT_API_URL: a 404, or a page that is no JSON, for `/api/health`."""
+    import functools
+    import http.server
+    import threading
+
+    from tasks.text.ingest import SCHEMA
+
+    site = tmp_path / "site"
+    (site / "api").mkdir(parents=True)
+    if health:
+        (site / "api" / "health").write_text(health)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/api"
+    one_row_parquet(tmp_path / "captions.parquet", SCHEMA, caption="a dog on a mat")
+    try:
+        result = cfgen(tmp_path, "sites", "captions.parquet", "out.parquet", env_extra={"PREFECT_API_URL": url})
+    finally:
+        server.shutdown()
+    assert_one_error(result, f"PREFECT_API_URL {url} does not answer as a Prefect API",
+                     "404" if health is None else "200")
+    assert not (tmp_path / "out.parquet").exists()
+
+
+@pytest.mark.parametrize("home", ["under a file", "/proc/cfgen-prefect"])
+def test_a_prefect_home_that_cannot_be_made_is_one_line(tmp_path, home):
+    from tasks.text.ingest import SCHEMA
+
+    (tmp_path / "taken").write_text("kept")
+    home = str(tmp_path / "taken" / "prefect") if home == "under a file" else home
+    one_row_parquet(tmp_path / "captions.parquet", SCHEMA, caption="a dog on a mat")
+    result = cfgen(tmp_path, "sites", "captions.parquet", "out.parquet", env_extra={"PREFECT_HOME": home})
+    assert_one_error(result, f"PREFECT_HOME {home} is no folder this user can write")
+    assert not (tmp_path / "out.parquet").exists() and (tmp_path / "taken").read_text() == "kept"

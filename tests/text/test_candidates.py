@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 import torch
 
+from tasks.core.errors import UserError
 from tasks.core.specs import ModelSpec
 from tasks.text import candidates, tagging
 from tasks.text import sites as site_stage
@@ -135,6 +136,19 @@ def test_batched_equals_unbatched(demo_sites, params, mlm):
         assert a.drop("mlm_score").equals(b.drop("mlm_score"))
         diff = (a["mlm_score"] - b["mlm_score"]).abs().max()
         assert diff is None or diff <= 1e-5
+
+
+def test_a_top_k_over_the_vocabulary_takes_every_token(demo_sites, params, mlm):
+    """top_k past the MLM's vocabulary means all of it (a paper-shape roberta has 50,265 tokens; torch refuses more)."""
+    sites = demo_sites.head(10)
+    vocabulary = len(mlm.tokenizer)
+    every, beyond = (candidates.run(sites, with_params(params, top_k=k), mlm) for k in (vocabulary, 2**31))
+    assert every[0].height > 0 and all(a.equals(b) for a, b in zip(every, beyond))
+
+
+def test_an_unreadable_chunk_grammar_is_a_one_line_user_error():
+    with pytest.raises(UserError, match="chunk grammar 'garbage': Illegal chunk pattern"):
+        tagging.chunker("garbage")
 
 
 def test_deterministic_rerun(demo_sites, params, mlm):
