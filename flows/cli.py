@@ -28,7 +28,7 @@ from flows.commands import (
     check_source,
     command_help,
     command_names,
-    on_cluster,
+    on_engine,
     paths_command,
     register,
 )
@@ -118,7 +118,7 @@ def _run_flow(flow_fn: Callable, params: Params, *args: Any) -> Any:
     from flows.engine.server import prefect_api
     from flows.engine.sharding import task_runner
 
-    with on_cluster(params), prefect_api():
+    with on_engine(params), prefect_api():
         return flow_fn.with_options(task_runner=task_runner(params))(*args, params)
 
 

@@ -14,10 +14,10 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.engine.console import console, user_errors
+from flows.engine.console import OneLineUsage, console, user_errors
 from tasks.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
-from tasks.core.io import check_outputs, write_json, write_text
+from tasks.core.io import check_folder, check_outputs, write_json, write_text
 from tasks.core.source import read_module
 from tasks.params import Params
 from tasks.stages import registered
@@ -25,6 +25,8 @@ from tasks.stages import registered
 ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
                                                         "similarity.upper=0.9 (repeatable)")]
 ParamsFile = Annotated[Path, typer.Option("--params-file", help="the params file to read")]
+SEEDS = typer.Option(min=0, max=2**32 - 1, help="what every seeded generator takes (0 to 2**32-1)")
+Positive = Annotated[int | None, typer.Option(min=1)]
 
 
 def check_models(*sections: Any) -> None:
@@ -51,9 +53,16 @@ def check_run_models(params: Params) -> None:
         check_models(*running_sections(params))
 
 
-def on_cluster(params: Params) -> contextlib.AbstractContextManager:
-    """With `engine.dask_address`: its scheduler answers now (else one line), and a scheduler lost mid-run becomes one
-    line (`flows.engine.cluster`). Call it before the Prefect API starts: no server is started for a dead address."""
+def on_engine(params: Params) -> contextlib.AbstractContextManager:
+    """The engine a run's flows go through, checked before the Prefect API starts (no server for a dead address):
+    PREFECT_HOME and the result store can take files (else one line: a run that persists nothing would recompute it
+    all after a kill); with `engine.dask_address`, its scheduler answers now (else one line) and a scheduler lost
+    mid-run becomes one line (`flows.engine.cluster`)."""
+    from flows.engine.server import check_home
+    from flows.engine.workspace import result_store
+
+    check_home()
+    check_folder(result_store(params))
     if not params.engine.dask_address:
         return contextlib.nullcontext()
     from flows.engine.cluster import check_scheduler, scheduler_loss_is_one_line
@@ -151,6 +160,7 @@ def tiny_models(source: Path, output: Path, param: ParamOption = None,
     with user_errors():
         params = load_params(params_file, param or [])
         check_source(source)
+        check_folder(output)
         from tasks.demo.tiny_models import build
 
         build(source, output, params.tiny_models)
@@ -164,6 +174,7 @@ def synthetic_coco(output: Path, param: ParamOption = None, params_file: ParamsF
         if params.profile != "demo":
             raise UserError(f"profile {params.profile} reads the demo's synthetic COCO: point paths.removal_instances, "
                             "removal_captions_source and removal_images at COCO val2017")
+        check_folder(output)
         from tasks.demo.synthetic_coco import build
 
         build(output, params.synthetic_coco)
@@ -174,17 +185,19 @@ toy_world = typer.Typer(help="The toy world: its captions, and the training of i
                         "(tiny_models.toy_world).", no_args_is_help=True)
 
 
-@toy_world.command("train")
+@toy_world.command("train", cls=OneLineUsage)
 def toy_world_train(output: Annotated[Path, typer.Argument(help="where the compact weights go")] = Path(
                         "tasks/toyworld/weights"),
-                    seed: int | None = None, vae_steps: int | None = None, diffusion_steps: int | None = None,
-                    clip_steps: int | None = None, lm_steps: int | None = None, batch: int | None = None,
-                    lr: float | None = None) -> None:
+                    seed: Annotated[int | None, SEEDS] = None,
+                    vae_steps: Positive = None, diffusion_steps: Positive = None, clip_steps: Positive = None,
+                    lm_steps: Positive = None, batch: Positive = None,
+                    lr: Annotated[float | None, typer.Option(min=0.0, max=1.0)] = None) -> None:
     """Train the diffusion model (VAE, text encoder, UNet), the CLIP model and the two text LMs on toy-world scenes
     drawn on the fly (CPU, seeded). An option left out takes the committed run's value (`tasks.toyworld.params.
     Schedule`: seed 0, 3,000 UNet steps; 39 min on 2 cores)."""
     given = {k: v for k, v in locals().items() if k != "output" and v is not None}
     with user_errors():
+        check_folder(output)
         from tasks.toyworld.params import Schedule
         from tasks.toyworld.train import train
 
@@ -192,8 +205,9 @@ def toy_world_train(output: Annotated[Path, typer.Argument(help="where the compa
         console.print(f"weights written to {output}: {record['seconds']} s")
 
 
-@toy_world.command("captions")
-def toy_world_captions(output: Path, count: Annotated[int, typer.Option(min=1)] = 100, seed: int = 0) -> None:
+@toy_world.command("captions", cls=OneLineUsage)
+def toy_world_captions(output: Path, count: Annotated[int, typer.Option(min=1)] = 100,
+                       seed: Annotated[int, SEEDS] = 0) -> None:
     """`count` toy-world captions, one scene each, as a `caption_id<TAB>caption` TSV (ids `7{scene:05d}_0`)."""
     with user_errors():
         from tasks.toyworld.world import captions
@@ -206,5 +220,5 @@ def toy_world_captions(output: Path, count: Annotated[int, typer.Option(min=1)] 
 def register(app: typer.Typer) -> None:
     """Add the tools' commands (plan, tiny-models, synthetic-coco, toy-world) to `app`."""
     for name, command in (("plan", plan), ("tiny-models", tiny_models), ("synthetic-coco", synthetic_coco)):
-        app.command(name)(command)
+        app.command(name, cls=OneLineUsage)(command)
     app.add_typer(toy_world, name="toy-world")

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from flows.commands import ParamOption, ParamsFile, check_run_models, check_source, on_cluster
+from flows.commands import ParamOption, ParamsFile, check_run_models, check_source, on_engine
 from flows.engine.console import console, user_errors
-from tasks.config import PARAMS_FILE, load_params
+from tasks.config import PARAMS_FILE, literal_overrides, load_params
 from tasks.core.errors import UserError
 
 
@@ -29,14 +29,14 @@ def run(source: Annotated[str | None, typer.Option(help="caption file (default: 
         param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
     """The whole DAG as one Prefect flow, every model checked first (what the scheduled deployment runs)."""
     with user_errors():
-        extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
+        extra = literal_overrides({"paths.captions_source": source, "profile": profile})
         params = load_params(params_file, [*(param or []), *extra])
         check_source(params.paths.captions_source)
         check_run_models(params)
         from flows.engine.server import prefect_api
         from flows.pipeline import dataset_flow
 
-        with on_cluster(params), prefect_api():
+        with on_engine(params), prefect_api():
             console.print_json(data=dataset_flow(source, profile, str(params_file), param or []))
 
 
@@ -48,7 +48,7 @@ def serve(name: Annotated[str, typer.Option(help="deployment name")] = "refresh"
     """Register the cron-scheduled `cfgen-dataset` deployment on PREFECT_API_URL and serve its runs (every model
     checked first)."""
     with user_errors():
-        extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v]
+        extra = literal_overrides({"paths.captions_source": source, "profile": profile})
         params = load_params(params_file, [*(param or []), *extra])
         check_source(params.paths.captions_source)
         check_run_models(params)

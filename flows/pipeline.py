@@ -29,7 +29,7 @@ from flows.removal.selection import removal_selection_flow
 from flows.text import ingest_task, stage_flow
 from flows.truth import truth_flow
 from flows.validation import validation_flow, validation_tasks_flow
-from tasks.config import PARAMS_FILE, load_params
+from tasks.config import PARAMS_FILE, literal_overrides, load_params
 from tasks.demo import synthetic_coco, tiny_models
 from tasks.demo.params import TinyModelsParams
 from tasks.params import Params
@@ -88,7 +88,7 @@ def run_dag(params: Params) -> dict[str, dict]:
 def dataset_flow(source: str | None = None, profile: str | None = None, params_file: str = str(PARAMS_FILE),
                  overrides: list[str] | None = None) -> dict:
     """Refresh the dataset: all stages on `source` (default `paths.captions_source`) under `profile`."""
-    extra = [f"{k}={v}" for k, v in {"paths.captions_source": source, "profile": profile}.items() if v is not None]
+    extra = literal_overrides({"paths.captions_source": source, "profile": profile})
     metrics = run_dag(load_params(Path(params_file), [*(overrides or []), *extra]))
     get_run_logger().info("dataset refreshed: %s pairs accepted", metrics["selection"]["accepted"])
     return {stage: {k: v for k, v in m.items() if k != "rejects"} for stage, m in metrics.items()}

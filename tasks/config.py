@@ -13,9 +13,10 @@ the nearest valid key. Every error is a `ParamsError` of one line naming the dot
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args
 
@@ -93,6 +94,12 @@ def load_params(path: Path = PARAMS_FILE, overrides: Sequence[str] = ()) -> Para
     except ValidationError as e:
         errors = sorted(e.errors(), key=lambda err: err["type"] != "extra_forbidden")
         raise ParamsError("; ".join(_describe(err) for err in errors)) from None
+
+
+def literal_overrides(values: Mapping[str, str | None]) -> list[str]:
+    """`key=value` overrides whose values stay the strings given (JSON-quoted: YAML reads a path `#x.tsv`, `a: b` or
+    `yes` back as that string); a None value is left out."""
+    return [f"{key}={json.dumps(value)}" for key, value in values.items() if value is not None]
 
 
 def _is_branches(node: Any) -> bool:

@@ -8,14 +8,16 @@ import logging
 import os
 import signal
 import threading
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperCommand
 
 from flows.engine.counters import write_metrics
 from tasks.core.errors import UserError
@@ -25,6 +27,8 @@ console = Console(stderr=True)
 VERBOSE = {"on": False}
 # OS errors that say what is wrong with the user's storage, not with the program: one line each, like a UserError.
 STORAGE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG})
+# Prefect warns as it is imported when it cannot make PREFECT_HOME: `server.check_home` says so in one line instead.
+warnings.filterwarnings("ignore", "Failed to create the Prefect home directory", UserWarning)
 
 
 def one_line(error: BaseException | None) -> str | None:
@@ -80,11 +84,27 @@ def user_errors():
     except (UserError, OSError) as err:
         if VERBOSE["on"] or (line := one_line(err)) is None:
             raise
-        console.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        _exit_with(line)
     finally:
         for handler in handlers:
             handler.removeFilter(_no_user_error_tracebacks)
+
+
+def _exit_with(line: str) -> NoReturn:
+    console.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2) from None
+
+
+class OneLineUsage(TyperCommand):
+    """A command whose bad parameters (a value outside its declared range or of another type, a missing argument)
+    are one `error:` line and exit code 2 like a UserError, instead of the usage panel: parsed before any work."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: typer.Context | None = None,
+                     **extra: Any) -> typer.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except typer.BadParameter as err:
+            _exit_with(f"{err.ctx.command_path if err.ctx else info_name}: {err.format_message()}")
 
 
 def report_table(metrics: list[dict], path: Path | None) -> None:

@@ -16,16 +16,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from prefect.settings import PREFECT_API_URL, temporary_settings
+from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
 from flows.engine.process import PrefectUnavailable, death_signal
+from tasks.core.errors import UserError
 
 if TYPE_CHECKING:  # prefect.server takes seconds to import: only a command that starts a server imports it
     from flows.engine.temporary_server import TemporaryServer
@@ -33,13 +37,32 @@ if TYPE_CHECKING:  # prefect.server takes seconds to import: only a command that
 HEALTH_TIMEOUT_S = 3.0
 
 def check_reachable(url: str, timeout: float = HEALTH_TIMEOUT_S) -> None:
-    """Raise PrefectUnavailable (one line) unless `{url}/health` answers."""
+    """Raise PrefectUnavailable (one line) unless `{url}/health` answers as a Prefect API does: a success with a JSON
+    body (another service's 404 or HTML page is no Prefect API)."""
     try:
         response = httpx.get(f"{url.rstrip('/')}/health", timeout=timeout)
     except httpx.HTTPError:
-        response = None
-    if response is None or response.status_code >= 500:
-        raise PrefectUnavailable(f"Prefect API at {url} is not reachable: start the server or unset PREFECT_API_URL")
+        raise PrefectUnavailable(f"Prefect API at {url} is not reachable: start the server or unset "
+                                 "PREFECT_API_URL") from None
+    try:
+        response.raise_for_status()
+        response.json()
+    except (httpx.HTTPError, ValueError):
+        raise PrefectUnavailable(f"PREFECT_API_URL {url} does not answer as a Prefect API ({url.rstrip('/')}/health: "
+                                 f"{response.status_code} {response.reason_phrase}): point it at a Prefect server's "
+                                 "/api or unset it") from None
+
+
+def check_home() -> None:
+    """Raise PrefectUnavailable (one line) unless PREFECT_HOME (its database, results and logs) is a folder this user
+    can write, made when missing (Prefect itself only warns as it is imported: `flows.engine.console` hides that)."""
+    home = Path(get_current_settings().home)
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=home).close()
+    except OSError as err:
+        raise PrefectUnavailable(f"PREFECT_HOME {home} is no folder this user can write ({err.strerror or err}): set "
+                                 "PREFECT_HOME to one") from None
 
 
 def lasting_api() -> str:
@@ -99,8 +122,10 @@ def _drain_workers() -> None:
 
 @contextmanager
 def prefect_api(timeout: float = 60) -> Iterator[str]:
-    """Yield the Prefect API URL this command uses: PREFECT_API_URL if set (it must answer), else a temporary
-    server started for the whole block and stopped when it exits (or killed by the kernel if this process dies)."""
+    """Yield the Prefect API URL this command uses (PREFECT_HOME checked first): PREFECT_API_URL if set (it must
+    answer), else a temporary server started for the whole block and stopped when it exits (or killed by the kernel
+    if this process dies)."""
+    check_home()
     configured = PREFECT_API_URL.value()
     if configured:
         check_reachable(configured)
@@ -131,12 +156,14 @@ def _terminal_delivers_sigint_to(child: subprocess.Popen[Any]) -> bool:
 
 
 def run_with_server(command: list[str], timeout: float = 60) -> int:
-    """Run `command` with PREFECT_API_URL pointing at one Prefect API (see prefect_api) and return its exit code
-    (128+N when it died of signal N). SIGTERM and SIGINT are forwarded to it; the server is stopped afterwards.
-    The command gets PR_SET_PDEATHSIG too: if this process is killed, it is told to stop rather than run on
-    without its server. Call from the main thread."""
+    """Run `command` (an executable on PATH, checked before the server starts) with PREFECT_API_URL pointing at one
+    Prefect API (see prefect_api) and return its exit code (128+N when it died of signal N). SIGTERM and SIGINT are
+    forwarded to it; the server is stopped afterwards. The command gets PR_SET_PDEATHSIG too: if this process is
+    killed, it is told to stop rather than run on without its server. Call from the main thread."""
     if not command:
         raise ValueError("run_with_server: no command given")
+    if shutil.which(command[0]) is None:
+        raise UserError(f"with-server: {command[0]} is no executable command (not on PATH, or not executable)")
     with prefect_api(timeout) as url:
         child = subprocess.Popen(command, env={**os.environ, "PREFECT_API_URL": url}, preexec_fn=death_signal())
 

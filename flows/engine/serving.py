@@ -13,9 +13,13 @@ import signal
 from typing import Any
 
 from prefect import Flow
+from prefect.client.schemas.schedules import CronSchedule
 from prefect.runner import Runner
+from prefect.types.names import BANNED_CHARACTERS
+from pydantic import ValidationError
 
 from flows.engine.console import console
+from tasks.core.errors import UserError
 
 
 class GracefulRunner(Runner):
@@ -24,9 +28,21 @@ class GracefulRunner(Runner):
         self.execute_in_background(self.astop)
 
 
+def check_deployment(name: str, cron: str) -> None:
+    """Raise a one-line UserError unless `name` is a deployment name and `cron` a schedule Prefect takes."""
+    if not name.strip() or any(c in name for c in BANNED_CHARACTERS):
+        raise UserError(f"--name {name!r} is no deployment name: give one without {' '.join(BANNED_CHARACTERS)}")
+    try:
+        CronSchedule(cron=cron)
+    except ValidationError:
+        raise UserError(f"--cron {cron!r} is no cron schedule: give minute hour day month weekday, e.g. '0 3 * * *'"
+                        ) from None
+
+
 def serve(flow: Flow, name: str, cron: str, parameters: dict[str, Any]) -> None:
-    """Register `flow` as deployment `name` on the Prefect API with its cron schedule and run its runs here until
-    SIGTERM or Ctrl-C (then its schedule is paused)."""
+    """Register `flow` as deployment `name` on the Prefect API with its cron schedule (`check_deployment` first: a bad
+    one registers nothing) and run its runs here until SIGTERM or Ctrl-C (then its schedule is paused)."""
+    check_deployment(name, cron)
     runner = GracefulRunner(name=name, pause_on_shutdown=True)
     runner.add_flow(flow, name=name, cron=cron, parameters=parameters)
     console.print(f"serving {flow.name}/{name} on {cron!r}; a run now: prefect deployment run '{flow.name}/{name}'",

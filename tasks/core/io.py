@@ -121,23 +121,34 @@ def _reason(err: OSError) -> str:
     return err.strerror or (os.strerror(err.errno) if err.errno else str(err))
 
 
+def _check_writable(folder: Path, target: Path) -> None:
+    """One-line `OutputError` about `target` unless `folder`, or its nearest existing parent, is a directory in which a
+    file can be created (tried for real, so a read-only or immutable folder, `/sys` or `/proc` fail even for root)."""
+    existing = next(p for p in (folder, *folder.parents) if os.path.lexists(p))
+    if not existing.is_dir():
+        raise OutputError(f"cannot write {target}: {existing} is not a directory")
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=f".{target.name}.", suffix=".probe"):
+            pass
+    except OSError as err:
+        raise OutputError(f"cannot write {target}: {existing} is not writable ({_reason(err)})") from None
+
+
 def check_outputs(output: Path, metrics: Path | None = None) -> None:
-    """Raise a one-line `OutputError` unless `output`, its rejects and `metrics` (when given) can be written: each
-    one's nearest existing folder is a directory in which a file can be created (tried for real, so a read-only or
-    immutable folder, `/sys` or `/proc` fail even for root). Creates no folder and leaves no file behind."""
+    """Raise a one-line `OutputError` unless `output`, its rejects and `metrics` (when given) can be written: none is
+    a directory, a device, a FIFO or a socket, and each one's folder can take a new file (`_check_writable`). Creates
+    no folder and leaves no file behind."""
     for path in (Path(output), rejects_path(Path(output)), *([Path(metrics)] if metrics else [])):
         if path.is_dir():
             raise OutputError(f"cannot write {path}: it is a directory")
         if os.path.lexists(path) and not (path.is_file() or path.is_symlink()):
             raise OutputError(f"cannot write {path}: it is not a regular file (a device, FIFO or socket)")
-        folder = next(p for p in path.parents if os.path.lexists(p))
-        if not folder.is_dir():
-            raise OutputError(f"cannot write {path}: {folder} is not a directory")
-        try:
-            with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", suffix=".probe"):
-                pass
-        except OSError as err:
-            raise OutputError(f"cannot write {path}: {folder} is not writable ({_reason(err)})") from None
+        _check_writable(path.parent, path)
+
+
+def check_folder(folder: Path) -> None:
+    """Raise a one-line `OutputError` unless a command can fill `folder` (made when missing): `_check_writable`."""
+    _check_writable(Path(folder), Path(folder))
 
 
 def _journal(path: Path) -> Path:

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from tasks.core.errors import UserError
+
 PACKAGE_SCHEME = "pkg:"
 
 
@@ -59,7 +61,10 @@ def resolve_path(value: str, root: Path | None = None) -> str:
     path that exists under `root` -> absolute; anything else (a hub id, an absolute path) as is."""
     if value.startswith(PACKAGE_SCHEME):
         package, _, sub = value.removeprefix(PACKAGE_SCHEME).partition("/")
-        return str(importlib.resources.files(package).joinpath(sub))
+        try:
+            return str(importlib.resources.files(package).joinpath(sub))
+        except (ImportError, TypeError, ValueError) as err:  # no such module; an empty or relative module name
+            raise UserError(f"{value}: no installed package {package!r} ({type(err).__name__})") from None
     if root is not None and not Path(value).is_absolute() and (root / value).exists():
         return str(root / value)
     return value

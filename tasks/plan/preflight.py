@@ -99,11 +99,13 @@ def _lacking_component(spec: ModelSpec, folder: Path) -> str | None:
 def _lacking(spec: ModelSpec, folder: Path) -> str | None:
     """What a local model folder lacks that its loader reads: a Stable Diffusion folder its components; one with a
     config.json a config that parses, a tokenizer (a transformers model: its config has a `model_type`; a diffusers
-    VAE's has none), a processor config (image-text models); None when nothing (or no such folder)."""
+    VAE's has none), a processor config (image-text models); a folder with neither, that it holds no model; None when
+    nothing (or no such folder: a hub id)."""
     if (folder / "unet").is_dir():
         return _lacking_component(spec, folder)
     if not (folder / "config.json").is_file():
-        return None
+        return f"model folder {spec.id} has no config.json (nor unet/): no model is saved there" \
+            if folder.is_dir() else None
     try:
         config = json.loads((folder / "config.json").read_text())
     except ValueError as err:

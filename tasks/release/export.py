@@ -110,14 +110,15 @@ def push(out_dir: Path, repo_id: str, token: str, private: bool) -> str:
 
 
 def push_if_configured(out_dir: Path, params: ExportParams, environ: Mapping[str, str] = os.environ) -> str | None:
-    """Push when `params.repo_id` is set and `HF_TOKEN` is in `environ`; otherwise log why not and return None."""
+    """Push when `params.repo_id` is set (`HF_TOKEN` must be in `environ`, else a one-line UserError); without a
+    repo_id, log why not and return None."""
     if params.repo_id is None:
         log.info("export.repo_id not set: dataset left at %s, not pushed", out_dir)
         return None
     token = environ.get("HF_TOKEN")
     if not token:
-        log.warning("export.repo_id is %s but HF_TOKEN is not set: not pushed", params.repo_id)
-        return None
+        raise UserError(f"export.repo_id is {params.repo_id} but HF_TOKEN is not set: set it to push, or unset "
+                        "export.repo_id")
     try:
         url = push(Path(out_dir), params.repo_id, token, params.private)
     except (OSError, httpx2.HTTPError, HfHubHTTPError) as error:  # offline, unreachable, refused: nothing was pushed

@@ -69,5 +69,12 @@ class RemovalSelectionParams(Frozen):
                                              "(cosine) on the edited image than on the original")
     min_text_image: Cosine = Field(-1.0, description="sim(edited caption, edited image) at least")
     validation_share: Unit = 0.1
-    test_share: Unit = 0.2
+    test_share: Unit = Field(0.2, description="with validation_share at most 1: train gets the rest")
     seed: Seed = 0
+
+    @field_validator("test_share")
+    @classmethod
+    def _shares_fit(cls, test: float, info: ValidationInfo) -> float:
+        if test + info.data.get("validation_share", 0.0) > 1:
+            raise ValueError(f"validation_share + test_share is {test + info.data['validation_share']:g}, over 1")
+        return test

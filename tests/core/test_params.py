@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.config import ParamsError, load_params
+from tasks.config import ParamsError, literal_overrides, load_params
 from tasks.core.fields import keyed_dump
 from tasks.core.params import PROFILES
 from tasks.core.specs import ClipSpec, ItmSpec, model_specs
@@ -121,6 +121,7 @@ def test_an_override_cannot_descend_into_a_scalar_or_leave_a_profile_without_a_v
     ("perplexity.batch_tokens=99999999999", "perplexity.batch_tokens: 99999999999 is beyond"),
     ("engine.torch_threads=100000", "engine.torch_threads: Input should be less than or equal to 1024"),
     ("generate.steps=5000", "generate.steps: Input should be less than or equal to 1000"),
+    ("removal_selection.test_share=0.95", "removal_selection.test_share: validation_share + test_share is 1.05"),
 ])
 def test_an_invalid_value_is_a_one_line_error_naming_its_key(tmp_path, raw, override, key):
     assert error(write(tmp_path, raw), override).startswith(key)
@@ -342,3 +343,11 @@ def test_a_params_file_that_is_not_utf8_text_or_not_a_file_is_one_line(tmp_path,
     path.write_bytes(yaml.safe_dump(raw).encode("utf-16"))
     assert error(path) == f"params file {path} is not UTF-8 text"
     assert error(tmp_path) == f"params file {tmp_path} is not a regular file"
+
+
+@pytest.mark.parametrize("source", ["#x.tsv", "/tmp/a: b.tsv", "yes", "[1]", "~", "3.0"])
+def test_a_source_given_on_the_command_line_is_that_path_not_yaml(tmp_path, raw, source):
+    """`cfgen run/serve --source` and the deployment pass paths as literal overrides: YAML would read a comment, a
+    mapping, a boolean, a list, null or a number."""
+    params = load_params(write(tmp_path, raw), literal_overrides({"paths.captions_source": source, "profile": None}))
+    assert params.paths.captions_source == Path(source)

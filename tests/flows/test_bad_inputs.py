@@ -48,6 +48,7 @@ BROKEN = {  # what a model folder can lack or hold wrong: (break it, caught befo
     "foreign config": (lambda folder: (folder / "config.json").write_text('{"model_type": "no-such-model"}'),
                        "cannot be loaded"),
     "config without a type": (lambda folder: (folder / "config.json").write_text("{}"), "cannot be loaded"),
+    "nothing in it": (lambda folder: [p.unlink() for p in folder.iterdir()], "has no config.json (nor unet/)"),
 }
 
 
@@ -116,6 +117,19 @@ def test_a_dask_address_without_a_scheduler_is_one_line_naming_it_within_seconds
     one_row_parquet(tmp_path / "captions.parquet", SCHEMA, caption="a dog on a mat")
     result = cfgen(tmp_path, "sites", "captions.parquet", "out.parquet", "-p", "engine.dask_address=tcp://127.0.0.1:9")
     assert_one_error(result, "no Dask scheduler answers at engine.dask_address tcp://127.0.0.1:9", "dask scheduler")
+    assert not (tmp_path / "out.parquet").exists()
+
+
+@pytest.mark.parametrize(("store", "says"), [("params.yaml", "params.yaml is not a directory"),
+                                             ("/proc/cfgen-store", "/proc is not writable")])
+def test_a_result_store_no_file_can_be_made_in_is_one_line_before_any_work(tmp_path, store, says):
+    """`engine.result_storage` is checked before the first flow: a run that persisted nothing would, after a kill,
+    compute everything again."""
+    from tasks.text.ingest import SCHEMA
+
+    one_row_parquet(tmp_path / "captions.parquet", SCHEMA, caption="a dog on a mat")
+    result = cfgen(tmp_path, "sites", "captions.parquet", "out.parquet", "-p", f"engine.result_storage={store}")
+    assert_one_error(result, "cannot write", says)
     assert not (tmp_path / "out.parquet").exists()
 
 
@@ -244,14 +258,14 @@ FOLDER_COMMANDS = {  # a command that writes a folder: its arguments before that
 @pytest.mark.parametrize("where", ["a file", "under a file", "/proc"])
 @pytest.mark.parametrize("command", list(FOLDER_COMMANDS))
 def test_a_folder_a_command_cannot_write_is_one_line_before_any_work(tmp_path, command, where):
-    """Every folder a command builds is checked first (`commands.check_folder`): a file in its place, a file on its
-    way, a folder no file can be made in; the file is left as it was."""
+    """Every folder a command builds is checked first (`io.check_folder`): a file in its place, a file on its way, a
+    folder no file can be made in; the file is left as it was."""
     _captions_tsv(tmp_path)
     (tmp_path / "taken").write_text("kept")
     folder, blocker = {"a file": ("taken", "taken"), "under a file": ("taken/models", "taken"),
                        "/proc": ("/proc/cfgen-models", "/proc")}[where]
     head, tail = FOLDER_COMMANDS[command]
-    assert_one_error(cfgen(tmp_path, *head, folder, *tail), f"cannot write into {folder}: {blocker} is not")
+    assert_one_error(cfgen(tmp_path, *head, folder, *tail), f"cannot write {folder}: {blocker} is not")
     assert (tmp_path / "taken").read_text() == "kept" and not os.path.exists("/proc/cfgen-models")
 
 
@@ -283,6 +297,7 @@ def test_a_number_outside_its_option_range_is_one_line(tmp_path, args, option):
 def test_serve_with_a_bad_schedule_or_name_is_one_line_and_registers_nothing(tmp_path, prefect_server, option,
                                                                               value, says):
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.sorting import DeploymentSort
     from prefect.settings import PREFECT_API_URL
 
     _captions_tsv(tmp_path)
@@ -291,7 +306,8 @@ def test_serve_with_a_bad_schedule_or_name_is_one_line_and_registers_nothing(tmp
                    env_extra={"PREFECT_API_URL": PREFECT_API_URL.value()})
     assert_one_error(result, says)
     with get_client(sync_client=True) as client:
-        assert not [d.name for d in client.read_deployments() if d.name in {"bad-input", value}]
+        names = {d.name for d in client.read_deployments(limit=200, sort=DeploymentSort.NAME_ASC)}
+    assert not names & {"bad-input", value}
 
 
 @pytest.mark.parametrize("command", ["no-such-cfgen-command", "/nonexistent/cmd", "not-executable"])

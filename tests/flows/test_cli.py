@@ -52,8 +52,10 @@ def assert_one_error(result: tuple[int, str, str, float], *needles: str, within:
 
 
 def one_row_parquet(path: Path, schema: dict[str, pl.DataType], **values) -> Path:
-    """One row holding `values` (a default for every other column) with exactly `schema`'s columns."""
+    """One row holding `values` (a default for every other column, within `schemas.CHECKS`) with exactly `schema`'s
+    columns."""
     defaults = {pl.String: "x", pl.Int64: 0, pl.Float64: 0.0, pl.Boolean: False}
+    values = {"edit_type": "noun", **values}
     row = {c: [values.get(c, defaults[t])] for c, t in schema.items()}
     pl.DataFrame(row, schema=schema).write_parquet(path)
     return path

@@ -123,7 +123,8 @@ def selected_pairs(root: Path) -> tuple[pl.DataFrame, Path]:
     words = [("dog", "cat"), ("car", "bus"), ("horse", "bike")]
     rows = [{**dict.fromkeys(SELECTED), "caption_id": f"{j}_0", "image_id": str(j), "edit_type": "noun",
              "caption": f"a {o} in a room", "counterfactual": f"a {c} in a room", "original_word": o,
-             "substitute": c, **{f"image_{side}": store.write_png(root / "img", rng.integers(
+             "substitute": c, "sample": 0, "seed": j, "p2p_fraction": 0.5, "guidance_scale": 7.5,
+             **{f"image_{side}": store.write_png(root / "img", rng.integers(
                  0, 256, (32, 32, 3), dtype=np.uint8)) for side in "oc"}} for j, (o, c) in enumerate(words)]
     return pl.DataFrame(rows, schema=SELECTED), root / "img"
 

@@ -12,6 +12,7 @@ from PIL import Image
 
 from tasks.config import load_params
 from tasks.core import schemas
+from tasks.core.errors import UserError
 from tasks.release import card, datasheet, export
 from tasks.release.params import ExportParams
 from tests.conftest import ROOT
@@ -146,10 +147,11 @@ def fake_hub(monkeypatch):
     return FakeHfApi
 
 
-@pytest.mark.parametrize(("repo_id", "token"), [(None, SENTINEL), ("me/cf", None), ("me/cf", "")])
-def test_no_push_unless_repo_and_token(fake_hub, tmp_path, repo_id, token):
-    environ = {} if token is None else {"HF_TOKEN": token}
-    assert export.push_if_configured(tmp_path, ExportParams(repo_id=repo_id), environ) is None
+def test_no_push_without_a_repo_id_and_a_repo_id_without_a_token_is_one_line(fake_hub, tmp_path):
+    assert export.push_if_configured(tmp_path, ExportParams(repo_id=None), {"HF_TOKEN": SENTINEL}) is None
+    for environ in ({}, {"HF_TOKEN": ""}):
+        with pytest.raises(UserError, match="export.repo_id is me/cf but HF_TOKEN is not set"):
+            export.push_if_configured(tmp_path, ExportParams(repo_id="me/cf"), environ)
     assert fake_hub.calls == []
 
 

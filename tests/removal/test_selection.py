@@ -61,7 +61,8 @@ def test_split_depends_on_the_image_and_seed_only():
     assert shares == pytest.approx({"train": 0.5, "validation": 0.2, "test": 0.3}, abs=0.04)
     assert splits == [selection.split_of(str(i), params) for i in range(2000)]
     assert splits != [selection.split_of(str(i), params.model_copy(update={"seed": 1})) for i in range(2000)]
-    assert {selection.split_of(str(i), RemovalSelectionParams(test_share=1.0)) for i in range(50)} == {"test"}
+    all_test = RemovalSelectionParams(validation_share=0.0, test_share=1.0)
+    assert {selection.split_of(str(i), all_test) for i in range(50)} == {"test"}
 
 
 def test_export_rows_have_unique_ids_and_the_published_leading_columns(edits, removal_inputs):
