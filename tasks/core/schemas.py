@@ -25,6 +25,7 @@ CHECKS = (  # (columns, holds on every row, in words)
     (("caption", "start", "end"), pl.col("start").is_between(0, pl.col("end"))
      & (pl.col("end") <= pl.col("caption").str.len_chars()), "0 <= start <= end <= len(caption)"),
     (("position",), pl.col("position") >= 0, "position >= 0"),
+    (("position", "n_tokens"), pl.col("position") < pl.col("n_tokens"), "position < n_tokens"),
     (("sample", "seed"), (pl.col("sample") >= 0) & (pl.col("seed") >= 0), "sample, seed >= 0"),
     (("p2p_fraction",), pl.col("p2p_fraction").is_between(0, 1), "0 <= p2p_fraction <= 1"),
     (("guidance_scale",), pl.col("guidance_scale").is_finite(), "a finite guidance_scale"),

@@ -96,7 +96,8 @@ class ModelSpec(Rooted):
 
     id: str
     revision: str | None = None
-    device: str = Field("auto", json_schema_extra=PLACEMENT)
+    device: str = Field("auto", pattern=r"^(auto|cpu|mps|(cuda|xpu)(:\d+)?)$", json_schema_extra=PLACEMENT,
+                        description="auto, cpu, mps, cuda or xpu (`cuda:1`: one device of several)")
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field("auto", json_schema_extra=PLACEMENT)
 
     def local(self, value: str | None = None) -> str:

@@ -203,6 +203,7 @@ def test_read_frame_takes_what_a_stage_wrote_and_lossless_relatives(tmp_path):
     ({"start": [9999, 2], "end": [10005, 5]}, "break `0 <= start <= end <= len"),
     ({"start": [5, 2], "end": [2, 5]}, "break `0 <= start <= end <= len"),
     ({"position": [-1, 1]}, "break `position >= 0`"),
+    ({"position": [1, 500]}, r"break `position < n_tokens` \(first: row 1\)"),
 ])
 def test_read_frame_refuses_a_file_no_stage_wrote_in_one_line(tmp_path, columns, message):
     """A wrong type, a null where no stage writes one, a value outside its domain: one line naming the file and the

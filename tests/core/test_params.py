@@ -121,6 +121,7 @@ def test_an_override_cannot_descend_into_a_scalar_or_leave_a_profile_without_a_v
     ("perplexity.batch_tokens=99999999999", "perplexity.batch_tokens: 99999999999 is beyond"),
     ("engine.torch_threads=100000", "engine.torch_threads: Input should be less than or equal to 1024"),
     ("generate.steps=5000", "generate.steps: Input should be less than or equal to 1000"),
+    ("candidates.model.device=garbage", "candidates.model.device: String should match pattern"),
     ("removal_selection.test_share=0.95", "removal_selection.test_share: validation_share + test_share is 1.05"),
 ])
 def test_an_invalid_value_is_a_one_line_error_naming_its_key(tmp_path, raw, override, key):
