@@ -26,7 +26,8 @@ from flows.engine.workspace import result_store
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import content_hash
-from tasks.core.io import plain, source_image_paths, write_frame, write_json
+from tasks.core.images import source_image_paths
+from tasks.core.io import plain, write_frame, write_json
 from tasks.core.loading import set_torch_threads
 from tasks.core.schemas import EVALUATION, ITM_DELTAS
 from tasks.core.specs import ClipSpec, ItmSpec

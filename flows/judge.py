@@ -27,7 +27,8 @@ from flows.validation import read_ratings
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
-from tasks.core.io import plain, read_frame, read_rgb, write_outputs
+from tasks.core.images import read_rgb
+from tasks.core.io import plain, read_frame, write_outputs
 from tasks.core.loading import set_torch_threads
 from tasks.core.schemas import JUDGE_COLUMNS, JUDGED, JUDGED_REJECTS, PAIR, SELECTED
 from tasks.judge import ask, calibration

@@ -15,7 +15,8 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.engine.sharding import run_sharded, stage_metrics
 from tasks.core.fingerprints import content_hash
-from tasks.core.io import read_frame, source_image_paths, write_outputs
+from tasks.core.images import source_image_paths
+from tasks.core.io import read_frame, write_outputs
 from tasks.core.params import PathsParams
 from tasks.params import Params
 from tasks.stages import CAPTION_STEPS, skip_reason, stage

@@ -26,7 +26,8 @@ from flows.engine.progress import StageProgress
 from flows.engine.sharding import task_runner
 from flows.engine.workspace import result_store
 from tasks.core import keys
-from tasks.core.io import plain, read_frame, read_rgb
+from tasks.core.images import read_rgb
+from tasks.core.io import plain, read_frame
 from tasks.core.loading import set_torch_threads
 from tasks.core.schemas import SAMPLES, SELECTED
 from tasks.image.params import GenerateParams

@@ -19,7 +19,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +29,7 @@ from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_se
 
 from flows.engine.process import PrefectUnavailable, death_signal
 from tasks.core.errors import UserError
+from tasks.core.io import OutputError, check_folder
 
 if TYPE_CHECKING:  # prefect.server takes seconds to import: only a command that starts a server imports it
     from flows.engine.temporary_server import TemporaryServer
@@ -58,11 +58,11 @@ def check_home() -> None:
     can write, made when missing (Prefect itself only warns as it is imported: `flows.engine.console` hides that)."""
     home = Path(get_current_settings().home)
     try:
+        check_folder(home)
         home.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=home).close()
-    except OSError as err:
-        raise PrefectUnavailable(f"PREFECT_HOME {home} is no folder this user can write ({err.strerror or err}): set "
-                                 "PREFECT_HOME to one") from None
+    except (OutputError, OSError) as err:
+        raise PrefectUnavailable(f"PREFECT_HOME {home} is no folder this user can write ({err}): set PREFECT_HOME "
+                                 "to one") from None
 
 
 def lasting_api() -> str:

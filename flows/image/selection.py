@@ -22,7 +22,8 @@ from flows.engine.progress import StageProgress
 from flows.engine.sharding import stage_metrics
 from flows.image import sample_records
 from tasks.core import keys
-from tasks.core.io import read_frame, read_rgb, write_outputs
+from tasks.core.images import read_rgb
+from tasks.core.io import read_frame, write_outputs
 from tasks.core.loading import set_torch_threads
 from tasks.core.publication import held_folder, publish_folder
 from tasks.core.schemas import SAMPLES

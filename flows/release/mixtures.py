@@ -6,7 +6,8 @@ import polars as pl
 from prefect import flow
 
 from flows.commands import PathsCommand, show_json
-from tasks.core.io import source_image_paths, write_json
+from tasks.core.images import source_image_paths
+from tasks.core.io import write_json
 from tasks.params import Params
 from tasks.release import mixtures
 

@@ -21,7 +21,8 @@ from flows.engine.workspace import result_store
 from flows.removal import finish
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
-from tasks.core.io import UnreadableImage, file_inside, read_frame, read_rgb
+from tasks.core.images import UnreadableImage, file_inside, read_rgb
+from tasks.core.io import read_frame
 from tasks.core.loading import set_torch_threads
 from tasks.core.publication import held_folder, publish_folder
 from tasks.core.schemas import INPAINTED, INPAINTED_REJECTS, REMOVAL_CAPTIONS

@@ -16,7 +16,6 @@ import json
 import math
 import os
 import tempfile
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -251,63 +250,6 @@ def write_text(path: Path, text: str) -> None:
 def write_file(path: Path, write: Callable[[Path], Any]) -> None:
     """Write `path` with `write(temporary)` to a temporary beside it, renamed into place once complete (atomic)."""
     _replace_together({Path(path): write})
-
-
-def file_inside(folder: Path, name: str) -> Path | None:
-    """`folder / name` when that is a file inside `folder`, else None: a name that climbs out (`../../tmp/x`, an
-    absolute path) or that no file system can hold (too long, a NUL) names none. (A link the user put in the folder
-    is theirs to follow.)"""
-    root = os.path.abspath(folder)
-    path = os.path.normpath(os.path.join(root, name))  # `..` resolved by name: links are not followed
-    return Path(folder) / name if os.path.commonpath([root, path]) == root and os.path.isfile(path) else None
-
-
-def source_image_paths(image_ids: Iterable[str], folder: Path | None, pattern: str) -> list[Path | None]:
-    """Each image id's real image file under `folder` (`file_inside`; `pattern` formats `image_id`, an int when it is
-    all digits: COCO's `{image_id:0>12}.jpg`), None where there is no folder or no such file in it."""
-    if folder is None:
-        return [None for _ in image_ids]
-
-    def named(image_id: str) -> Path | None:
-        try:
-            return file_inside(folder, pattern.format(image_id=int(image_id) if image_id.isascii() and
-                                                      image_id.isdigit() else image_id))
-        except ValueError:  # a spec for ints only (`{image_id:012d}`) and an id that is no number: no such file
-            return None
-
-    return [named(i) for i in image_ids]
-
-
-class UnreadableImage(UserError):
-    """An image file that cannot be decoded whole; `reason` is `image_unreadable` or `image_too_large`."""
-
-    def __init__(self, path: Path, reason: str, detail: str):
-        super().__init__(f"{path}: {detail}")
-        self.reason = reason
-
-
-def read_rgb(path: Path) -> np.ndarray:
-    """An image file's pixels as HxWx3 uint8 RGB; a file Pillow cannot decode whole (truncated, empty, not an image)
-    or over Pillow's `MAX_IMAGE_PIXELS` (a decompression bomb; SD and COCO images are far below) is an
-    `UnreadableImage`."""
-    from PIL import Image  # here: most stages read no image, and the CLI starts without PIL
-
-    limit = Image.MAX_IMAGE_PIXELS
-    try:
-        with warnings.catch_warnings():  # over the limit: refused below, not warned of
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(path) as image:
-                size = image.size
-                pixels = None if size[0] * size[1] > limit else np.asarray(image.convert("RGB"))
-    except Image.DecompressionBombError as err:  # over twice the limit: Pillow refuses it itself
-        raise UnreadableImage(path, "image_too_large", str(err)) from None
-    except (OSError, ValueError, SyntaxError) as err:  # SyntaxError: a broken PNG chunk
-        raise UnreadableImage(path, "image_unreadable", f"not a readable image ({type(err).__name__}: "
-                                                        f"{(str(err).splitlines() or [''])[0]})") from None
-    if pixels is None:
-        raise UnreadableImage(path, "image_too_large", f"{size[0]}x{size[1]} pixels, over Pillow's MAX_IMAGE_PIXELS "
-                                                       f"({limit:,})")
-    return pixels
 
 
 def plain(value: Any) -> Any:

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from tasks.core.errors import UserError
-from tasks.core.io import read_rgb
+from tasks.core.images import read_rgb
 from tasks.core.schemas import EVALUATION
 from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.evaluation import itm, odmap
@@ -205,7 +205,7 @@ def summary(selected: pl.DataFrame, real: list[str | None], validated: list[str]
 def run(selected: pl.DataFrame, params: EvaluateParams, images_dir: Path, real_paths: list[Path | None] | None = None,
         validated: list[str] | None = None, filter_clip: ClipSpec | None = None) -> tuple[dict, pl.DataFrame]:
     """(metrics per model name + counts, Δ rows of every model) for a `selected` frame whose image paths are
-    relative to `images_dir`; `real_paths` gives each pair's real image (`io.source_image_paths`)."""
+    relative to `images_dir`; `real_paths` gives each pair's real image (`images.source_image_paths`)."""
     real = locate(selected, images_dir, real_paths or [None] * selected.height)
     results = {name: evaluate(name, spec, selected, reader(images_dir), real, validated, params, filter_clip)
                for name, spec in params.models.items()}

@@ -14,7 +14,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from tasks.core.io import read_rgb, write_file
+from tasks.core.images import read_rgb
+from tasks.core.io import write_file
 
 DPI = 100
 HIGHLIGHT = {"o": "#1f5fbf", "c": "#c0392b"}  # original word (in C_o), substitute (in C_c)

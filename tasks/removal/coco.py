@@ -70,7 +70,7 @@ def read_instances(path: Path) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame
         row = {"image_id": None if image_id is None else str(image_id),
                "file_name": file_name if isinstance(file_name, str) else None, "width": width, "height": height}
         reason = ("bad_image" if None in row.values() or width <= 0 or height <= 0
-                  else "image_too_large" if width * height > Image.MAX_IMAGE_PIXELS  # as io.read_rgb refuses it
+                  else "image_too_large" if width * height > Image.MAX_IMAGE_PIXELS  # as images.read_rgb refuses it
                   else "duplicate_image" if row["image_id"] in images else None)
         if reason:
             rejects.append({"image_id": row["image_id"], "file_name": row["file_name"], "category": None,

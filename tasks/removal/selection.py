@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from tasks.core import schemas
-from tasks.core.io import read_rgb
+from tasks.core.images import read_rgb
 from tasks.core.keys import digest
 from tasks.image.scoring import ClipScorer, load_clip
 from tasks.removal.params import RemovalSelectionParams

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from tasks.core import schemas
-from tasks.core.io import UnreadableImage, read_rgb
+from tasks.core.images import UnreadableImage, read_rgb
 from tasks.core.loading import hub_kwargs, load_once, resolve_device
 from tasks.core.specs import ItmSpec
 from tasks.text.params import SaliencyParams
@@ -111,7 +111,7 @@ def _touches(site: dict, salient: set[int] | None) -> bool:
 
 def run(sites: pl.DataFrame, params: SaliencyParams, models: Models) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(kept sites, rejects) for a `sites` frame with an `image_path` column (null: no real image); a caption whose
-    image cannot be decoded is rejected whole with the image's reason (`io.UnreadableImage`)."""
+    image cannot be decoded is rejected whole with the image's reason (`images.UnreadableImage`)."""
     salient, unreadable = {}, {}
     for row in sites.unique("caption_id", keep="first", maintain_order=True).iter_rows(named=True):
         try:

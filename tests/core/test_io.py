@@ -14,15 +14,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tasks.core.images import UnreadableImage, read_rgb
 from tasks.core.io import (
     OutputError,
     SameFileError,
     SchemaError,
-    UnreadableImage,
     check_distinct,
     check_outputs,
     read_frame,
-    read_rgb,
     rejects_path,
     write_outputs,
 )

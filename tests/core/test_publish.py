@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.core.io import read_rgb
+from tasks.core.images import read_rgb
 from tasks.image import store
 from tests.conftest import ROOT
 

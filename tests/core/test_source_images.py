@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tasks.core.io import source_image_paths
+from tasks.core.images import source_image_paths
 
 PATTERN = "{image_id:0>12}.jpg"
 

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from tasks.core.errors import UserError
-from tasks.core.io import read_rgb, source_image_paths
+from tasks.core.images import read_rgb, source_image_paths
 from tasks.evaluation import evaluate
 from tasks.evaluation.params import EvaluateParams
 from tasks.evaluation.retrieval import RetrievalSet

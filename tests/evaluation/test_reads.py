@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from tasks.core.io import read_rgb
+from tasks.core.images import read_rgb
 from tasks.core.schemas import SELECTED
 from tasks.evaluation import evaluate
 from tasks.evaluation.params import EvaluateParams

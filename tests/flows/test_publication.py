@@ -22,7 +22,7 @@ from flows.image.selection import selection_flow
 from flows.removal.captions import removal_captions_flow
 from flows.removal.inpaint import inpaint_flow
 from flows.removal.masks import removal_masks_flow
-from tasks.core.io import read_rgb
+from tasks.core.images import read_rgb
 from tasks.image import store
 from tasks.release.gallery import build
 from tests.conftest import ROOT, SHARED, project_params, requires_nltk

@@ -107,7 +107,7 @@ def test_a_malformed_file_is_a_one_line_user_error_naming_it(tmp_path, content):
 
 
 def test_an_image_over_the_pixel_limit_is_a_reject_not_a_crash(tmp_path):
-    """Sizes no int64 holds, or over Pillow's pixel limit (which `io.read_rgb` refuses): `image_too_large`."""
+    """Sizes no int64 holds, or over Pillow's pixel limit (which `images.read_rgb` refuses): `image_too_large`."""
     images = [{"id": 1, "file_name": "a.jpg", "width": 2**70, "height": 5},
               {"id": 2, "file_name": "b.jpg", "width": 20_000, "height": 20_000},
               {"id": 3, "file_name": "c.jpg", "width": 10, "height": 8}]
