@@ -3,10 +3,9 @@
 One cached Prefect task per caption pair re-renders its samples (with and without attention sharing) and reads them
 back (`tasks.toyworld.truth.pair_truth`); its key hashes the pair's captions and sample settings, the keyed generate
 params, the diffusion model's content and the code that renders and checks. The selected pairs are read from their
-exported PNGs. Outputs: `paths.truth_samples`, `paths.truth` (a row per selected pair: the gallery's badge) and
-`paths.metrics/truth.json` (pair_accuracy, minimality, p2p_gain, filter_lift at its top level, per edit type, and
-the both-subjects check's and the judge's agreement with truth). Disabled, it writes empty frames and
-`{"enabled": false}`.
+exported PNGs. Outputs, published together like every stage's: `paths.truth_samples`, `paths.truth` (a row per
+selected pair: the gallery's badge) and `paths.metrics/truth.json` (`tasks.toyworld.summary`). Disabled, it writes
+empty frames and `{"enabled": false}`.
 """
 
 from __future__ import annotations
@@ -27,13 +26,14 @@ from flows.engine.sharding import task_runner
 from flows.engine.workspace import result_store
 from tasks.core import keys
 from tasks.core.images import read_rgb
-from tasks.core.io import plain, read_frame
+from tasks.core.io import plain, read_frame, write_frames
 from tasks.core.loading import set_torch_threads
-from tasks.core.schemas import SAMPLES, SELECTED
+from tasks.core.schemas import SAMPLES, SELECTED, TRUTH, TRUTH_SAMPLES
 from tasks.image.params import GenerateParams
 from tasks.image.sampling import load_diffusion
+from tasks.image.thresholds import subjects_failure
 from tasks.params import Params
-from tasks.toyworld import truth
+from tasks.toyworld import summary, truth
 
 CODE = (truth.pair_truth,)
 
@@ -46,7 +46,7 @@ def truth_unit(params: GenerateParams) -> keys.Unit:
 @unit_task
 def check_pair(pair: list[dict], params: GenerateParams, torch_threads: int | None, unit: keys.Unit,
                content: str) -> list[dict]:
-    """`truth.TRUTH` rows of one pair's samples."""
+    """`TRUTH_SAMPLES` rows of one pair's samples."""
     set_torch_threads(torch_threads)
     diffusion = load_diffusion(params.diffusion, params.vae, params.channels_last, params.compile_unet)
     return truth.pair_truth(pl.DataFrame(pair, schema=SAMPLES), diffusion, params)
@@ -58,23 +58,17 @@ def pair_content(pair: pl.DataFrame) -> str:
 
 
 def subjects_pass(samples: pl.DataFrame, params: Params) -> pl.DataFrame:
-    """(caption_id, sample, subjects_pass) of every sample the both-subjects check applies to (selection's rule: each
-    margin above its threshold, a null threshold turning its side off)."""
-    sp = params.selection
-    checks = [pl.col(f"subject_margin_{side}") > bound for side, bound in (
-        ("o", sp.min_subject_margin_o), ("c", sp.min_subject_margin_c)) if bound is not None]
+    """(caption_id, sample, subjects_pass) of every sample the both-subjects check applies to (selection's rule)."""
     return samples.filter(pl.col("subject_margin_o").is_not_null()).select(
-        "caption_id", "sample", subjects_pass=pl.all_horizontal(checks) if checks else pl.lit(True))
+        "caption_id", "sample", subjects_pass=subjects_failure(params.selection).is_null())
 
 
 @flow(name="truth")
 def truth_flow(params: Params) -> dict:
     paths = params.paths
     if not params.truth.enabled:
+        write_frames({paths.truth_samples: pl.DataFrame(schema=TRUTH_SAMPLES), paths.truth: pl.DataFrame(schema=TRUTH)})
         write_metrics({"stage": "truth", "enabled": False}, paths.metrics / "truth.json")
-        for path, schema in ((paths.truth_samples, truth.TRUTH), (paths.truth, truth.SELECTED_TRUTH)):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            pl.DataFrame(schema=schema).write_parquet(path)
         return {"stage": "truth", "enabled": False}
     samples = read_frame(paths.samples, SAMPLES, "generate")
     selected = read_frame(paths.selected, SELECTED, "selection")
@@ -86,18 +80,18 @@ def truth_flow(params: Params) -> dict:
             torch_threads=unmapped(params.engine.torch_threads), content=[pair_content(p) for p in pairs])
         for _ in as_completed(futures):
             progress.advance()
-    checked = pl.DataFrame([row for f in futures for row in f.result()], schema=truth.TRUTH)
+    checked = pl.DataFrame([row for f in futures for row in f.result()], schema=TRUTH_SAMPLES)
     folder = params.root / paths.selected_images
-    chosen = truth.selected_truth(selected, lambda name: read_rgb(Path(folder / name)))
+    chosen = truth.selected_truth(selected, lambda name: read_rgb(Path(folder / name)), TRUTH)
     judged = (pl.read_parquet(paths.judged).select("caption_id", "judge_pass").drop_nulls()
               if params.judge.enabled and paths.judged.is_file() else None)
     metrics = {"stage": "truth", "enabled": True,
-               **truth.metrics(checked, chosen, subjects_pass(samples, params), judged),
+               **summary.metrics(checked, chosen, subjects_pass(samples, params), judged, samples, params.selection),
                "pairs_checked": sum(f.state.name != "Cached" for f in futures)}
-    checked.write_parquet(paths.truth_samples)
-    chosen.write_parquet(paths.truth)
+    write_frames({paths.truth_samples: checked, paths.truth: chosen})
     write_metrics(plain(metrics), paths.metrics / "truth.json")
-    get_run_logger().info("truth: pair accuracy %s (samples) -> %s (selected)", *metrics["pair_accuracy"].values())
+    get_run_logger().info("truth: pair accuracy %s (samples) -> %s (selected)",
+                          *(m["rate"] for m in metrics["pair_accuracy"].values()))
     return metrics
 
 

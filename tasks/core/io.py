@@ -232,9 +232,14 @@ def write_frame(frame: pl.DataFrame, path: Path) -> None:
     _replace_together({Path(path): frame.write_parquet})
 
 
+def write_frames(frames: dict[Path, pl.DataFrame]) -> None:
+    """Several outputs of one step, replaced together or not at all."""
+    _replace_together({Path(path): frame.write_parquet for path, frame in frames.items()})
+
+
 def write_outputs(kept: pl.DataFrame, rejects: pl.DataFrame, output: Path) -> None:
     """A step's output and, beside it, its rejects (`rejects_path`), replaced together or not at all."""
-    _replace_together({Path(output): kept.write_parquet, rejects_path(Path(output)): rejects.write_parquet})
+    write_frames({Path(output): kept, rejects_path(Path(output)): rejects})
 
 
 def write_json(data: dict, path: Path) -> None:

@@ -52,12 +52,13 @@ class GenerateParams(Frozen):
     adaptive: AdaptiveParams = unkeyed(AdaptiveParams(), "when to stop sampling a pair; each sample is cached alone")
 
 
+RANK_KEYS = ("clip_dir", "min_text_image", "subject_margin")  # selection's ranking keys (thresholds.RANKING)
 Margin = Annotated[float, Field(ge=-2.0, le=2.0)]  # a difference of two cosines
 
 
 class SelectionParams(Frozen):
     """CLIP thresholds in [-1, 1], all inclusive (`score >= min`), and the both-subjects check (paper App. A.3: both
-    altered subjects shown), exclusive (`margin > min`, so a tie fails); among passing samples the highest clip_dir
+    altered subjects shown), exclusive (`margin > min`, so a tie fails); among passing samples the highest `rank_by`
     wins."""
 
     min_text_image_o: Cosine = Field(0.2, description="sim(C_o, I_o)")
@@ -68,6 +69,10 @@ class SelectionParams(Frozen):
                                                 "original)) - s(I_o, prompt(substitute)) must exceed it; None: off")
     min_subject_margin_c: Margin | None = Field(0.0, description="on I_c: s(I_c, prompt(substitute)) - "
                                                 "s(I_c, prompt(original)) must exceed it; None: off")
+    rank_by: Literal[RANK_KEYS] = Field("clip_dir", description="which passing sample of a pair wins: clip_dir (the "
+                                        "paper's), min_text_image (min of sim(C_o, I_o) and sim(C_c, I_c)) or "
+                                        "subject_margin (min of the two subject margins; clip_dir where the check "
+                                        "does not apply)")
 
     def thresholds(self) -> dict[str, float]:
         """Score column -> inclusive minimum."""

@@ -72,17 +72,17 @@ class Batcher:
     size: int
     rendered: bool = False
 
-    def render(self, models: ImageModels, prompts: Prompts, samples: list[Sample],
+    def render(self, diffusion: Diffusion, prompts: Prompts, samples: list[Sample],
                params: GenerateParams) -> Iterator[tuple[list[Sample], Rendered]]:
         start = 0
         while start < len(samples):
             chunk = samples[start:start + self.size]
             try:
                 began = time.perf_counter()
-                rendered = render(models.diffusion, prompts, chunk, params.steps, params.size)
-                if not self.rendered and models.diffusion.compile_mode:
+                rendered = render(diffusion, prompts, chunk, params.steps, params.size)
+                if not self.rendered and diffusion.compile_mode:
                     log.info("UNet compiled (torch.compile %s): first batch of %d sample(s) in %.1f s",
-                             models.diffusion.compile_mode, len(chunk), time.perf_counter() - began)
+                             diffusion.compile_mode, len(chunk), time.perf_counter() - began)
                 self.rendered = True
             except torch.cuda.OutOfMemoryError:
                 if self.size == 1:

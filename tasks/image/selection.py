@@ -1,6 +1,6 @@
 """Selection: one canonically rendered (I_o, I_c) per caption pair, chosen from the screening scores.
 
-Per pair the samples that pass (`thresholds.passing`) are ranked by clip_dir (ties: lower sample index); the first
+Per pair the samples that pass (`thresholds.passing`) are ranked by `rank_by` (ties: lower sample index); the first
 whose canonical render (alone, `render.canonical`) is finite, not black and still passes every threshold wins, and
 its canonical scores are the ones exported. A candidate whose canonical render fails is a reject row
 (`canonical_<reason>`) and the next one is tried. Pairs with no winner are pair-level rejects (`sample` null):

@@ -9,8 +9,14 @@ from __future__ import annotations
 
 import polars as pl
 
-from tasks.image.params import SelectionParams
+from tasks.image.params import RANK_KEYS, SelectionParams
 
+RANKING = {  # `SelectionParams.rank_by` -> its score (higher is better); a pair's samples share one edit type
+    "clip_dir": pl.col("clip_dir"),
+    "min_text_image": pl.min_horizontal("sim_text_image_o", "sim_text_image_c"),
+    "subject_margin": pl.coalesce(pl.min_horizontal("subject_margin_o", "subject_margin_c"), "clip_dir"),
+}
+assert set(RANKING) == set(RANK_KEYS)
 SUBJECT_REASONS = {"subject_margin_c": "original_subject_in_image_c", "subject_margin_o": "substitute_in_image_o"}
 
 
@@ -34,6 +40,8 @@ def passing(params: SelectionParams) -> pl.Expr:
 
 
 def ranked(scores: pl.DataFrame, params: SelectionParams) -> pl.DataFrame:
-    """Passing samples, best first within each pair, pairs by caption_id; `rank` counts from 0 within a pair."""
-    return (scores.filter(passing(params)).sort(["caption_id", "clip_dir", "sample"], descending=[False, True, False])
+    """Passing samples, best first (`params.rank_by`, ties: lower sample index) within each pair, pairs by
+    caption_id; `rank` counts from 0 within a pair."""
+    return (scores.filter(passing(params)).with_columns(_key=RANKING[params.rank_by])
+            .sort(["caption_id", "_key", "sample"], descending=[False, True, False]).drop("_key")
             .with_columns(rank=pl.int_range(pl.len()).over("caption_id")))

@@ -113,11 +113,14 @@ def agreement(row: dict | None) -> str | None:
     return "agree" if row["judge_pass"] == row["people_pass"] else "disagree"
 
 
+TRUTH_FIELDS = ("accurate", "minimal", "o_shows_o", "c_shows_c", "o_shows_c", "c_shows_o", "reason_o", "reason_c")
+
+
 def pair_card(row: dict, read: Callable[[str], bytes], site: Path, validated: bool | None = None,
               judged: dict | None = None, truth: dict | None = None) -> dict:
     """A pair's card: captions, edit spans, scores, its images published into `site`, the people's verdict
     (`validated`, None: not labelled), the judge's (from its `judged` row, None: not judged), their agreement and the
-    toy world's truth (`truth`: accurate, minimal; None: not checked)."""
+    toy world's truth (`truth`: its `schemas.TRUTH` row; None: not checked)."""
     return plain({
         **{k: row[k] for k in CAPTION_FIELDS}, **{k: row[k] for k in SCORES},
         "spans_o": edit_spans(row["caption"], row["counterfactual"]),
@@ -125,7 +128,7 @@ def pair_card(row: dict, read: Callable[[str], bytes], site: Path, validated: bo
         "image_o": publish_image(read, row["image_o"], site), "image_c": publish_image(read, row["image_c"], site),
         "validation": None if validated is None else "validated" if validated else "not validated",
         "judge": judgement(judged), "agreement": agreement(judged),
-        "truth": None if truth is None else {"accurate": truth["accurate"], "minimal": truth["minimal"]}})
+        "truth": None if truth is None else {k: truth[k] for k in TRUTH_FIELDS}})
 
 
 def pair_cards(selected: pl.DataFrame, counterfactuals: pl.DataFrame, images: Path, site: Path,

@@ -164,7 +164,7 @@ def figures(counterfactuals: pl.DataFrame, samples: pl.DataFrame, selected: pl.D
     return paths
 
 
-TRUTH_KEYS = ("pair_accuracy", "minimality", "p2p_gain", "filter_lift")
+TRUTH_KEYS = ("pair_accuracy", "minimality", "p2p_gain", "filter_lift", "image_accuracy", "selection_keys")
 
 
 def write_report(frames: Mapping[str, pl.DataFrame], stage_metrics: Mapping[str, Mapping], params: Params,

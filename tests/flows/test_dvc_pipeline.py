@@ -39,6 +39,7 @@ import pytest
 import yaml
 
 from flows.engine.counters import facts, run_log
+from tasks.release import gallery
 from tasks.text.swaps import exchanged
 from tests.conftest import ROOT, WORLD_CAPTIONS, requires_nltk
 from tests.flows.records import persisted_samples
@@ -504,9 +505,13 @@ def test_the_truth_stage_reads_back_every_sample_and_selected_pair(repo):
     assert (again["accurate"] == again["accurate_sample"]).all() and (again["minimal"] == again["minimal_sample"]).all()
     truth = metrics(path, "truth")
     assert truth["enabled"] and truth["samples"] == samples.height and truth["selected_pairs"] == selected.height
-    assert truth["pair_accuracy"] == {"samples": round(checked["accurate"].mean(), 4),
-                                      "selected": round(chosen["accurate"].mean(), 4)}
-    assert {"minimality", "p2p_gain", "filter_lift", "both_subjects_check", "judge"} <= set(truth)
+    assert {k: (m["count"], m["of"]) for k, m in truth["pair_accuracy"].items()} == {
+        "samples": (checked["accurate"].sum(), checked.height), "selected": (chosen["accurate"].sum(), chosen.height)}
+    assert {"minimality", "p2p_gain", "filter_lift", "image_accuracy", "selection_keys", "both_subjects_check",
+            "judge"} <= set(truth)
+    # accurate means showing the edit: each image its own caption, and I_o not C_c unless C_o entails it
+    assert not checked.filter("accurate", ~pl.col("o_shows_o") | ~pl.col("c_shows_c")).height
+    assert not checked.filter("accurate", pl.col("o_shows_c"), ~pl.col("edit_type").is_in(["delete"])).height
     shown = json.loads(sh(path, "dvc", "metrics", "show", "--json", env=env))
     tracked = {k: v for run in shown.values() for f, d in run["data"].items() if f.endswith("truth.json")
                for k, v in d["data"].items()}
@@ -515,10 +520,12 @@ def test_the_truth_stage_reads_back_every_sample_and_selected_pair(repo):
     assert not counted, f"DVC tracks run counters as metrics in {counted}"  # they are in the run logs
     assert "samples_rendered" in metrics(path, "generate")  # the run log keeps them
     assert json.loads((path / "reports/metrics.json").read_text())["truth"]["pair_accuracy"] == truth["pair_accuracy"]
-    assert "Ground truth (the toy world's checker" in (path / "reports/datasheet.md").read_text()
+    picked = truth["pair_accuracy"]["selected"]
+    assert f"Selection picked a real counterfactual (I_o shows C_o and not C_c, I_c shows C_c and not C_o) in " \
+           f"{picked['count']} of {picked['of']} pairs" in (path / "reports/datasheet.md").read_text()
     site = json.loads((path / "reports/gallery/data.js").read_text().removeprefix("window.GALLERY = ").rstrip(";\n"))
     assert {c["caption_id"]: c["truth"] for c in site["pairs"]} == {
-        r["caption_id"]: {"accurate": r["accurate"], "minimal": r["minimal"]} for r in chosen.iter_rows(named=True)}
+        r["caption_id"]: {k: r[k] for k in gallery.TRUTH_FIELDS} for r in chosen.iter_rows(named=True)}
 
 
 VISIBLE_IMAGES_LOADED = ("[...document.images].filter(i => i.offsetParent && i.getBoundingClientRect().top < "
@@ -548,6 +555,9 @@ def test_the_gallery_of_the_demo_run_in_a_browser(repo, tmp_path):
         badges = tab.locator("article.card").evaluate_all(
             "cs => cs.map(c => [c.dataset.captionId, c.querySelector('.truth-pass, .truth-fail').textContent])")
         assert [(i, not b.startswith("truth: not")) for i, b in badges] == [(i, truth[i]) for i in first_page]
+        tips = tab.locator("article.card .truth-pass, article.card .truth-fail").evaluate_all(
+            "bs => bs.map(b => b.title)")
+        assert all(t.startswith("I_o: ") and "\nI_c: " in t for t in tips)  # what each image shows, or why not
 
         edit_type = selected["edit_type"].mode().sort()[0]
         tab.select_option("select[name=edit_type]", edit_type)

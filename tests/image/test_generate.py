@@ -285,6 +285,6 @@ def test_a_compiled_unets_first_batch_logs_its_time_once(tiny_params, image_mode
     prompts = encode_prompts(compiled, "a dog on a couch", "a cat on a couch")
     with caplog.at_level(logging.INFO, logger="tasks.image.render"):
         for models in (image_models, dataclasses.replace(image_models, diffusion=compiled)):
-            list(render.Batcher(2).render(models, prompts, SAMPLES, tiny_params))
+            list(render.Batcher(2).render(models.diffusion, prompts, SAMPLES, tiny_params))
     lines = [r.getMessage() for r in caplog.records if "UNet compiled" in r.getMessage()]
     assert len(lines) == 1 and lines[0].startswith("UNet compiled (torch.compile reduce-overhead): first batch of 2 ")

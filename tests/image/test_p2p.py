@@ -122,3 +122,11 @@ def test_sharing_changes_only_the_counterfactual_image(diffusion):
     always = render(diffusion, prompts, [Sample(5, 1.0, 9.0)], 3, TINY_IMAGE_SIZE)
     assert np.array_equal(never.images[0, 0], always.images[0, 0])
     assert not np.array_equal(never.images[0, 1], always.images[0, 1])
+
+
+def test_the_loader_fuses_every_attention_layers_projections(diffusion):
+    """One GEMM per fused projection (q·k·v in self-attention, k·v in cross-attention) in every attention layer the
+    image stage renders with, each with the P2P processor."""
+    layers = [m for m in diffusion.unet.modules() if isinstance(m, Attention)]
+    assert layers and all(m.fused_projections and isinstance(m.processor, p2p.P2PAttnProcessor) for m in layers)
+    assert all(hasattr(m, "to_qkv" if m.is_cross_attention is False else "to_kv") for m in layers)

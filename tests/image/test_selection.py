@@ -42,6 +42,22 @@ def test_ranking_is_best_clip_dir_first_with_ties_to_the_lower_sample():
         ("p0", 2, 0), ("p0", 3, 1), ("p0", 0, 2), ("p0", 4, 3), ("p1", 5, 0)]
 
 
+@pytest.mark.parametrize(("rank_by", "order"), [
+    ("clip_dir", [0, 1, 2]),
+    ("min_text_image", [2, 1, 0]),  # min(0.6, 0.25) < min(0.5, 0.4) < min(0.45, 0.45)
+    ("subject_margin", [1, 2, 0]),
+])
+def test_the_ranking_key_is_a_param(rank_by, order):
+    scores = table([{"clip_dir": 0.9, "sim_text_image_o": 0.6, "sim_text_image_c": 0.25, "subject_margin_o": 0.01},
+                    {"clip_dir": 0.8, "sim_text_image_o": 0.5, "sim_text_image_c": 0.4, "subject_margin_c": 0.3},
+                    {"clip_dir": 0.7, "sim_text_image_o": 0.45, "sim_text_image_c": 0.45, "subject_margin_o": 0.2}])
+    params = PARAMS.model_copy(update={"rank_by": rank_by})
+    assert thresholds.ranked(scores, params)["sample"].to_list() == order
+    skipped = scores.with_columns(subject_margin_o=None, subject_margin_c=None, edit_type=pl.lit("lexical"))
+    assert thresholds.ranked(skipped, PARAMS.model_copy(update={"rank_by": "subject_margin"}))["sample"].to_list() \
+        == [0, 1, 2]  # an edit the both-subjects check skips ranks by clip_dir
+
+
 def test_nan_null_and_rejected_samples_never_pass_and_pairs_get_their_reason():
     scores = table([{"clip_dir": math.nan}, {"sim_text_image_o": None}, {"reject_reason": "nan_image"},
                     {"caption_id": "p1", "reject_reason": "black_image", **dict.fromkeys(GOOD)},

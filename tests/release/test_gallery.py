@@ -136,7 +136,10 @@ JUDGED_ROWS = {"c0": judge((0.9123456789, 0.8, 0.1, 0.05), True, people=False),
                "c2": judge((0.7, 0.7, 0.3, 0.3), True, people=True), "c3": judge((0.6, 0.6, 0.2, 0.2), True),
                "c4": judge((None,) * 4, None, people=False)}
 PEOPLE = {"c0": False, "c1": True, "c2": True, "c4": False, "c5": True}
-TRUTH_ROWS = {"c0": {"accurate": True, "minimal": False}, "c1": {"accurate": False, "minimal": False}}
+TRUTH_ROWS = {"c0": {"accurate": True, "minimal": False, "o_shows_o": True, "c_shows_c": True, "o_shows_c": False,
+                      "c_shows_o": False, "reason_o": None, "reason_c": None},
+              "c1": {"accurate": False, "minimal": False, "o_shows_o": True, "c_shows_c": False, "o_shows_c": False,
+                     "c_shows_o": True, "reason_o": None, "reason_c": "colour"}}
 DISAGREEMENTS = ["c0", "c1"]
 
 

@@ -145,12 +145,17 @@ function judgeLine(judge) {
     " P(yes):", ...answers);
 }
 
-// The toy world's checker on this pair: a counterfactual (both images show their caption), and minimal or not.
+// The toy world's checker on this pair: a counterfactual (I_o shows C_o and not C_c, I_c shows C_c and not C_o), and
+// minimal or not; the tooltip says what each image shows and why one fails its caption.
 function truthBadge(truth) {
   if (!truth) return null;
   const label = truth.accurate ? (truth.minimal ? "truth: counterfactual, minimal" : "truth: counterfactual, not minimal")
     : "truth: not a counterfactual";
-  return el("span", { class: "verdict " + (truth.accurate ? "truth-pass" : "truth-fail") }, label);
+  const shows = (image, own, other, reason, mine, theirs) =>
+    `${image}: ${own ? `shows ${mine}` : `does not show ${mine} (${reason})`}${other ? `, also shows ${theirs}` : ""}`;
+  const title = [shows("I_o", truth.o_shows_o, truth.o_shows_c, truth.reason_o, "C_o", "C_c"),
+    shows("I_c", truth.c_shows_c, truth.c_shows_o, truth.reason_c, "C_c", "C_o")].join("\n");
+  return el("span", { class: "verdict " + (truth.accurate ? "truth-pass" : "truth-fail"), title }, label);
 }
 
 function pairCard(pair) {
