@@ -11,7 +11,9 @@
   swap           the span's two words exchanged (`swaps.exchange`: nouns, or adjectives where the site is tagged JJ)
 Every rewrite is applied in one place (`edit`), which makes the articles it leaves agree (`quantities.agree`: `an old
 hat` -> `a hat`, the article joining the edit), and every finished candidate is read whole (`caption_defect`): a new
-a / an disagreement, a repeated word or a count its verb disagrees with makes it a reject. Output
+a / an disagreement, a repeated word (also among one noun's modifiers: `a small green small triangle`), a count its
+verb disagrees with or a noun with modifiers no one thing can be (two colours, two opposite sizes, a figure it is not:
+`a small large red square`, `a square circle`; `contradictory_adjectives`) makes it a reject. Output
 `candidates(caption_id, image_id, caption, edit_type, tag, position, start, end, original_word, substitute, mlm_score,
 candidate)` (`mlm_score` null for rule-made rewrites).
 Invariant (minimal edit): `candidate == caption[:start] + substitute + caption[end:]`, every other character
@@ -129,7 +131,9 @@ def reject_reason(word_start: bool, fill: str, site: dict, params: CandidatesPar
 def caption_defect(row: dict, params: CandidatesParams) -> str | None:
     """Why a finished candidate row, however its rewrite was made, is no C_c (read on the whole caption, not the
     edited word): an a / an disagreeing with its next word that C_o did not have, a word repeated right after itself
-    (`a bicycle bicycle`), a recounted phrase its verb disagrees with (`two dogs chases`)."""
+    or among one noun's modifiers (`a bicycle bicycle`, `grammar.repeats`), a recounted phrase its verb disagrees with
+    (`two dogs chases`), a noun given modifiers no one thing can be that C_o did not give it
+    (`grammar.contradictions`: `a small large dog`, `a red blue car`, `a square circle`)."""
     caption, candidate = row["caption"], row["candidate"]
     if disagreements(candidate) > disagreements(caption):
         return "article_disagreement"
@@ -138,6 +142,8 @@ def caption_defect(row: dict, params: CandidatesParams) -> str | None:
     if row["edit_type"] == "quantifier" and not verb_agrees(candidate, row["start"],
                                                             row["start"] + len(row["substitute"]), params.numbers):
         return "verb_disagreement"
+    if grammar.contradictions(candidate) > grammar.contradictions(caption):
+        return "contradictory_adjectives"
     return None
 
 

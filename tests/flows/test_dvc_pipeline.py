@@ -465,7 +465,8 @@ def test_i_a_judge_threshold_or_its_verdict_code_reruns_the_judge_and_asks_the_v
     timed_repro(path, env, "(i3) the thresholds back")
     checker = path / "tasks/toyworld/checker.py"  # reached by the truth stage's per-pair task: in its key
     source = checker.read_text()
-    checker.write_text(source.replace("PLACE_TOLERANCE = 0.1", "PLACE_TOLERANCE = 0.11"))
+    assert "SHAPE_FIT = 0.78" in source
+    checker.write_text(source.replace("SHAPE_FIT = 0.78", "SHAPE_FIT = 0.781"))
     stages = timed_repro(path, env, "(i4) the toy world's checker edited", "truth")
     assert stages == ["truth"] and metrics(path, "truth")["pairs_checked"] == metrics(path, "generate")["pairs"]
     checker.write_text(source)

@@ -14,7 +14,8 @@ from tasks.text import candidates, tagging
 from tasks.text import sites as site_stage
 from tasks.text.ingest import read_captions
 from tasks.text.params import CandidatesParams, SitesParams
-from tests.conftest import DEMO_CAPTIONS, requires_nltk
+from tasks.toyworld import world
+from tests.conftest import DEMO_CAPTIONS, WORLD_CAPTIONS, requires_nltk
 
 pytestmark = requires_nltk
 TOP_K = 10
@@ -433,3 +434,43 @@ def test_every_type_keeps_the_minimal_edit_invariant_on_the_demo(params, mlm):
         cap, s, e = r["caption"], r["start"], r["end"]
         assert cap[s:e] == r["original_word"] and r["candidate"] == cap[:s] + r["substitute"] + cap[e:]
         assert r["candidate"] != cap
+
+
+# --- contradictory modifiers (issue 54) ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("caption", "edit_type", "fill", "kept_rows", "rejected_rows"), [
+    # the toy world: a second size or colour, wherever it goes among the phrase's adjectives
+    ("A small red square.", "insert", "large", [], ["A small red large square.", "A large small red square."]),
+    ("A small red square.", "insert", "green", [], ["A small red green square.", "A green small red square."]),
+    ("A red square.", "insert", "large", ["A red large square.", "A large red square."], []),
+    ("A large blue circle.", "lexical", "red", ["A large red circle."], ["A red blue circle."]),
+    # COCO-like: a second size of the dog, not of the couch
+    ("A small dog on a couch.", "insert", "large", ["A small dog on a large couch."],
+     ["A small large dog on a couch.", "A large small dog on a couch."]),
+    ("A white dog on a couch.", "insert", "large", ["A white large dog on a couch.", "A large white dog on a couch.",
+                                                    "A white dog on a large couch."], []),
+    ("A black and white cat.", "insert", "small", ["A black and white small cat.", "A black and small white cat."],
+     []),  # colours of its parts, joined by `and`
+    ("A brown horse in a field.", "insert", "dark", ["A brown dark horse in a field.", "A dark brown horse in a field.",
+                                                     "A brown horse in a dark field."], []),  # dark: no colour
+])
+def test_a_noun_given_contradictory_modifiers_is_a_reject(monkeypatch, params, mlm, caption, edit_type, fill,
+                                                          kept_rows, rejected_rows):
+    fixed_fills(monkeypatch, [("Ġ" + fill, 0.5)])
+    kept, rejects = candidates.run(typed_sites(caption, edit_type), params, mlm)
+    assert sorted(kept["candidate"]) == sorted(kept_rows)
+    assert sorted(rejects["candidate"]) == sorted(rejected_rows)
+    assert set(rejects["reason"]) <= {"contradictory_adjectives"}
+
+
+def test_every_kept_insert_and_lexical_edit_of_the_world_captions_is_a_world_caption(monkeypatch, params, mlm):
+    """The demo's captions, every world size, colour and shape filled in at every insert and adjective site: what
+    the candidates keep the toy world can draw (`world.parse`); second sizes and colours and a shape the noun is not
+    are rejects, and so is a word given twice (`repeated_word`: `three small green small triangles`)."""
+    fixed_fills(monkeypatch, [("Ġ" + word, 0.1) for word in (*world.SIZES, *world.COLOURS, *world.SHAPES)])
+    types = SitesParams(types=("lexical", "insert"))
+    kept, rejects = candidates.run(site_stage.run(read_captions(WORLD_CAPTIONS)[0], types)[0], params, mlm)
+    assert kept.height > 100
+    assert [c for c in kept["candidate"] if world.parse(c) is None] == []
+    assert rejects.filter(pl.col("reason") == "contradictory_adjectives").height > 100

@@ -60,6 +60,25 @@ KITCHEN = "a bunch of people in a kitchen start to prepare food"
      ["swap_list_reorder"]),
     (row("A dog's toy on a cat's bed.", "swap", "toy on a cat", "cat on a toy"), ["swap_possessive"]),
     (row("A bed on the couch. A cat on the dog.", "swap", "couch. A cat", "cat. A couch"), ["swap_across_sentences"]),
+    (row("A small red square.", "insert", "square", "large square"), ["contradictory_adjectives"]),
+    (row("Three small green triangles.", "insert", "small", "large small"), ["contradictory_adjectives"]),
+    (row("A blue square.", "insert", "blue", "blue yellow"), ["contradictory_adjectives"]),
+    (row("A man in a white shirt.", "insert", "white", "red white"), ["contradictory_adjectives"]),
+    (row("An old man.", "insert", "man", "young man"), ["contradictory_adjectives"]),
+    (row("A red car.", "noun", "car", "blue"), []),  # a colour named by the noun: no second modifier
+    (row("A large dog.", "insert", "dog", "white dog"), []),  # size + colour
+    (row("A brown horse.", "insert", "brown", "dark brown"), []),  # dark qualifies the colour
+    (row("A blue shirt.", "insert", "blue", "light blue"), []),
+    (row("A little kitten.", "insert", "little", "tiny little"), []),  # one size twice
+    (row("A black and white cat.", "insert", "cat", "small cat"), []),  # colours of its parts
+    (row("A red jet plane.", "lexical", "red", "blue"), []),  # jet: a plane first, not jet-black
+    (row("A yellow red umbrella.", "noun", "umbrella", "kite"), []),  # C_o had the pair already
+    (row("Three small green triangles.", "insert", "triangles", "small triangles"), ["repeated_word"]),
+    (row("A tiny green dog.", "insert", "dog", "little dog"), []),
+    (row("A red circle.", "insert", "circle", "square circle"), ["contradictory_adjectives"]),
+    (row("A red square.", "insert", "red", "square red"), ["repeated_word"]),
+    (row("A wooden table.", "insert", "table", "square table"), []),  # a table is no figure
+    (row("A blue square.", "insert", "square", "rectangular square"), []),  # a square is a rectangle
 ])
 def test_each_defect_on_hand_written_rows(candidate, defects):
     assert grammar.defects(candidate, QUANTITY_NOUNS, NUMBERS) == defects

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import polars as pl
 import pytest
 
 from tasks.core.schemas import SAMPLES, TRUTH, TRUTH_SAMPLES
 from tasks.image.params import RANK_KEYS, SelectionParams
-from tasks.toyworld import summary, truth, world
+from tasks.toyworld import checker, summary, truth, world
 
 pytest_plugins = ["tests.image.fixtures"]
 
@@ -156,3 +158,16 @@ def test_truth_renders_each_sample_as_generated_and_again_without_sharing(tiny_s
     assert [(s.seed, s.p2p_fraction, s.guidance_scale) for s in calls[1]] == [(3, 0.0, 2.0), (4, 0.0, 3.0),
                                                                               (5, 0.0, 4.0)]
     assert pl.DataFrame(rows, schema=TRUTH_SAMPLES)["sample"].to_list() == [0, 1, 2]
+
+
+def test_minimal_needs_the_shared_objects_in_place():
+    spec_o = world.Spec((world.Phrase(1, "circle", "red"), world.Phrase(1, "square", "blue")), "above")
+    spec_c = world.with_phrase(spec_o, 0, shape="triangle")
+    square = world.Obj("square", "blue", "small", 0.5, 0.8)
+    image_o = world.render((world.Obj("circle", "red", "small", 0.5, 0.2), square), 32)
+    image_c = world.render((world.Obj("triangle", "red", "small", 0.5, 0.2), square), 32)
+    assert truth.minimal(image_o, image_c, spec_o, spec_c)
+    moved = world.render((world.Obj("triangle", "red", "small", 0.5, 0.2), replace(square, x=0.75)), 32)
+    assert checker.shows(moved, spec_c) and not truth.minimal(image_o, moved, spec_o, spec_c)
+    resized = world.render((world.Obj("triangle", "red", "large", 0.5, 0.25), square), 32)
+    assert checker.shows(resized, spec_c) and not truth.minimal(image_o, resized, spec_o, spec_c)
