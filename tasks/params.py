@@ -97,6 +97,14 @@ class Params(Rooted):
                 yield key, spec
 
     @model_validator(mode="after")
+    def _truth_needs_the_toy_world(self) -> Params:
+        """The truth stage reads images back into the toy world: with random models its numbers would mean nothing."""
+        if self.truth.enabled and self.tiny_models.toy_world is None:
+            raise ValueError("truth.enabled needs the toy world's models (tiny_models.toy_world); with random ones "
+                             "its truth means nothing: set truth.enabled to false")
+        return self
+
+    @model_validator(mode="after")
     def _pinned(self) -> Params:
         if self.profile == "paper":
             unpinned = [f"{key}: hub model {spec.id} has no pinned revision (the paper profile needs one)"

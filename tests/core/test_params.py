@@ -204,6 +204,14 @@ def test_the_saliency_model_needs_a_pin_only_when_enabled(tmp_path, raw):
         "saliency.model: hub model openai/clip-vit-base-patch32 has no pinned revision (the paper profile needs one)")
 
 
+def test_truth_needs_the_toy_worlds_models(tmp_path, raw):
+    path = write(tmp_path, raw)
+    assert load_params(path, ["profile=demo"]).truth.enabled
+    assert error(path, "profile=demo", "tiny_models.toy_world=null").startswith(
+        "truth.enabled needs the toy world's models (tiny_models.toy_world)")
+    assert not load_params(path, ["profile=demo", "tiny_models.toy_world=null", "truth.enabled=false"]).truth.enabled
+
+
 def test_the_judge_model_needs_a_pin_only_when_enabled_and_a_threshold_per_question(tmp_path, raw):
     path = write(tmp_path, raw)
     paper = load_params(path, ["profile=paper"])
