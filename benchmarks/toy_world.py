@@ -1,16 +1,25 @@
-"""How well the committed toy-world models draw their captions and keep a pair minimal, by the world's own edits
-(no text stage in between): per edit kind, pairs (C_o, C_c) of random scenes rendered by the pipeline's sampler
-with attention sharing and without it (p2p fraction 0, same seed), read back by the checker.
+"""The toy world's models: how fast the diffusion model trains, and how well the committed models draw their captions
+and keep a pair minimal by the world's own edits.
 
-    python benchmarks/toy_world.py --pairs 40 --steps 20
+    python benchmarks/toy_world.py                          # training throughput only (under 2 minutes on 2 cores)
+    python benchmarks/toy_world.py --pairs 40 --steps 20    # and the committed models' edits
 
-Prints, per edit kind: I_o accuracy (C_o shown), pair accuracy, minimality among accurate pairs, with and without
-P2P, and the P2P gain; then the training record (steps, wall time per model, final losses) and the weights' size.
+Training: `cfgen toy-world train`'s diffusion loop (VAE encode, text encoder + UNet forward and backward, AdamW, EMA;
+scenes drawn as a stream or by a pool of workers) for `--train-steps` steps per batch size, on the CPU and on CUDA when
+torch sees a GPU, in a fresh process per device after one warm-up loop; prints s/step and samples/s.
+
+Edits (`--pairs` > 0): per edit kind, pairs (C_o, C_c) of random scenes rendered by the pipeline's sampler with
+attention sharing and without it (p2p fraction 0, same seed), read back by the checker. Prints, per edit kind: I_o
+accuracy (C_o shown), pair accuracy, minimality among accurate pairs, with and without P2P, and the P2P gain; then the
+training record (steps, wall time per model, final losses) and the weights' size.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import multiprocessing
+import os
 import random
 import tempfile
 import time
@@ -18,14 +27,20 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from bench import ROOT, console, start, table
+import torch
+from bench import ROOT, Repeats, alternating, console, in_fresh_process, spread, start, table
 
 from tasks.core.specs import ModelSpec
 from tasks.image.sampling import Sample, encode_prompts, load_diffusion, render
-from tasks.toyworld import checker, truth, world
+from tasks.toyworld import checker, models, truth, world
 from tasks.toyworld.assemble import assemble
+from tasks.toyworld.batches import clip_tokenizer
+from tasks.toyworld.loop import Run, Trainer, progress_bar
+from tasks.toyworld.params import Schedule
+from tasks.toyworld.train import train_diffusion
 
 WEIGHTS = ROOT / "tasks" / "toyworld" / "weights"
+CUDA_BATCHES = (256, 1024)
 
 
 def edits(rng: random.Random) -> dict[str, world.Spec]:
@@ -44,7 +59,7 @@ def edits(rng: random.Random) -> dict[str, world.Spec]:
     return out
 
 
-def main(pairs: int = 40, steps: int = 20, guidance: float = 7.5, p2p_fraction: float = 0.6, seed: int = 0) -> None:
+def edit_accuracy(pairs: int, steps: int, guidance: float, p2p_fraction: float, seed: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         assemble(WEIGHTS, Path(folder))
         diffusion = load_diffusion(ModelSpec(id=str(Path(folder) / "diffusion")), None)
@@ -83,6 +98,53 @@ def main(pairs: int = 40, steps: int = 20, guidance: float = 7.5, p2p_fraction: 
     console.print(trained)
     size = sum(p.stat().st_size for p in WEIGHTS.rglob("*") if p.is_file())
     console.print(f"weights: {size / 2 ** 20:.1f} MiB in {WEIGHTS.relative_to(ROOT)}")
+
+
+def diffusion_seconds(device: str, configs: list[tuple[int, str, int]], steps: int, repeats: int
+                      ) -> dict[tuple[int, str, int], list[float]]:
+    """Seconds of `steps` diffusion training steps per (batch, draw, workers), `repeats` runs each alternating, on
+    the committed VAE, after a warm-up loop (run in a process of its own)."""
+    multiprocessing.set_start_method("fork", force=True)  # a pool's workers start as under `cfgen` (not spawned)
+    scale = json.loads((WEIGHTS / "train.json").read_text())["scaling_factor"]
+    with tempfile.TemporaryDirectory() as folder:
+        def loop(batch: int, draw: str, workers: int, n: int = steps) -> float:
+            t = Trainer(Path(folder), Schedule(diffusion_steps=n, batch=batch, draw=draw),
+                        Run(device=device, workers=workers, eval_scenes=0), progress_bar(False))
+            unet, vae, text_encoder = (m.to(t.device) for m in models.diffusion_modules())
+            vae.load_state_dict(models.full(models.load(WEIGHTS / "diffusion.safetensors")["vae"]))
+            if t.device.type == "cuda":
+                torch.cuda.synchronize()
+            train_diffusion(t, unet, text_encoder, vae, scale)
+            return t.seconds["diffusion"]
+
+        clip_tokenizer()  # built once before a pool's workers fork, as `train` builds it
+        loop(*configs[0], n=2)
+        return alternating({c: functools.partial(loop, *c) for c in configs}, repeats)
+
+
+def training_rate(train_steps: int, batches: list[int], repeats: int) -> None:
+    devices = {"cpu": [(b, "stream", 0) for b in batches] + [(batches[-1], "pool", 1)]}
+    if torch.cuda.is_available():
+        workers = max(1, (os.cpu_count() or 2) - 2)
+        devices["cuda"] = [(b, "pool", workers) for b in CUDA_BATCHES]
+    out = table(f"Toy-world diffusion training: {train_steps} steps per run, {repeats} runs each",
+                ["device", "batch", "scenes drawn", "s/step", "samples/s"],
+                [("s/step: the loop's wall time / steps (the first step and the pool's start included); "
+                  "samples/s: batch / that")])
+    for device, configs in devices.items():
+        seconds = in_fresh_process(diffusion_seconds, device, configs, train_steps, repeats)
+        for (batch, draw, workers), runs in seconds.items():
+            out.add_row(device, str(batch), draw if draw == "stream" else f"pool, {workers} workers",
+                        spread([s / train_steps for s in runs], ".3f"),
+                        spread([batch * train_steps / s for s in runs], ".0f"))
+    console.print(out)
+
+
+def main(train_steps: int = 4, batches: list[int] = [8, 32], repeats: Repeats = 3,  # noqa: B006 (typer's default)
+         pairs: int = 0, steps: int = 20, guidance: float = 7.5, p2p_fraction: float = 0.6, seed: int = 0) -> None:
+    training_rate(train_steps, batches, repeats)
+    if pairs:
+        edit_accuracy(pairs, steps, guidance, p2p_fraction, seed)
 
 
 if __name__ == "__main__":

@@ -191,18 +191,53 @@ def toy_world_train(output: Annotated[Path, typer.Argument(help="where the compa
                     seed: Annotated[int | None, SEEDS] = None,
                     vae_steps: Positive = None, diffusion_steps: Positive = None, clip_steps: Positive = None,
                     lm_steps: Positive = None, batch: Positive = None,
-                    lr: Annotated[float | None, typer.Option(min=0.0, max=1.0)] = None) -> None:
+                    lr: Annotated[float | None, typer.Option(min=0.0, max=1.0)] = None,
+                    draw: Annotated[str | None, typer.Option(
+                        help="stream: scenes drawn in the training process from one seeded stream (the committed "
+                             "run); pool: each batch from its own seed, by --workers processes")] = None,
+                    attention_heads: Annotated[int | None, typer.Option(
+                        min=1, help="heads per UNet attention layer (8: the committed run's)")] = None,
+                    min_snr_gamma: Annotated[float | None, typer.Option(
+                        min=0.01, help="Min-SNR-γ weighting of the UNet's ε-loss (left out: plain ε-loss)")] = None,
+                    ema_decay: Annotated[float | None, typer.Option(min=0.0, max=1.0)] = None,
+                    device: Annotated[str | None, typer.Option(
+                        help="auto (CUDA when torch sees a GPU, else the CPU), cpu, cuda, cuda:i")] = None,
+                    workers: Annotated[int | None, typer.Option(min=0, help="processes drawing a pool's "
+                                                                            "batches (0: this one)")] = None,
+                    compile_unet: Annotated[bool | None, typer.Option(
+                        "--compile/--no-compile", help="torch.compile the UNet's training step (default: off)")] = None,
+                    checkpoint_every: Annotated[int | None, typer.Option(
+                        min=0, help="steps between checkpoints (OUTPUT/checkpoint.pt; 0: none; default 500)")] = None,
+                    resume: Annotated[bool | None, typer.Option(
+                        "--resume", help="continue from OUTPUT's checkpoint (if any)")] = None,
+                    eval_scenes: Annotated[int | None, typer.Option(
+                        min=0, help="fixed scenes the diffusion model draws at each checkpoint and at its end, read "
+                                    "back by the checker (train.json: accuracy; default 64)")] = None,
+                    only: Annotated[list[str] | None, typer.Option(
+                        help="train this model only (vae, diffusion, clip or lms; repeatable): the others are "
+                             "copied from --reuse")] = None,
+                    reuse: Annotated[Path | None, typer.Option(
+                        help="the weights --only leaves untrained come from (default: the committed ones)")] = None
+                    ) -> None:
     """Train the diffusion model (VAE, text encoder, UNet), the CLIP model and the two text LMs on toy-world scenes
-    drawn on the fly (CPU, seeded). An option left out takes the committed run's value (`tasks.toyworld.params.
-    Schedule`: seed 0, 3,000 UNet steps; 39 min on 2 cores)."""
-    given = {k: v for k, v in locals().items() if k != "output" and v is not None}
+    (seeded; on a GPU when there is one), with a progress bar and checkpoints. A recipe option left out takes the
+    committed run's value (`tasks.toyworld.params.Schedule`: seed 0, 3,000 UNet steps; 39 min on 2 cores), which
+    computes the committed weights again on the CPU."""
+    given = {k: v for k, v in (locals() | {"only": tuple(only or ()) or None, "progress": True}).items()
+             if v is not None}
     with user_errors():
         check_folder(output)
+        from dataclasses import fields
+
+        from tasks.toyworld.loop import Run
         from tasks.toyworld.params import Schedule
         from tasks.toyworld.train import train
 
-        record = train(output, Schedule(**given))
-        console.print(f"weights written to {output}: {record['seconds']} s")
+        schedule, run = (cls(**{f.name: given[f.name] for f in fields(cls) if f.name in given}) for cls in (
+            Schedule, Run))
+        record = train(output, schedule, run)
+        console.print(f"weights written to {output} on {record['device']}: {record['seconds']} s; diffusion "
+                      f"accuracy {record.get('accuracy', {}).get('curve', ['not read'])[-1]}")
 
 
 @toy_world.command("captions", cls=OneLineUsage)

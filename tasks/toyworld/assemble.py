@@ -1,7 +1,8 @@
 """The toy-world weights (`tasks/toyworld/weights`, written by `cfgen toy-world train`) saved in the layouts the
 pipeline loads: `diffusion/` (SD v1: unet, vae, text_encoder, tokenizer, scheduler), `clip/` (open_clip JSON +
-checkpoint), `mlm/` and `clm/` (transformers folders with the world vocabulary's tokenizers). Deterministic: the same
-weights give byte-identical folders, so model fingerprints and cache keys are stable."""
+checkpoint), `mlm/` and `clm/` (transformers folders with the world vocabulary's tokenizers). The UNet's shape and the
+VAE's scaling factor are what `train.json` records. Deterministic: the same weights give byte-identical folders, so
+model fingerprints and cache keys are stable."""
 
 from __future__ import annotations
 
@@ -13,18 +14,15 @@ from safetensors.torch import save_file
 
 from tasks.demo.tiny_images import SD_BETAS, TINY_CLIP_NAME, clip_bpe_tokenizer
 from tasks.toyworld import models
-
-
-def _full(state: dict) -> dict:
-    return {k: v.float() for k, v in state.items()}
+from tasks.toyworld.params import Schedule
 
 
 def assemble(weights: Path, out: Path) -> None:
     record = json.loads((weights / "train.json").read_text())
     states = models.load(weights / "diffusion.safetensors")
-    unet, vae, text_encoder = models.diffusion_modules()
-    unet.load_state_dict(_full(states["unet"]))
-    vae.load_state_dict(_full(states["vae"]))
+    unet, vae, text_encoder = models.diffusion_modules(Schedule.from_record(record["schedule"]).attention_heads)
+    unet.load_state_dict(models.full(states["unet"]))
+    vae.load_state_dict(models.full(states["vae"]))
     vae.register_to_config(scaling_factor=record["scaling_factor"])
     text_encoder.load_state_dict(models.expand(states["text_encoder"], models.EMBEDDINGS["text_encoder"]))
     for name, module in (("unet", unet), ("vae", vae), ("text_encoder", text_encoder)):

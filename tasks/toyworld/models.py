@@ -34,16 +34,17 @@ LMS = (("mlm", masked_lm, RobertaForMaskedLM,
 EMBEDDINGS = {"text_encoder": "embeddings.token_embedding.weight", "clip": "token_embedding.weight"}
 
 
-def diffusion_modules() -> tuple[UNet2DConditionModel, AutoencoderKL, CLIPTextModel]:
-    """SD v1 layout at 32 px: a 2x VAE (16x16x4 latents), a UNet with cross-attention at its 3 levels (16, 8, 4 px),
-    a 2-layer CLIP text encoder `TEXT_WIDTH` wide (random weights; `torch.manual_seed` first for a given init)."""
+def diffusion_modules(attention_heads: int = 8) -> tuple[UNet2DConditionModel, AutoencoderKL, CLIPTextModel]:
+    """SD v1 layout at 32 px: a 2x VAE (16x16x4 latents), a UNet with cross-attention at its 3 levels (16, 8, 4 px)
+    of `attention_heads` heads each (diffusers' `attention_head_dim` is the number of heads), a 2-layer CLIP text
+    encoder `TEXT_WIDTH` wide (random weights; `torch.manual_seed` first for a given init)."""
     vae = AutoencoderKL(block_out_channels=(32, 64), down_block_types=("DownEncoderBlock2D",) * 2,
                         up_block_types=("UpDecoderBlock2D",) * 2, latent_channels=4, norm_num_groups=8,
                         layers_per_block=1, sample_size=TINY_IMAGE_SIZE, mid_block_add_attention=False)
     unet = UNet2DConditionModel(
         sample_size=TINY_IMAGE_SIZE // 2, block_out_channels=(32, 64, 64), layers_per_block=1, norm_num_groups=8,
         down_block_types=("CrossAttnDownBlock2D",) * 3, up_block_types=("CrossAttnUpBlock2D",) * 3,
-        cross_attention_dim=TEXT_WIDTH, attention_head_dim=8)
+        cross_attention_dim=TEXT_WIDTH, attention_head_dim=attention_heads)
     text_encoder = CLIPTextModel(CLIPTextConfig(
         vocab_size=VOCAB, hidden_size=TEXT_WIDTH, intermediate_size=2 * TEXT_WIDTH, num_hidden_layers=2,
         num_attention_heads=4, max_position_embeddings=77, bos_token_id=49406, eos_token_id=49407, pad_token_id=49407))
@@ -55,18 +56,29 @@ def clip_model() -> open_clip.CLIP:
 
 
 def half(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """`state` in fp16, each tensor stored on its own (safetensors refuses shared storage)."""
-    return {k: v.detach().half().contiguous() for k, v in state.items()}
+    """`state` in fp16 on the CPU, each tensor stored on its own (safetensors refuses shared storage)."""
+    return {k: v.detach().half().cpu().contiguous() for k, v in state.items()}
+
+
+def separate(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`state` as it is (dtype, values) on the CPU, each tensor stored on its own (tied weights untied)."""
+    return {k: v.detach().cpu().clone().contiguous() for k, v in state.items()}
+
+
+def full(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`state` in fp32 (a stored fp16 state, as modules load it)."""
+    return {k: v.float() for k, v in state.items()}
 
 
 def compact(state: dict[str, torch.Tensor], embedding: str, token_ids: torch.Tensor) -> dict[str, torch.Tensor]:
     """`state` in fp16 with only `token_ids`' rows of `embedding`."""
-    return half({**state, embedding: state[embedding][token_ids]}) | {"token_ids": token_ids}
+    table = state[embedding]
+    return half({**state, embedding: table[token_ids.to(table.device)]}) | {"token_ids": token_ids}
 
 
 def expand(state: dict[str, torch.Tensor], embedding: str) -> dict[str, torch.Tensor]:
     """The inverse of `compact` (in fp32): the full embedding table, zero where no token was kept."""
-    out = {k: v.float() for k, v in state.items() if k != "token_ids"}
+    out = full({k: v for k, v in state.items() if k != "token_ids"})
     table = torch.zeros(VOCAB, out[embedding].shape[1])
     table[state["token_ids"]] = out[embedding]
     out[embedding] = table

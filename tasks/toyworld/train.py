@@ -1,19 +1,28 @@
-"""Trains the miniature models on toy-world scenes drawn on the fly (CPU, seeded): `train(out, Schedule(...))`.
+"""Trains the miniature models on toy-world scenes (seeded, on the CPU or a GPU): `train(out, Schedule(...), Run(...))`.
 
-In order: the VAE (reconstruction), the text encoder + UNet of SD v1 (DDPM ε-loss on the VAE's latents, 10% of the
-captions dropped for classifier-free guidance, an EMA of the UNet kept), the open_clip model (contrastive, with a
-hard negative per image: its caption with one fact changed), then the masked and causal LMs on captions. Each writes
-its compact weights (`models.compact`) to `out`, with `train.json`: the schedule, the losses and the wall times.
+In order: the VAE (reconstruction), the text encoder + UNet of SD v1 (DDPM ε-loss on the VAE's latents, Min-SNR-γ
+weighted when the schedule says so, 10% of the captions dropped for classifier-free guidance, an EMA of the UNet
+kept), the open_clip model (contrastive, with a hard negative per image: its caption with one fact changed), then the
+masked and causal LMs on captions. Each writes its compact weights (`models.compact`) to `out`, with `train.json`:
+the schedule, the device, the losses, the wall times and the diffusion model's accuracy curve. The batches come
+from `batches`, the loops, checkpoints and progress bar from `loop`, the accuracy read-out from `accuracy`.
+
+Invariants:
+- What a run computes is its `Schedule`'s, on its device (and with `Run.compile_unet` when set): `Run`'s other fields
+  (workers, checkpoints, progress bar, accuracy read-outs) change no weight. With the default `Schedule` on the CPU
+  it computes what the committed weights' run did.
+- The draws outside the loops' batches are the `Trainer`'s stream's (the VAE's latent scale, the LMs' vocabulary),
+  whose state each checkpoint holds, or their own seeded generator's (`batches.token_ids`): a run killed and resumed
+  ends as an uninterrupted one (`loop`).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import random
+import shutil
 import tempfile
-import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -24,171 +33,175 @@ from diffusers.training_utils import EMAModel
 from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
 from transformers import AutoTokenizer, DataCollatorForLanguageModeling
 
-from tasks.demo.tiny_images import SD_BETAS, TINY_IMAGE_SIZE, clip_bpe_tokenizer
+from tasks.core.errors import UserError
+from tasks.demo.tiny_images import SD_BETAS
 from tasks.demo.tiny_text import train_vocab
 from tasks.toyworld import models, world
+from tasks.toyworld.accuracy import accuracy, sampler
+from tasks.toyworld.batches import caption_batch, clip_batch, diffusion_batch, draw, token_ids, vae_batch
+from tasks.toyworld.loop import Loop, Run, Trainer, progress_bar
 from tasks.toyworld.params import Schedule
 
-log = logging.getLogger(__name__)
-SUBJECT_PROMPT = "a photo of a {word}"  # the both-subjects check's prompt (generate.subject_prompt)
+# The files a model's weights take in a weights folder (the VAE's are in its UNet's file).
+FILES = {"diffusion": ("diffusion.safetensors",), "clip": ("clip.safetensors",),
+         "lms": ("mlm.safetensors", "clm.safetensors", "vocab")}
 
 
-def draw(rng: random.Random, n: int) -> tuple[torch.Tensor, list[world.Spec]]:
-    """(n, 3, 32, 32) images in [-1, 1] and their specs."""
-    specs, pixels = [], []
-    for _ in range(n):
-        spec, scene = world.sample(rng)
-        specs.append(spec)
-        pixels.append(world.render(scene, TINY_IMAGE_SIZE))
-    images = torch.from_numpy(np.stack(pixels)).permute(0, 3, 1, 2).float() / 127.5 - 1
-    return images, specs
+# ---- the models ----
 
-
-def negative(rng: random.Random, spec: world.Spec) -> world.Spec:
-    """`spec` with one fact changed: a shape, a colour, the relation, or the two phrases' places."""
-    i = rng.randrange(len(spec.phrases))
-    phrase = spec.phrases[i]
-    kind = rng.choice(["shape", "colour"] + (["relation", "order"] if spec.relation else []))
-    if kind == "shape":
-        return world.with_phrase(spec, i, shape=rng.choice([s for s in world.SHAPES if s != phrase.shape]))
-    if kind == "colour":
-        return world.with_phrase(spec, i, colour=rng.choice([c for c in world.COLOURS if c != phrase.colour]))
-    if kind == "relation":
-        return replace(spec, relation=rng.choice([r for r in world.RELATIONS if r != spec.relation]))
-    return replace(spec, phrases=spec.phrases[::-1])
-
-
-def token_ids(tokenizer, rng: random.Random, n: int = 4000) -> torch.Tensor:
-    """Every token of the world's captions, its subject prompts and the empty prompt, sorted."""
-    texts = [world.caption(world.sample(rng)[0]) for _ in range(n)] + [""]
-    texts += [SUBJECT_PROMPT.format(word=w) for w in (*world.SHAPES, *world.COLOURS, *world.SIZES)]
-    ids = {i for row in tokenizer(texts)["input_ids"] for i in row}
-    return torch.tensor(sorted(ids))
-
-
-def _steps(name: str, steps: int, loss_of, params: list, lr: float, after=None) -> list[float]:
-    """`steps` AdamW steps (one-cycle learning rate, clipped gradients) on `loss_of(step)`; `after()` follows each."""
-    optimizer = torch.optim.AdamW(params, lr=lr)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, lr, total_steps=steps, pct_start=0.05)
-    losses = []
-    for step in range(steps):
-        loss = loss_of(step)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        scheduler.step()
-        if after:
-            after()
-        losses.append(loss.item())
-        if step % 100 == 0 or step == steps - 1:
-            log.info("%s step %d/%d loss %.4f", name, step + 1, steps, np.mean(losses[-100:]))
-    return losses
-
-
-def train_vae(vae, rng: random.Random, schedule: Schedule) -> tuple[list[float], float]:
+def train_vae(t: Trainer, vae) -> tuple[list[float], float]:
     """Reconstruction + a small KL; returns the losses and the latent scaling factor (1 / std of the latents)."""
-    def loss_of(_):
-        images, _ = draw(rng, schedule.batch)
+    def loss_of(images):
+        images = images.to(t.device, non_blocking=True)
         posterior = vae.encode(images).latent_dist
         return F.mse_loss(vae.decode(posterior.sample()).sample, images) + 1e-6 * posterior.kl().mean()
 
-    losses = _steps("vae", schedule.vae_steps, loss_of, list(vae.parameters()), schedule.lr)
+    losses = t.fit(Loop("vae", t.schedule.vae_steps, vae_batch, t.schedule.batch, loss_of, {"vae": vae}))
     with torch.no_grad():
-        std = vae.encode(draw(rng, 256)[0]).latent_dist.mode().std()
+        std = vae.encode(draw(t.rng, 256)[0].to(t.device)).latent_dist.mode().std()
     return losses, float(1 / std)
 
 
-def train_diffusion(unet, text_encoder, vae, scale: float, rng: random.Random, schedule: Schedule) -> list[float]:
-    tokenizer, noise = clip_bpe_tokenizer(), DDPMScheduler(num_train_timesteps=1000, **{
-        k: SD_BETAS[k] for k in ("beta_start", "beta_end", "beta_schedule")})
-    ema = EMAModel(unet.parameters(), decay=0.999)
-    vae.requires_grad_(False)
+def min_snr_weights(alphas_cumprod: torch.Tensor, gamma: float) -> torch.Tensor:
+    """Per timestep, min(SNR, γ) / SNR: the ε-loss weight of Min-SNR-γ (Hang et al., 2023), which keeps the nearly
+    clean timesteps from dominating the gradient."""
+    snr = alphas_cumprod / (1 - alphas_cumprod)
+    return snr.clamp(max=gamma) / snr
 
-    def loss_of(_):
-        images, specs = draw(rng, schedule.batch)
-        texts = [world.caption(s) if rng.random() >= 0.1 else "" for s in specs]
-        ids = tokenizer(texts, padding="max_length", max_length=77, truncation=True, return_tensors="pt").input_ids
+
+def train_diffusion(t: Trainer, unet, text_encoder, vae, scale: float) -> list[float]:
+    """The text encoder and UNet on the frozen VAE's latents; the UNet ends with its EMA's weights."""
+    noise = DDPMScheduler(num_train_timesteps=1000, **{k: SD_BETAS[k] for k in ("beta_start", "beta_end",
+                                                                               "beta_schedule")})
+    ema = EMAModel(unet.parameters(), decay=t.schedule.ema_decay, foreach=t.device.type == "cuda")
+    vae.requires_grad_(False)
+    gamma = t.schedule.min_snr_gamma
+    weights = None if gamma is None else min_snr_weights(noise.alphas_cumprod.to(t.device), gamma)
+    forward = torch.compile(unet) if t.run.compile_unet else unet
+
+    def loss_of(batch):
+        images, ids = (x.to(t.device, non_blocking=True) for x in batch)
         with torch.no_grad():
             latents = vae.encode(images).latent_dist.mode() * scale
         eps = torch.randn_like(latents)
-        t = torch.randint(0, 1000, (len(latents),))
+        steps = torch.randint(0, 1000, (len(latents),), device=t.device)
         states = text_encoder(ids)[0]
-        return F.mse_loss(unet(noise.add_noise(latents, eps, t), t, encoder_hidden_states=states).sample, eps)
+        predicted = forward(noise.add_noise(latents, eps, steps), steps, encoder_hidden_states=states).sample
+        if weights is None:
+            return F.mse_loss(predicted, eps)
+        return (F.mse_loss(predicted, eps, reduction="none").mean((1, 2, 3)) * weights[steps]).mean()
 
-    params = [*unet.parameters(), *text_encoder.parameters()]
-    losses = _steps("diffusion", schedule.diffusion_steps, loss_of, params, schedule.lr,
-                    after=lambda: ema.step(unet.parameters()))
+    def evaluate():
+        return accuracy(sampler(unet, text_encoder, vae, ema, scale, t.device), t.run)
+
+    losses = t.fit(Loop("diffusion", t.schedule.diffusion_steps, diffusion_batch, t.schedule.batch, loss_of,
+                        {"unet": unet, "text_encoder": text_encoder}, ema, evaluate))
     ema.copy_to(unet.parameters())
     return losses
 
 
-def train_clip(model, rng: random.Random, schedule: Schedule) -> list[float]:
-    tokenizer = clip_bpe_tokenizer()
-    mean, std = (torch.tensor(v).view(1, 3, 1, 1) for v in (OPENAI_DATASET_MEAN, OPENAI_DATASET_STD))
+def train_clip(t: Trainer, model) -> list[float]:
+    """Image-to-text over the captions and their negatives, text-to-image over the captions."""
+    mean, std = (torch.tensor(v, device=t.device).view(1, 3, 1, 1) for v in (OPENAI_DATASET_MEAN, OPENAI_DATASET_STD))
 
-    def loss_of(_):
-        images, specs = draw(rng, 4 * schedule.batch)
-        texts = [world.caption(s) for s in specs] + [world.caption(negative(rng, s)) for s in specs]
-        ids = tokenizer(texts, padding="max_length", max_length=77, truncation=True, return_tensors="pt").input_ids
+    def loss_of(batch):
+        images, ids = (x.to(t.device, non_blocking=True) for x in batch)
         image = model.encode_image(((images + 1) / 2 - mean) / std, normalize=True)
         text = model.encode_text(ids, normalize=True)
         logits = model.logit_scale.exp() * image @ text.T
-        target = torch.arange(len(specs))
-        return (F.cross_entropy(logits, target) + F.cross_entropy(logits[:, :len(specs)].T, target)) / 2
+        target = torch.arange(len(images), device=t.device)
+        return (F.cross_entropy(logits, target) + F.cross_entropy(logits[:, :len(images)].T, target)) / 2
 
-    return _steps("clip", schedule.clip_steps, loss_of, list(model.parameters()), schedule.lr)
-
-
-def train_lm(model, tokenizer, rng: random.Random, schedule: Schedule, masked: bool) -> list[float]:
-    collate = DataCollatorForLanguageModeling(tokenizer, mlm=masked, return_tensors="pt")
-
-    def loss_of(_):
-        texts = [world.caption(world.sample(rng)[0]) for _ in range(schedule.batch)]
-        batch = collate([tokenizer(t) for t in texts])
-        return model(**batch).loss
-
-    return _steps("mlm" if masked else "clm", schedule.lm_steps, loss_of, list(model.parameters()), schedule.lr)
+    return t.fit(Loop("clip", t.schedule.clip_steps, clip_batch, 4 * t.schedule.batch, loss_of, {"clip": model}))
 
 
-def train(out: Path, schedule: Schedule) -> dict:
-    """Train every miniature model and write its compact weights, the LMs' vocabulary and `train.json` to `out`;
-    returns the record."""
+def train_lm(t: Trainer, name: str, model, tokenizer) -> list[float]:
+    collate = DataCollatorForLanguageModeling(tokenizer, mlm=name == "mlm", return_tensors="pt")
+
+    def loss_of(texts):
+        batch = collate([tokenizer(text) for text in texts])
+        return model(**{k: v.to(t.device) for k, v in batch.items()}).loss
+
+    return t.fit(Loop(name, t.schedule.lm_steps, caption_batch, t.schedule.batch, loss_of, {name: model}))
+
+
+# ---- a run ----
+
+def reused_record(out: Path, schedule: Schedule, run: Run) -> dict | None:
+    """The `train.json` of `run.reuse` when some model is copied from there (None when every model trains), checked:
+    the schedule draws a known way, `run.only` names models, a new VAE comes with a new UNet, a copied UNet has the
+    schedule's shape."""
+    if schedule.draw not in ("stream", "pool"):
+        raise UserError(f"draw {schedule.draw!r}: scenes are drawn as a stream or from a pool")
+    if unknown := set(run.only) - set(Schedule.MODELS):
+        raise UserError(f"no model {sorted(unknown)} to train: the models are {', '.join(Schedule.MODELS)}")
+    if "vae" in run.only and "diffusion" not in run.only:
+        raise UserError("a new VAE needs a new UNet: train the diffusion model with it")
+    if set(run.only) == set(Schedule.MODELS):
+        return None
+    if not (run.reuse / "train.json").is_file():
+        raise UserError(f"{run.reuse} holds no trained weights (train.json) to reuse")
+    if out.resolve() == run.reuse.resolve():
+        raise UserError(f"{out} is the folder whose weights are reused: train into another one")
+    record = json.loads((run.reuse / "train.json").read_text())
+    heads = Schedule.from_record(record["schedule"]).attention_heads
+    if "diffusion" not in run.only and heads != schedule.attention_heads:
+        raise UserError(f"the reused UNet has {heads} attention heads, the schedule {schedule.attention_heads}")
+    return record
+
+
+def train(out: Path, schedule: Schedule, run: Run = Run()) -> dict:  # noqa: B008 (a frozen dataclass)
+    """Train the models `run.only` names (copying the others from `run.reuse`) and write their compact weights, the
+    LMs' vocabulary and `train.json` to `out`; returns the record. The checkpoint is removed once it is written."""
+    reused = reused_record(out, schedule, run)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(schedule.seed)
-    rng = random.Random(schedule.seed)
-    record: dict = {"schedule": asdict(schedule), "torch": torch.__version__, "seconds": {}}
-    ids = token_ids(clip_bpe_tokenizer(), random.Random(schedule.seed))
-    losses = {}
+    ids = token_ids(random.Random(schedule.seed))
+    losses: dict[str, list[float]] = {}
+    with progress_bar(run.progress) as progress:
+        t = Trainer(out, schedule, run, progress)
+        record: dict = {"schedule": asdict(schedule), "torch": torch.__version__, "device": str(t.device),
+                        "compile_unet": run.compile_unet, "seconds": t.seconds}
+        unet, vae, text_encoder = (m.to(t.device) for m in models.diffusion_modules(schedule.attention_heads))
+        if "vae" in run.only:
+            losses["vae"], record["scaling_factor"] = train_vae(t, vae)
+        else:
+            vae.load_state_dict(models.full(models.load(run.reuse / "diffusion.safetensors")["vae"]))
+            record["scaling_factor"] = reused["scaling_factor"]
+        if "diffusion" in run.only:
+            losses["diffusion"] = train_diffusion(t, unet, text_encoder, vae, record["scaling_factor"])
+            models.save(out / "diffusion.safetensors", {
+                "unet": models.half(unet.state_dict()), "vae": models.half(vae.state_dict()),
+                "text_encoder": models.compact(text_encoder.state_dict(), models.EMBEDDINGS["text_encoder"], ids)})
+            if run.eval_scenes:
+                record["accuracy"] = {"scenes": run.eval_scenes, "steps": run.eval_steps,
+                                      "guidance": run.eval_guidance, "curve": t.curves["diffusion"]}
+        if "clip" in run.only:
+            clip = models.clip_model().to(t.device)
+            losses["clip"] = train_clip(t, clip)
+            models.save(out / "clip.safetensors", {
+                "clip": models.compact(clip.state_dict(), models.EMBEDDINGS["clip"], ids)})
+        if "lms" in run.only:
+            train_lms(t, out, losses)
+    for name, paths in FILES.items():
+        for path in paths if name not in run.only else ():
+            (shutil.copytree if (run.reuse / path).is_dir() else shutil.copyfile)(run.reuse / path, out / path)
+    if reused is not None:
+        record["reused"] = {"from": str(run.reuse), "models": [m for m in Schedule.MODELS if m not in run.only]}
+    record["losses_per_50_steps"] = {name: [round(float(np.mean(l[i:i + 50])), 5) for i in range(0, len(l), 50)]
+                                     for name, l in losses.items()}
+    (out / "train.json").write_text(json.dumps(record, indent=1))
+    t.checkpoints.remove()
+    return record
 
-    def timed(name, fn):
-        start = time.perf_counter()
-        result = fn()
-        record["seconds"][name] = round(time.perf_counter() - start, 1)
-        return result
 
-    unet, vae, text_encoder = models.diffusion_modules()
-    losses["vae"], record["scaling_factor"] = timed("vae", lambda: train_vae(vae, rng, schedule))
-    losses["diffusion"] = timed("diffusion", lambda: train_diffusion(unet, text_encoder, vae,
-                                                                     record["scaling_factor"], rng, schedule))
-    models.save(out / "diffusion.safetensors", {
-        "unet": models.half(unet.state_dict()), "vae": models.half(vae.state_dict()),
-        "text_encoder": models.compact(text_encoder.state_dict(), models.EMBEDDINGS["text_encoder"], ids)})
-    clip = models.clip_model()
-    losses["clip"] = timed("clip", lambda: train_clip(clip, rng, schedule))
-    models.save(out / "clip.safetensors", {"clip": models.compact(clip.state_dict(), models.EMBEDDINGS["clip"], ids)})
-
-    vocab, merges = train_vocab([world.caption(world.sample(rng)[0]) for _ in range(2000)], out / "vocab", 1000)
+def train_lms(t: Trainer, out: Path, losses: dict[str, list[float]]) -> None:
+    """The world vocabulary (`out/vocab`) and the masked and causal LMs on it."""
+    vocab, merges = train_vocab([world.caption(world.sample(t.rng)[0]) for _ in range(2000)], out / "vocab", 1000)
     with tempfile.TemporaryDirectory() as scratch:
         for name, build, cls, shape in models.LMS:
             folder = Path(scratch) / name
             build(vocab, merges, folder, models.LM_MAX_LENGTH, **shape)
-            model = cls.from_pretrained(folder).train()
-            tokenizer = AutoTokenizer.from_pretrained(folder)
-            losses[name] = timed(name, lambda: train_lm(model, tokenizer, rng, schedule, masked=name == "mlm"))
-            models.save(out / f"{name}.safetensors", {name: {k: v.detach().clone().contiguous()
-                                                            for k, v in model.state_dict().items()}})
-    record["losses_per_50_steps"] = {name: [round(float(np.mean(l[i:i + 50])), 5) for i in range(0, len(l), 50)]
-                                     for name, l in losses.items()}
-    (out / "train.json").write_text(json.dumps(record, indent=1))
-    return record
+            model = cls.from_pretrained(folder).train().to(t.device)
+            losses[name] = train_lm(t, name, model, AutoTokenizer.from_pretrained(folder))
+            models.save(out / f"{name}.safetensors", {name: models.separate(model.state_dict())})

@@ -1,0 +1,61 @@
+"""The diffusion model's accuracy read-out during training: the share of fixed toy-world scenes whose caption, drawn
+by the pipeline's sampler from the training modules, the checker reads back as stated.
+
+Invariants:
+- `sampler` builds its `Diffusion` from copies of the modules: a read-out changes no training module.
+- The scenes are drawn from their own `random.Random(ACCURACY_SCENES)` and scene i's noise from seed i: a read-out
+  draws from no generator the training draws from (and `Trainer.fit` runs it under `torch.random.fork_rng` besides).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import numpy as np
+import torch
+from diffusers import EulerAncestralDiscreteScheduler
+from diffusers.training_utils import EMAModel
+
+from tasks.demo.tiny_images import SD_BETAS, TINY_IMAGE_SIZE
+from tasks.image import p2p
+from tasks.image.sampling import Diffusion, Sample, encode_prompts, render
+from tasks.toyworld import checker, world
+from tasks.toyworld.batches import clip_tokenizer
+from tasks.toyworld.loop import Run
+
+SCENE_KINDS = ("one object", "counted", "two related")
+ACCURACY_SCENES = "accuracy"  # the seed of the fixed scenes the accuracy is read on (no training stream's)
+
+
+def sampler(unet, text_encoder, vae, ema: EMAModel, scale: float, device: torch.device) -> Diffusion:
+    """The pipeline's `Diffusion` as `sampling.load_diffusion` builds it from an assembled folder (fp32, eager, P2P
+    processors installed, the assembly's scheduler), from copies of the training modules, the UNet with `ema`'s
+    weights."""
+    unet, text_encoder, vae = (copy.deepcopy(m).eval().requires_grad_(False) for m in (unet, text_encoder, vae))
+    ema.copy_to(unet.parameters())
+    p2p.install(unet)
+    return Diffusion(tokenizer=clip_tokenizer(), text_encoder=text_encoder, unet=unet, vae=vae,
+                     scheduler=EulerAncestralDiscreteScheduler(**SD_BETAS), compile_mode=None, device=device,
+                     dtype=torch.float32, latent_channels=unet.config.in_channels,
+                     latent_factor=2 ** (len(vae.config.block_out_channels) - 1), scaling_factor=scale)
+
+
+def scene_kind(spec: world.Spec) -> str:
+    return SCENE_KINDS[2] if spec.relation else SCENE_KINDS[1] if spec.phrases[0].count > 1 else SCENE_KINDS[0]
+
+
+def accuracy(diffusion: Diffusion, run: Run) -> dict[str, float | None]:
+    """The share of `run.eval_scenes` fixed scenes (drawn from `ACCURACY_SCENES`) whose caption, drawn alone by the
+    pipeline's sampler (scene i from seed i, no attention sharing), the checker reads back as stated: over all scenes
+    and per `SCENE_KINDS` (None for a kind none of the scenes is)."""
+    rng, shown = random.Random(ACCURACY_SCENES), {kind: [] for kind in SCENE_KINDS}
+    for i in range(run.eval_scenes):
+        spec, _ = world.sample(rng)
+        text = world.caption(spec)
+        image = render(diffusion, encode_prompts(diffusion, text, text), [Sample(i, 0.0, run.eval_guidance)],
+                       run.eval_steps, TINY_IMAGE_SIZE).images[0, 0]
+        shown[scene_kind(spec)].append(checker.shows(image, spec))
+    every = [s for kind in shown.values() for s in kind]
+    return {"all": round(float(np.mean(every)), 4),
+            **{kind: round(float(np.mean(s)), 4) if s else None for kind, s in shown.items()}}
