@@ -73,10 +73,10 @@ def edit_accuracy(pairs: int, steps: int, guidance: float, p2p_fraction: float, 
                 prompts = encode_prompts(diffusion, caption, counterfactual)
                 shared, alone = (render(diffusion, prompts, [Sample(seed * 10_000 + i, p, guidance)], steps,
                                         32).images[0] for p in (p2p_fraction, 0.0))
+                verdicts = [truth.judge_pair(*images, caption, counterfactual) for images in (shared, alone)]
                 results.setdefault(kind, []).append(
                     (checker.shows(shared[0], world.parse(caption)),
-                     *truth.judge_pair(*shared, caption, counterfactual),
-                     *truth.judge_pair(*alone, caption, counterfactual)))
+                     *(v[k] for v in verdicts for k in ("accurate", "minimal"))))
         wall = time.perf_counter() - started
     out = table(f"Toy world, committed weights: {pairs} scenes, {steps} steps, guidance {guidance}, p2p fraction "
                 f"{p2p_fraction} vs 0 ({wall:.0f} s)",
