@@ -64,7 +64,8 @@ def group(samples: pl.DataFrame, selected: pl.DataFrame) -> dict:
     per_pair = samples.group_by("caption_id").agg(
         samples=pl.len(), accurate=pl.col("accurate").sum(), good=good.sum(), good_no_p2p=good_alone.sum()).join(
         selected.group_by("caption_id").agg(selected=pl.len(), selected_accurate=pl.col("accurate").sum()),
-        on="caption_id", how="full", coalesce=True).fill_null(0).drop("caption_id")
+        on="caption_id", how="full", coalesce=True).fill_null(0).sort("caption_id").drop("caption_id")
+    # sorted: the bootstrap draws rows by index, so the same run gives the same interval
     return {
         "samples": samples.height, "selected_pairs": selected.height,
         "pair_accuracy": {"samples": rate(samples["accurate"]), "selected": rate(selected["accurate"])},

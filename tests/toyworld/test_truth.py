@@ -121,6 +121,17 @@ def test_metrics_sum_the_run_with_counts_and_intervals():
     assert m["samples_per_pair"]["1"]["count"] == 1  # the first sample of each pair: a0 right, b0 wrong
 
 
+def test_intervals_do_not_depend_on_row_order():
+    rows = [(f"p{i}", k, "lexical", (i * k) % 3 == 0, (i + k) % 2 == 0, i % 4 == 0, k == 0) for i in range(30)
+            for k in range(4)]
+    samples = _samples(rows)
+    selected = samples.filter(pl.col("sample") == 0).select(list(TRUTH))
+    groups = [summary.group(frame, selected.sample(fraction=1.0, shuffle=True, seed=seed))
+              for seed, frame in enumerate([samples, samples.reverse(), samples.sample(fraction=1.0, shuffle=True,
+                                                                                       seed=5)])]
+    assert groups[0] == groups[1] == groups[2] and groups[0]["filter_lift"]["ci95"] is not None
+
+
 def test_image_accuracy_by_geneval_family():
     samples = _samples([("a", 0, "lexical", True, True, True, True)]).with_columns(
         caption=pl.lit("Two red circles."), counterfactual=pl.lit("A red circle above a blue square."),
