@@ -17,8 +17,9 @@ ALLOWED = {  # package -> project packages/modules it may import
     "tasks.release": ("tasks.core", "tasks.params", "tasks.stages", "tasks.release"),
     "tasks.stages": ("tasks.core", "tasks.stages"),
     "tasks.demo": ("tasks.core", "tasks.text.ingest", "tasks.demo", "tasks.toyworld.assemble"),
-    "tasks.toyworld": ("tasks.core", "tasks.image.params", "tasks.image.sampling", "tasks.demo.tiny_images",
-                       "tasks.demo.tiny_text", "tasks.toyworld"),
+    "tasks.toyworld": ("tasks.core", "tasks.image.params", "tasks.image.sampling", "tasks.image.p2p",
+                       "tasks.image.render", "tasks.image.thresholds",  # truth renders and ranks as the image stage
+                       "tasks.demo.tiny_images", "tasks.demo.tiny_text", "tasks.toyworld"),
     "tasks.evaluation": ("tasks.core", "tasks.image.scoring", "tasks.evaluation"),
     "tasks.validation": ("tasks.core", "tasks.validation"),
     "tasks.removal": ("tasks.core", "tasks.text.ingest", "tasks.text.tagging", "tasks.image.scoring", "tasks.removal"),
