@@ -128,9 +128,9 @@ REMOVAL_EXPORT: Schema = {  # the export columns (I_0, I_1, C_0, C_1 = real, edi
 
 # The toy world's truth (tasks/toyworld/truth): what the checker reads in each image of a pair. `o_shows_c`: I_o shows
 # C_c (then the pair does not show its edit); `reason_o`: why I_o does not show C_o (null when it does).
+TRUTH_PARTS = ("o_shows_o", "c_shows_c", "o_shows_c", "c_shows_o")
 TRUTH: Schema = {"caption_id": pl.String, "sample": pl.Int64, "edit_type": pl.String, "caption": pl.String,
-                 "counterfactual": pl.String, **dict.fromkeys(("o_shows_o", "c_shows_c", "o_shows_c", "c_shows_o"),
-                                                               pl.Boolean),
+                 "counterfactual": pl.String, **dict.fromkeys(TRUTH_PARTS, pl.Boolean),
                  "reason_o": pl.String, "reason_c": pl.String, "accurate": pl.Boolean, "minimal": pl.Boolean}
 TRUTH_SAMPLES: Schema = {**TRUTH, "accurate_no_p2p": pl.Boolean, "minimal_no_p2p": pl.Boolean}
 

@@ -28,7 +28,7 @@ from PIL import Image
 
 from tasks.core.io import plain, rejects_path, write_file
 from tasks.core.publication import prune
-from tasks.core.schemas import JUDGE_COLUMNS, JUDGE_QUESTIONS, SCORE_COLUMNS, SUBJECT_COLUMNS
+from tasks.core.schemas import JUDGE_COLUMNS, JUDGE_QUESTIONS, SCORE_COLUMNS, SUBJECT_COLUMNS, TRUTH_PARTS
 from tasks.params import Params
 from tasks.release.card import DEMO_NOTICE
 from tasks.stages import stages
@@ -113,7 +113,7 @@ def agreement(row: dict | None) -> str | None:
     return "agree" if row["judge_pass"] == row["people_pass"] else "disagree"
 
 
-TRUTH_FIELDS = ("accurate", "minimal", "o_shows_o", "c_shows_c", "o_shows_c", "c_shows_o", "reason_o", "reason_c")
+TRUTH_FIELDS = ("accurate", "minimal", *TRUTH_PARTS, "reason_o", "reason_c")
 
 
 def pair_card(row: dict, read: Callable[[str], bytes], site: Path, validated: bool | None = None,

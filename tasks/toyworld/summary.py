@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 from sklearn.metrics import cohen_kappa_score
 
+from tasks.core.schemas import TRUTH_PARTS
 from tasks.image.params import RANK_KEYS, SelectionParams
 from tasks.image.thresholds import ranked
 from tasks.toyworld import world
@@ -74,7 +75,7 @@ def group(samples: pl.DataFrame, selected: pl.DataFrame) -> dict:
         "p2p_gain": by_pair(per_pair.select("samples", "good", "good_no_p2p"), _gain)
         | {"better": samples.filter(good & ~good_alone).height, "worse": samples.filter(~good & good_alone).height},
         "filter_lift": by_pair(per_pair, _lift),
-        "parts": {part: rate(samples[part]) for part in ("o_shows_o", "c_shows_c", "o_shows_c", "c_shows_o")},
+        "parts": {part: rate(samples[part]) for part in TRUTH_PARTS},
         "no_world_caption": samples.filter(pl.col("reason_c") == "no_world_caption")["caption_id"].n_unique(),
     }
 

@@ -23,7 +23,6 @@ from tasks.image.render import Batcher
 from tasks.image.sampling import Diffusion, Sample, encode_prompts
 from tasks.toyworld import checker, world
 
-PARTS = ("o_shows_o", "c_shows_c", "o_shows_c", "c_shows_o")  # image_shows_caption: I_o shows C_o, ...
 PLACE_TOLERANCE = 0.1  # of the image side: one object "at the same place" in two images
 
 
