@@ -141,9 +141,9 @@ def model_overrides(profile: str, models: Path | None, source: Path, n: int) -> 
                 f"perplexity.model.{profile}.id={models / 'gpt2-large'}"]
     if profile != "demo":
         return []
-    from tasks.demo import tiny_text
     from tasks.demo.params import TinyModelsParams
     from tasks.text import ingest  # tiny models trained on these captions' vocabulary, as in the demo
+    from tasks.tiny import text as tiny_text
 
     captions = ingest.read_captions(source)[0].head(n)["caption"].to_list()
     tiny = tiny_text.build(captions, Path(tempfile.mkdtemp()), TinyModelsParams())

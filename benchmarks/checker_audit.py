@@ -46,7 +46,8 @@ def setting(i: int) -> dict:
 def generate(count: int) -> np.ndarray:
     """(count, 32, 32, 3) uint8: image i drawn by `setting(i)`."""
     from tasks.core.specs import ModelSpec
-    from tasks.image.sampling import Sample, encode_prompts, load_diffusion, render
+    from tasks.image.backends.sd1 import load_diffusion
+    from tasks.image.sampling import Sample, render
     from tasks.toyworld.assemble import assemble
 
     with tempfile.TemporaryDirectory() as folder:
@@ -55,7 +56,7 @@ def generate(count: int) -> np.ndarray:
         images = []
         for i in range(count):
             s = setting(i)
-            prompts = encode_prompts(diffusion, s["caption"], s["caption"])
+            prompts = diffusion.encode(s["caption"], s["caption"])
             images.append(render(diffusion, prompts, [Sample(s["seed"], 0.0, s["guidance"])], s["steps"],
                                  32).images[0, 0])
     return np.stack(images)

@@ -53,11 +53,11 @@ def end_to_end(n: int, rerank_k: int, out: Path, project: Path) -> dict:
     from tasks.config import load_params
     from tasks.core.schemas import SELECTED
     from tasks.demo.tiny_eval import build_tiny_hf_clip, build_tiny_vilt
-    from tasks.demo.tiny_images import build_tiny_clip
     from tasks.evaluation import evaluate
     from tasks.evaluation.params import EvaluateParams
     from tasks.evaluation.scorers import CrossEncoder, load_scorer
     from tasks.image import store
+    from tasks.tiny.images import build_tiny_clip
 
     words = ["dog", "cat", "car", "bus", "horse", "bike", "couch", "street"]
     rng = np.random.default_rng(0)

@@ -1,5 +1,5 @@
 """The grammar check (`tasks.text.grammar`) of every edit type on COCO captions: sites + candidates of all six types
-with a tiny random masked LM whose vocabulary is trained on those captions (`tasks.demo.tiny_text`, seed 0: random
+with a tiny random masked LM whose vocabulary is trained on those captions (`tasks.tiny.text`, seed 0: random
 fills, the hardest case for the finished-caption checks), then each defect counted per type.
 
     python benchmarks/grammar_check.py                         # all 25,014 captions
@@ -22,10 +22,10 @@ from bench import ROOT, console, start, table
 from tasks.core.fields import EDIT_TYPES
 from tasks.core.specs import ModelSpec
 from tasks.demo.params import TinyModelsParams
-from tasks.demo.tiny_text import build
 from tasks.text import candidates, grammar, sites
 from tasks.text.ingest import read_captions
 from tasks.text.params import CandidatesParams, SitesParams
+from tasks.tiny.text import build
 
 CAPTIONS = ROOT.parent / "shared" / "data" / "coco_val2017_captions.tsv"
 

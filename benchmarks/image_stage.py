@@ -6,16 +6,16 @@ adaptive stopping.
     python benchmarks/image_stage.py --width 320 --size 512 --steps 20 --batch-samples 8 \
         --dtype float16 --no-memory --no-adaptive                     # the full SD v1.5 UNet shape, on a GPU
 
-The models are random, written in the real SD v1 folder layout (`tiny_images.build_tiny_diffusion` with SD v1.5's
-UNet blocks, `sd15_unet(width)`; a 768-wide text encoder as in SD v1.5), so every sampler loads the same files and
-does the same UNet FLOPs. Rows per call match: cfgen renders S samples as 4S rows ([uncond, cond] x [C_o, C_c]); the
-stock pipeline gets 2S prompts (C_o and C_c, S times) under classifier-free guidance, also 4S rows. All decode with
-the VAE. The samplers (`SAMPLERS`): stock eager; stock with `torch.compile` (its default mode, as the issue-46
-reference measured it); cfgen as the paper profile ran before issue 46 (channels_last, eager); cfgen as configured
-now (`generate.compile_unet`, default auto). Timing: all samplers in one process, one untimed call each (compiles
-included, timed apart), then --repeats timed calls alternating between them; peak memory: each sampler alone in a
-fresh process; the adaptive table: --repeats fresh processes each for off and on, alternating. Tables print median
-(min–max) and, under each, a legend of what every column measures.
+The models are random, written in the real SD v1 folder layout (`tasks.tiny.images.build_tiny_diffusion` with SD v1.5's
+UNet blocks, `sd15_unet(width)`; a 768-wide text encoder as in SD v1.5), so every sampler loads the same files and does
+the same UNet FLOPs. Rows per call match: cfgen renders S samples as 4S rows ([uncond, cond] x [C_o, C_c]); the stock
+pipeline gets 2S prompts (C_o and C_c, S times) under classifier-free guidance, also 4S rows. All decode with the VAE.
+The samplers (`SAMPLERS`): stock eager; stock with `torch.compile` (its default mode, as the issue-46 reference measured
+it); cfgen as the paper profile ran before issue 46 (channels_last, eager); cfgen as configured now
+(`generate.compile_unet`, default auto). Timing: all samplers in one process, one untimed call each (compiles included,
+timed apart), then --repeats timed calls alternating between them; peak memory: each sampler alone in a fresh process;
+the adaptive table: --repeats fresh processes each for off and on, alternating. Tables print median (min–max) and, under
+each, a legend of what every column measures.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ PAIRS = [("a dog sitting on a couch", "a cat sitting on a couch"),
 
 def generate_params(folder: Path, clip: Path | None, opts: dict):
     from tasks.core.specs import ModelSpec
-    from tasks.demo.tiny_images import build_tiny_clip
     from tasks.image.params import GenerateParams
+    from tasks.tiny.images import build_tiny_clip
 
     return GenerateParams(
         diffusion=ModelSpec(id=str(folder), dtype=opts["dtype"]), vae=None,
@@ -66,18 +66,18 @@ def sampler(name: str, folder: Path, opts: dict) -> Callable[[], object]:
 
     from tasks.core.loading import resolve_device, resolve_dtype
     from tasks.image import sampling
+    from tasks.image.backends.sd1 import load_diffusion
 
     stock, channels_last, mode = SAMPLERS[name]
     params, n = generate_params(folder, None, opts), opts["batch_samples"]
     device = resolve_device(params.diffusion)
     dtype = resolve_dtype(params.diffusion, device)
     if not stock:
-        diffusion = sampling.load_diffusion(params.diffusion, None,
-                                            opts["channels_last"] if channels_last == "now" else channels_last,
-                                            opts["compile"] if mode == "now" else mode)
+        diffusion = load_diffusion(params.diffusion, None,
+                                   opts["channels_last"] if channels_last == "now" else channels_last,
+                                   opts["compile"] if mode == "now" else mode)
         samples = [sampling.plan_sample(params, "bench", i) for i in range(n)]
-        return lambda: sampling.render(diffusion, sampling.encode_prompts(diffusion, C_O, C_C), samples,
-                                       params.steps, params.size)
+        return lambda: sampling.render(diffusion, diffusion.encode(C_O, C_C), samples, params.steps, params.size)
     from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, StableDiffusionPipeline, UNet2DConditionModel
     from transformers import CLIPTextModel, CLIPTokenizer
 
@@ -133,14 +133,15 @@ def pixel_difference(folder: Path, opts: dict, now: Callable[[], object]) -> dic
     from diffusers.models.attention_processor import Attention
 
     from tasks.image import sampling
+    from tasks.image.backends.sd1 import load_diffusion
 
     params, n = generate_params(folder, None, opts), opts["batch_samples"]
-    eager = sampling.load_diffusion(params.diffusion, None, False, "off")
+    eager = load_diffusion(params.diffusion, None, False, "off")
     for module in eager.unet.modules():
         if isinstance(module, Attention):
             module.fused_projections = False
     samples = [sampling.plan_sample(params, "bench", i) for i in range(n)]
-    reference = sampling.render(eager, sampling.encode_prompts(eager, C_O, C_C), samples, params.steps, params.size)
+    reference = sampling.render(eager, eager.encode(C_O, C_C), samples, params.steps, params.size)
     return differing(now().images, reference.images)
 
 
@@ -170,9 +171,10 @@ def adaptive_cost(folder: Path, clip: Path, opts: dict, adaptive: bool) -> dict:
     import polars as pl
 
     from tasks.core.schemas import PAIR
-    from tasks.image import generate, thresholds
+    from tasks.image import generate, render, thresholds
     from tasks.image.params import AdaptiveParams, SelectionParams
     from tasks.image.records import PairRecords
+    from tasks.stages import stage
 
     params = generate_params(folder, clip, opts).model_copy(update={"steps": opts["adaptive_steps"], "adaptive":
                                                             AdaptiveParams(enabled=adaptive, min_accepted=1,
@@ -183,7 +185,9 @@ def adaptive_cost(folder: Path, clip: Path, opts: dict, adaptive: bool) -> dict:
                            "edit_type": "noun", **swapped_word(o, c)} for i, (o, c) in enumerate(PAIRS)], schema=PAIR)
     with tempfile.TemporaryDirectory(prefix="cfgen-bench-records-") as records:
         t = time.perf_counter()
-        scores, _ = generate.run(pairs, generate.Screening(params, PairRecords(Path(records))), selection_params)
+        screening = generate.Screening(params, PairRecords(Path(records)),
+                                       unit=render.sample_unit(params, stage("generate").code))
+        scores, _ = generate.run(pairs, screening, selection_params)
         seconds = time.perf_counter() - t
     accepted = thresholds.ranked(scores, selection_params).filter(pl.col("rank") == 0).height
     return {"samples": scores.height, "rows": int(scores["unet_evals"].sum()), "accepted": accepted,
@@ -258,7 +262,7 @@ def main(width: Annotated[int, typer.Option(help="UNet top-level channels (SD v1
          = True,
          cold: Annotated[bool, typer.Option(help="cfgen now's pixels from two fresh processes, each compiling from "
                                                  "empty caches")] = True) -> None:
-    from tasks.demo.tiny_images import build_tiny_diffusion, sd15_unet
+    from tasks.tiny.images import build_tiny_diffusion, sd15_unet
 
     opts = dict(size=size, steps=steps, batch_samples=batch_samples, samples=samples, adaptive_steps=adaptive_steps,
                 repeats=repeats, dtype=dtype, compile=compile, channels_last=channels_last)

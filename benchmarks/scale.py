@@ -83,12 +83,13 @@ def run_generate(project: str, work: str, pairs: str, models: str, n_samples: in
     from flows.image.generate import generate_flow
     from flows.image.selection import selection_flow
     from tasks.config import load_params
-    from tasks.image import generate, render
+    from tasks.image import render
+    from tasks.image.backends.sd1 import SD1
 
     torch.set_num_threads(1)
     spent = [0.0]
     for module, name in ((render, "load_models"), (render, "render"), (render, "measure"),
-                         (render, "caption_texts"), (generate, "encode_prompts")):
+                         (render, "caption_texts"), (SD1, "encode")):
         time_inside(module, name, spent)
     params = load_params(Path(project) / "params.yaml", [
         f"generate.diffusion.id={models}/diffusion", "generate.vae=null", "generate.clip.id=cfgen-tiny-clip",
@@ -197,7 +198,7 @@ def main(pairs: Annotated[list[int], typer.Option(help="caption pairs per config
         return report(json.loads(saved.read_text()))
     root = Path(out or tempfile.mkdtemp(prefix="cfgen-scale-")).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    from tasks.demo.tiny_images import build_tiny_clip, build_tiny_diffusion
+    from tasks.tiny.images import build_tiny_clip, build_tiny_diffusion
 
     models = root / "models"
     if not models.is_dir():

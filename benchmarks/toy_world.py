@@ -31,7 +31,8 @@ import torch
 from bench import ROOT, Repeats, alternating, console, in_fresh_process, spread, start, table
 
 from tasks.core.specs import ModelSpec
-from tasks.image.sampling import Sample, encode_prompts, load_diffusion, render
+from tasks.image.backends.sd1 import load_diffusion
+from tasks.image.sampling import Sample, render
 from tasks.toyworld import checker, models, truth, world
 from tasks.toyworld.assemble import assemble
 from tasks.toyworld.batches import clip_tokenizer
@@ -70,7 +71,7 @@ def edit_accuracy(pairs: int, steps: int, guidance: float, p2p_fraction: float, 
             caption = world.caption(found.pop("original"))
             for kind, spec_c in found.items():
                 counterfactual = world.caption(spec_c)
-                prompts = encode_prompts(diffusion, caption, counterfactual)
+                prompts = diffusion.encode(caption, counterfactual)
                 shared, alone = (render(diffusion, prompts, [Sample(seed * 10_000 + i, p, guidance)], steps,
                                         32).images[0] for p in (p2p_fraction, 0.0))
                 verdicts = [truth.judge_pair(*images, caption, counterfactual) for images in (shared, alone)]

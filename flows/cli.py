@@ -10,69 +10,57 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import click
 import typer
-import yaml
 from rich.logging import RichHandler
 from typer.core import TyperGroup
 
-from flows.commands import (
-    ParamOption,
-    ParamsFile,
-    check_models,
-    check_source,
-    command_help,
-    command_names,
-    on_engine,
-    paths_command,
-    register,
-)
-from flows.dag import register as register_dag
 from flows.engine.console import VERBOSE, console, report_table, stop_on_signals, user_errors
+from flows.options import ParamOption, ParamsFile
+from flows.preflight import check_models, check_source
 from tasks.config import PARAMS_FILE, load_params, use_project_environment
 from tasks.core import schemas
 from tasks.core.io import check_distinct, check_input, check_outputs
-from tasks.params import Params
-from tasks.stages import CAPTION_STEPS, skip_reason, stage
+from tasks.stages import CAPTION_STEPS, Stage, TableStage, load, skip_reason, stage, stages
 
 STEP_COMMANDS = (*CAPTION_STEPS, "generate")  # `cfgen NAME SOURCE OUTPUT`, built when invoked (`_step_command`)
-
-
-STAGES_PANEL = "Stages (each a DVC stage, in dvc.yaml's order)"
+STAGES_PANEL = "Stages (each a DVC stage, in DAG order)"
+GROUPS = {"flows.commands:tools": ("plan", "tiny-models", "synthetic-coco", "toy-world"),
+          "flows.dag:dag": ("publish", "run", "serve", "diff", "with-server")}
+"""The tools' and the whole DAG's commands, each group imported when one of its commands runs or is listed."""
 
 
 @cache
-def dag_order() -> list[str]:
-    """The commands `dvc.yaml`'s stages run (`cfgen NAME ...`), in its order, when the project's `dvc.yaml` is there."""
-    dvc = Path(__file__).resolve().parents[1] / "dvc.yaml"
-    if not dvc.is_file():
-        return []
-    return [stage["cmd"].split()[1] for stage in yaml.safe_load(dvc.read_text())["stages"].values()]
+def dag_order() -> dict[str, Stage | TableStage]:
+    """Every stage's command, in DAG order (`tasks.stages.stages`)."""
+    return {declared.command: declared for declared in stages().values()}
 
 
-def step_help(name: str) -> str:
-    """A data stage's help, from its declaration: what it does (its logic's docstring), reads, writes, its params."""
-    step = stage(name)
-    reads = f"the output of `cfgen {step.after}` (paths.{stage(step.after).data})" if step.after else "SOURCE"
-    return f"{step.help} Reads {reads}; writes paths.{step.data} and its rejects; params: {name}."
+def stage_help(name: str) -> str:
+    """A stage's help, from its declaration: a data stage's also says what it reads and writes, and its params."""
+    declared = dag_order()[name]
+    if isinstance(declared, TableStage):
+        return declared.help
+    reads = (f"the output of `cfgen {declared.after}` (paths.{stage(declared.after).data})" if declared.after
+             else "SOURCE")
+    return (f"{declared.help} Reads {reads}; writes paths.{declared.data} and its rejects; params: "
+            f"{', '.join(declared.sections)}.")
 
 
 class Commands(TyperGroup):
-    """The app's commands, a registered stage's or paths command's built only when it is invoked: it imports its
-    own module and no other stage's (`cfgen --help` lists them from their declarations, importing none): the
-    project's own commands first, then the DAG's stages in its order."""
+    """The app's commands, a stage's built only when it is invoked: it imports its own module and no other stage's
+    (`cfgen --help` lists them from their declarations, importing no logic): the project's own commands first, then
+    the stages in DAG order."""
 
     listing = False
 
     def list_commands(self, ctx) -> list[str]:
-        names = {*super().list_commands(ctx), *STEP_COMMANDS, *command_names()}
-        dag = [name for name in dag_order() if name in names]
-        return sorted(names - set(dag)) + dag
+        names = {*super().list_commands(ctx), *dag_order(), *(name for group in GROUPS.values() for name in group)}
+        return sorted(names - set(dag_order())) + list(dag_order())
 
     def format_help(self, ctx, formatter) -> None:
         self.listing = True
@@ -82,17 +70,43 @@ class Commands(TyperGroup):
             self.listing = False
 
     def get_command(self, ctx, name: str):
-        build = _step_command if name in STEP_COMMANDS else paths_command if name in command_names() else None
+        if group := next((entry for entry, names in GROUPS.items() if name in names), None):
+            return typer.main.get_group(load(group)).get_command(ctx, name)
+        built = name in STEP_COMMANDS or isinstance(dag_order().get(name), TableStage)
         if self.listing:
-            command = (click.Command(name, help=step_help(name) if name in STEP_COMMANDS else command_help(name))
-                       if build else super().get_command(ctx, name))
-            command.rich_help_panel = STAGES_PANEL if name in dag_order() else None
+            command = click.Command(name, help=stage_help(name)) if built else super().get_command(ctx, name)
+            if command is not None:
+                command.rich_help_panel = STAGES_PANEL if name in dag_order() else None
             return command
-        if build is None:
+        if not built:
             return super().get_command(ctx, name)
         one = typer.Typer(add_completion=False)
-        one.command(name)(build(name))
+        one.command(name)(_step_command(name) if name in STEP_COMMANDS else table_command(name))
         return typer.main.get_command(one)
+
+
+def table_command(name: str):
+    """The CLI command of table stage `name` (`cfgen NAME`): its sections loaded, its check and its models' pre-flight
+    passed, its flow run under one Prefect API (`flows.runners`), its result shown."""
+    declared: TableStage = stage(name)
+
+    def command(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+        with user_errors():
+            params = load_params(params_file, param or [], declared.sections)
+            if declared.check is not None:
+                load(declared.check)(params)
+            from tasks.plan.preflight import running_sections
+
+            check_models(*running_sections(params, declared.models))
+            from flows.runners import api_for, run_table
+
+            with api_for(declared, params):
+                result = run_table(declared, params)
+        if declared.show is not None:
+            load(declared.show)(result)
+
+    command.__doc__ = declared.help
+    return command
 
 
 app = typer.Typer(cls=Commands, help="Counterfactual image-text dataset engine.", no_args_is_help=True,
@@ -113,40 +127,23 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="tracebac
     use_project_environment()
 
 
-def _run_flow(flow_fn: Callable, params: Params, *args: Any) -> Any:
-    """`flow_fn(*args, params)` on the engine's task runner, under one Prefect API for the whole command."""
-    from flows.engine.server import prefect_api
-    from flows.engine.sharding import task_runner
-
-    with on_engine(params), prefect_api():
-        return flow_fn.with_options(task_runner=task_runner(params))(*args, params)
-
-
-def _stage_flow(name: str) -> tuple[Callable, tuple]:
-    """The flow that runs caption step or `generate` `name`, and the arguments it takes before (source, output)."""
-    if name == "generate":
-        from flows.image.generate import generate_flow
-
-        return generate_flow, ()
-    from flows.text import stage_flow
-
-    return stage_flow, (name,)
-
-
 @app.command()
 def captions(source: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
              metrics: MetricsOption = None) -> None:
     """Every caption step (ingest, sites, saliency, candidates, relations, similarity, perplexity) on a COCO JSON or
     TSV file."""
     with user_errors():
-        params = load_params(params_file, param or [])
+        params = load_params(params_file, param or [], CAPTION_STEPS)
         check_source(source)
         check_distinct(source, output, metrics)
         check_outputs(output, metrics)
         check_models(*(getattr(params, name) for name in CAPTION_STEPS if not skip_reason(name, params)))
+        from flows.engine.sharding import task_runner
+        from flows.runners import api_for
         from flows.text import captions_flow
 
-        report_table(_run_flow(captions_flow, params, source, output), metrics)
+        with api_for(stage("sites"), params):
+            report_table(captions_flow.with_options(task_runner=task_runner(params))(source, output, params), metrics)
 
 
 @app.command()
@@ -168,16 +165,18 @@ def _step_command(name: str):
     def command(source: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
                 metrics: MetricsOption = None) -> None:
         with user_errors():
-            params = load_params(params_file, param or [])
+            params = load_params(params_file, param or [], step.sections)
             check_input(source, step.input, step.after)
             check_distinct(source, output, metrics)
             check_outputs(output, metrics)
             if not skip_reason(name, params):
                 check_models(step.section(params))
-            flow_fn, head = _stage_flow(name)
-            report_table([_run_flow(flow_fn, params, *head, source, output)], metrics)
+            from flows.runners import api_for, run_step
 
-    command.__doc__ = step_help(name)
+            with api_for(step, params):
+                report_table([run_step(step, params, source, output)], metrics)
+
+    command.__doc__ = stage_help(name)
     return command
 
 
@@ -186,55 +185,17 @@ def selection(scores: Path, output: Path, selected_images: ImagesOption = None,
               param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE, metrics: MetricsOption = None) -> None:
     """Thresholds on the score table, then each pair's best passing sample rendered alone (cached by content)."""
     with user_errors():
-        params = load_params(params_file, param or [])
+        step = stage("selection")
+        params = load_params(params_file, param or [], step.sections)
         check_input(scores, schemas.SAMPLES, "generate")
         check_distinct(scores, output, metrics)
         check_outputs(output, metrics)
         check_models(params.generate)
-        from flows.image.selection import selection_flow
-
         images = selected_images or output.with_name(f"{output.stem}_images")  # never the pipeline's, unless told
-        report_table([_run_flow(selection_flow, params, scores, output, images)], metrics)
+        from flows.runners import api_for, run_step
 
-
-@app.command()
-def gallery(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-    """The static pair gallery (paths.gallery): every accepted pair, the rejects of every stage, the object-removal
-    pairs and the run's funnel; open its index.html from the file system or any static host."""
-    with user_errors():
-        params = load_params(params_file, param or [])
-        check_input(params.paths.selected, schemas.SELECTED, "selection")
-        from tasks.core.publication import held
-        from tasks.release.gallery import build
-
-        with held(params.paths.gallery):  # the site is written by one run at a time
-            counts = build(params)
-    console.print(f"gallery written to {params.paths.gallery}/index.html: " + ", ".join(f"{v} {k}" for k, v in
-                                                                                          counts.items()))
-
-
-@app.command()
-def judge(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-    """The VLM judge: four yes/no questions per selected pair (cached per pair), the verdict from judge.thresholds
-    (reject reasons judge_*) and its agreement with the Label Studio labels (paths.metrics/judge.json)."""
-    with user_errors():
-        params = load_params(params_file, param or [])
-        check_input(params.paths.selected, schemas.SELECTED, "selection")
-        if params.judge.enabled:
-            check_models(params.judge)
-        from flows.judge import judge_flow
-        from flows.validation import check_export
-
-        check_export(params)
-        metrics = _run_flow(judge_flow, params)
-    report_table([{k: v for k, v in metrics.items() if k not in ("model", "agreement", "thresholds")}], None)
-    if agreed := metrics["agreement"]:
-        console.print(f"agreement with people on {agreed['pairs_compared']} pairs: accuracy {agreed['accuracy']}, "
-                      f"Cohen's kappa {agreed['cohen_kappa']}")
-
-
-register(app)
-register_dag(app)
+        with api_for(step, params):
+            report_table([run_step(step, params, scores, output, images)], metrics)
 
 
 if __name__ == "__main__":

@@ -1,132 +1,29 @@
-"""The `cfgen` commands whose inputs and outputs all come from `paths` (evaluation, validation, release, object
-removal: each declared beside its flow as a `PathsCommand`, whose module only its own command imports), and the
-tools' commands (plan, tiny-models, synthetic-coco, toy-world)."""
+"""The tools' `cfgen` commands (plan, tiny-models, synthetic-coco, toy-world), one group `flows.cli` loads when one
+of them runs."""
 
 from __future__ import annotations
 
-import ast
-import contextlib
-from collections.abc import Callable
-from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from flows.engine.console import OneLineUsage, console, user_errors
+from flows.options import ParamOption, ParamsFile
+from flows.preflight import check_source
 from tasks.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
-from tasks.core.io import check_folder, check_outputs, write_json, write_text
-from tasks.core.source import read_module
-from tasks.params import Params
-from tasks.stages import registered
+from tasks.core.io import check_folder, check_outputs
+from tasks.core.writing import write_json, write_text
 
-ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
-                                                        "similarity.upper=0.9 (repeatable)")]
-ParamsFile = Annotated[Path, typer.Option("--params-file", help="the params file to read")]
 SEEDS = typer.Option(min=0, max=2**32 - 1, help="what every seeded generator takes (0 to 2**32-1)")
 Positive = Annotated[int | None, typer.Option(min=1)]
 
 
-def check_models(*sections: Any) -> None:
-    """Every model of the params sections is on this machine, before any is loaded (as `cfgen plan` checks): a missing
-    folder, or a hub model not in the cache at its pinned revision, is one line naming the command that fetches it; a
-    local folder without the processor config its loader reads first, one line naming the folder."""
-    from tasks.core.fingerprints import model_fingerprints
-    from tasks.plan.preflight import incomplete, missing
-
-    if absent := [line for section in sections for line in missing(section)]:
-        raise UserError(f"these models are not on this machine: {'; '.join(absent)}")
-    for section in sections:
-        model_fingerprints(section)
-    if lacking := [line for section in sections for line in incomplete(section)]:
-        raise UserError("; ".join(lacking))
+tools = typer.Typer(add_completion=False)
 
 
-def check_run_models(params: Params) -> None:
-    """`check_models` before a whole run (`cfgen run`, `cfgen serve`) over every section with a model it loads
-    (`Params.running_models`); the demo profile's are built by its first stage, so nothing is looked for there."""
-    from tasks.plan.preflight import running_sections
-
-    if params.profile != "demo":
-        check_models(*running_sections(params))
-
-
-def on_engine(params: Params) -> contextlib.AbstractContextManager:
-    """The engine a run's flows go through, checked before the Prefect API starts (no server for a dead address):
-    PREFECT_HOME and the result store can take files (else one line: a run that persists nothing would recompute it
-    all after a kill); with `engine.dask_address`, its scheduler answers now (else one line) and a scheduler lost
-    mid-run becomes one line (`flows.engine.cluster`)."""
-    from flows.engine.server import check_home
-    from flows.engine.workspace import result_store
-
-    check_home()
-    check_folder(result_store(params))
-    if not params.engine.dask_address:
-        return contextlib.nullcontext()
-    from flows.engine.cluster import check_scheduler, scheduler_loss_is_one_line
-
-    check_scheduler(params.engine.dask_address)
-    return scheduler_loss_is_one_line(params.engine.dask_address)
-
-
-def show_json(result: Any) -> None:
-    console.print_json(data=result)
-
-
-def check_source(source: Path) -> None:
-    if not source.is_file():
-        raise UserError(f"caption file {source} does not exist")
-
-
-@dataclass(frozen=True)
-class PathsCommand:
-    """A command whose inputs and outputs all come from `paths`, declared beside its flow and registered under the
-    `cfgen.commands` entry-point group: `check(params)` raises a UserError for a missing model or a bad input before
-    any server starts, then `flow(params)` runs under one Prefect API and `show` prints its result."""
-
-    flow: Callable[[Params], Any]
-    help: str
-    show: Callable[[Any], None] = show_json
-    check: Callable[[Params], None] | None = None
-
-
-COMMANDS = "cfgen.commands"
-
-
-def command_names() -> list[str]:
-    """The registered paths commands' names (read from the package metadata: nothing is imported)."""
-    return [point.name for point in entry_points(group=COMMANDS)]
-
-
-def command_help(name: str) -> str:
-    """The `help` of registered paths command `name`, read from its declaration's source (nothing is imported)."""
-    point = next(iter(entry_points(group=COMMANDS, name=name)))
-    declared = read_module(point.module).definitions[point.attr][-1].value  # NAME = PathsCommand(flow, help, ...)
-    return ast.literal_eval(next((k.value for k in declared.keywords if k.arg == "help"), None) or declared.args[1])
-
-
-def paths_command(name: str):
-    """The CLI command of registered paths command `name`: its module is imported when it runs (`--help` reads the
-    declaration's help from the source)."""
-
-    def command(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
-        with user_errors():
-            params = load_params(params_file, param or [])
-            declared: PathsCommand = registered(COMMANDS, name)
-            if declared.check is not None:
-                declared.check(params)
-            from flows.engine.server import prefect_api
-
-            with prefect_api():
-                result = declared.flow(params)
-        declared.show(result)
-
-    command.__doc__ = command_help(name)
-    return command
-
-
+@tools.command("plan", cls=OneLineUsage)
 def plan(source: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
          workers: Annotated[int, typer.Option(min=1, help="GPU workers the run will have")] = 1,
          sample: Annotated[int, typer.Option(min=1, help="captions run through the caption stages")] = 200,
@@ -154,11 +51,12 @@ def plan(source: Path, param: ParamOption = None, params_file: ParamsFile = PARA
             raise UserError(f"not enough free disk for the run: {'; '.join(report['disk_short'])}")
 
 
+@tools.command("tiny-models", cls=OneLineUsage)
 def tiny_models(source: Path, output: Path, param: ParamOption = None,
                 params_file: ParamsFile = PARAMS_FILE) -> None:
     """Build the demo profile's tiny random models from a caption file (offline, seeded, deterministic)."""
     with user_errors():
-        params = load_params(params_file, param or [])
+        params = load_params(params_file, param or [], ("tiny_models",))
         check_source(source)
         check_folder(output)
         from tasks.demo.tiny_models import build
@@ -167,10 +65,11 @@ def tiny_models(source: Path, output: Path, param: ParamOption = None,
         console.print(f"tiny models written to {output}")
 
 
+@tools.command("synthetic-coco", cls=OneLineUsage)
 def synthetic_coco(output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
     """Build the demo's COCO-format object-removal input (offline, seeded, deterministic)."""
     with user_errors():
-        params = load_params(params_file, param or [])
+        params = load_params(params_file, param or [], ("synthetic_coco",))
         if params.profile != "demo":
             raise UserError(f"profile {params.profile} reads the demo's synthetic COCO: point paths.removal_instances, "
                             "removal_captions_source and removal_images at COCO val2017")
@@ -252,8 +151,4 @@ def toy_world_captions(output: Path, count: Annotated[int, typer.Option(min=1)] 
         console.print(f"{count} captions written to {output}")
 
 
-def register(app: typer.Typer) -> None:
-    """Add the tools' commands (plan, tiny-models, synthetic-coco, toy-world) to `app`."""
-    for name, command in (("plan", plan), ("tiny-models", tiny_models), ("synthetic-coco", synthetic_coco)):
-        app.command(name, cls=OneLineUsage)(command)
-    app.add_typer(toy_world, name="toy-world")
+tools.add_typer(toy_world, name="toy-world")

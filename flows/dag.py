@@ -8,22 +8,27 @@ from typing import Annotated
 
 import typer
 
-from flows.commands import ParamOption, ParamsFile, check_run_models, check_source, on_engine
 from flows.engine.console import console, user_errors
+from flows.options import ParamOption, ParamsFile
+from flows.preflight import check_run_models, check_source, on_engine
 from tasks.config import PARAMS_FILE, literal_overrides, load_params
 from tasks.core.errors import UserError
 
+dag = typer.Typer(add_completion=False)
 
+
+@dag.command("publish")
 def publish(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
     """Push the export folder to the Hub when `export.repo_id` is set and HF_TOKEN is in the environment."""
     with user_errors():
-        params = load_params(params_file, param or [])
+        params = load_params(params_file, param or [], ("export",))
         from tasks.release.export import push_if_configured
 
         url = push_if_configured(params.paths.export, params.export)
     console.print(f"pushed to {url}" if url else "not pushed: set export.repo_id and HF_TOKEN to publish")
 
 
+@dag.command("run")
 def run(source: Annotated[str | None, typer.Option(help="caption file (default: paths.captions_source)")] = None,
         profile: Annotated[str | None, typer.Option(help="demo | paper (default: params.yaml)")] = None,
         param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
@@ -40,6 +45,7 @@ def run(source: Annotated[str | None, typer.Option(help="caption file (default: 
             console.print_json(data=dataset_flow(source, profile, str(params_file), param or []))
 
 
+@dag.command("serve")
 def serve(name: Annotated[str, typer.Option(help="deployment name")] = "refresh",
           cron: Annotated[str, typer.Option(help="schedule")] = "0 3 * * *",
           source: Annotated[str | None, typer.Option(help="caption file the refresh reads")] = None,
@@ -62,16 +68,18 @@ def serve(name: Annotated[str, typer.Option(help="deployment name")] = "refresh"
                                               "overrides": param or []})
 
 
+@dag.command("diff")
 def diff(rev_a: str, rev_b: str, params_file: ParamsFile = PARAMS_FILE) -> None:
     """Compare the dataset at two git revisions or DVC experiments; writes markdown + HTML under paths.diff."""
     with user_errors():
-        paths = load_params(params_file).paths
+        paths = load_params(params_file, sections=()).paths
         from flows.versions import write_diff
 
         for kind, path in write_diff(rev_a, rev_b, paths).items():
             console.print(f"{kind}: {path}")
 
 
+@dag.command("with-server", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def with_server(ctx: typer.Context) -> None:
     """`cfgen with-server -- CMD [ARGS...]`: run CMD (e.g. `dvc repro`) with one temporary Prefect server shared by
     all its processes, stopped when CMD ends; exits with CMD's code."""
@@ -81,11 +89,3 @@ def with_server(ctx: typer.Context) -> None:
         if not ctx.args:
             raise UserError("with-server needs a command, e.g. `cfgen with-server -- dvc repro`")
         raise typer.Exit(run_with_server(ctx.args))
-
-
-def register(app: typer.Typer) -> None:
-    """Add the DAG's commands to `app`."""
-    for name, command in (("publish", publish), ("run", run), ("serve", serve), ("diff", diff)):
-        app.command(name)(command)
-    app.command("with-server", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
-        with_server)

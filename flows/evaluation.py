@@ -19,20 +19,21 @@ from pathlib import Path
 import polars as pl
 from prefect import flow, get_run_logger
 
-from flows.commands import PathsCommand, check_models, show_json
 from flows.engine.caching import unit_task
+from flows.engine.console import show_json
 from flows.engine.sharding import LocalTaskRunner
 from flows.engine.workspace import result_store
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import content_hash
 from tasks.core.images import source_image_paths
-from tasks.core.io import plain, write_frame, write_json
+from tasks.core.io import plain
 from tasks.core.loading import set_torch_threads
+from tasks.core.params import Params
 from tasks.core.schemas import EVALUATION, ITM_DELTAS
 from tasks.core.specs import ClipSpec, ItmSpec
+from tasks.core.writing import write_frame, write_json
 from tasks.evaluation import evaluate as stage
-from tasks.params import Params
 from tasks.release import figures
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,5 @@ def evaluate_flow(params: Params) -> dict:
     return metrics
 
 
-COMMAND = PathsCommand(evaluate_flow, "Zero-shot retrieval R@k and ITM score differences of every `evaluate.models` "
-                       "entry on the selected pairs (and ODmAP@k on the object-removal pairs).",
-                       lambda m: show_json({k: v["all"] for k, v in m["models"].items()}),
-                       lambda p: check_models(p.evaluate))
+def show(metrics: dict) -> None:
+    show_json({name: model["all"] for name, model in metrics["models"].items()})

@@ -19,22 +19,23 @@ from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
 from flows.engine.caching import unit_task
+from flows.engine.console import console, report_table
 from flows.engine.counters import write_metrics
 from flows.engine.progress import StageProgress
 from flows.engine.sharding import stage_metrics
 from flows.engine.workspace import result_store
-from flows.validation import read_ratings
+from flows.validation import check_export, read_ratings
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
 from tasks.core.images import read_rgb
-from tasks.core.io import plain, read_frame, write_outputs
+from tasks.core.io import check_input, plain, read_frame, write_outputs
 from tasks.core.loading import set_torch_threads
+from tasks.core.params import Params
 from tasks.core.schemas import JUDGE_COLUMNS, JUDGED, JUDGED_REJECTS, PAIR, SELECTED
 from tasks.judge import ask, calibration
 from tasks.judge.params import JudgeParams
 from tasks.judge.verdict import verdicts
-from tasks.params import Params
 from tasks.release import figures
 from tasks.validation import agreement
 
@@ -110,3 +111,16 @@ def judge_flow(params: Params) -> dict:
     write_metrics(plain(metrics), paths.metrics / "judge.json")
     get_run_logger().info("judge: %d pairs (%d asked now), %d rejected", selected.height, computed, rejects.height)
     return metrics
+
+
+def check(params: Params) -> None:
+    """The selection is readable and the Label Studio export, when there is one, is of its images."""
+    check_input(params.paths.selected, SELECTED, "selection")
+    check_export(params)
+
+
+def show(metrics: dict) -> None:
+    report_table([{k: v for k, v in metrics.items() if k not in ("model", "agreement", "thresholds")}], None)
+    if agreed := metrics["agreement"]:
+        console.print(f"agreement with people on {agreed['pairs_compared']} pairs: accuracy {agreed['accuracy']}, "
+                      f"Cohen's kappa {agreed['cohen_kappa']}")

@@ -18,8 +18,8 @@ from pathlib import Path
 import polars as pl
 
 from tasks.core.errors import UserError
+from tasks.core.params import Params
 from tasks.core.schemas import COUNTERFACTUALS
-from tasks.params import Params
 from tasks.stages import CAPTION_STEPS, skip_reason, stage
 
 
@@ -58,13 +58,12 @@ def caption_bench(source: Path, params: Params, sample: int) -> tuple[dict, list
 
 
 @contextmanager
-def unet_time(unet, device) -> Iterator[list[float]]:
-    """[seconds inside `unet`'s forward calls, samples x steps they denoised (4 rows per sample)] while the block
-    runs."""
+def unet_time(diffusion, rows_per_sample: int) -> Iterator[list[float]]:
+    """[seconds inside the image backend's denoiser calls, samples x steps they denoised] while the block runs."""
     import torch
 
     spent, began = [0.0, 0], []
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    denoiser, sync = diffusion.denoiser, torch.cuda.synchronize if diffusion.device.type == "cuda" else (lambda: None)
 
     def before(module, args):
         sync()
@@ -73,9 +72,9 @@ def unet_time(unet, device) -> Iterator[list[float]]:
     def after(module, args, output):
         sync()
         spent[0] += time.perf_counter() - began.pop()
-        spent[1] += args[0].shape[0] // 4
+        spent[1] += args[0].shape[0] // rows_per_sample
 
-    handles = [unet.register_forward_pre_hook(before), unet.register_forward_hook(after)]
+    handles = [denoiser.register_forward_pre_hook(before), denoiser.register_forward_hook(after)]
     try:
         yield spent
     finally:
@@ -101,20 +100,23 @@ def image_bench(params: Params, pairs: list[dict], bench_steps: int) -> dict:
     began = time.perf_counter()
     models = render.load_models(gen)
     loaded = time.perf_counter() - began
+    rows = gen.needs.rows_per_sample
     bench = gen.model_copy(update={"steps": bench_steps, "n_samples": gen.batch_samples})
     warm, timed = pairs[0], pairs[1:] or pairs
+    warm_bench, code = bench.model_copy(update={"steps": 1}), stage("generate").code
     with tempfile.TemporaryDirectory() as tmp:
-        warm_up = generate.Screening(bench.model_copy(update={"steps": 1}), PairRecords(Path(tmp, "warm")),
-                                     models=models)
+        warm_up = generate.Screening(warm_bench, PairRecords(Path(tmp, "warm")), models=models,
+                                     unit=render.sample_unit(warm_bench, code))
         generate.pair_rows(warm, warm_up, None)
-        screening = generate.Screening(bench, PairRecords(Path(tmp, "timed")), models=models)
-        with unet_time(models.diffusion.unet, models.diffusion.device) as unet:
+        screening = generate.Screening(bench, PairRecords(Path(tmp, "timed")), models=models,
+                                       unit=render.sample_unit(bench, code))
+        with unet_time(models.diffusion, rows) as unet:
             began = time.perf_counter()
             for pair in timed:
                 generate.pair_rows(pair, screening, None)
             screened = time.perf_counter() - began
         record_bytes = sum(f.stat().st_size for f in Path(tmp, "timed").rglob("*.jsonl"))
-    with unet_time(models.diffusion.unet, models.diffusion.device) as canonical_unet:
+    with unet_time(models.diffusion, rows) as canonical_unet:
         began = time.perf_counter()
         renders = [render.canonical(pair, plan_sample(bench, pair["caption_id"], 0), bench, models) for pair in timed]
         canonical = time.perf_counter() - began
@@ -125,7 +127,7 @@ def image_bench(params: Params, pairs: list[dict], bench_steps: int) -> dict:
     return {"sample_seconds": per_sample(screened, unet, samples, gen.steps),
             "canonical_seconds": per_sample(canonical, canonical_unet, len(renders), gen.steps),
             "image_load_seconds": loaded, "record_bytes": record_bytes / samples,
-            "png_bytes": sum(p.tell() for p in pngs) / len(pngs), "unet_rows_per_second": 4 * unet[1] / unet[0]}
+            "png_bytes": sum(p.tell() for p in pngs) / len(pngs), "unet_rows_per_second": rows * unet[1] / unet[0]}
 
 
 def startup_seconds(params: Params, params_file: Path, overrides: list[str]) -> dict[str, float]:

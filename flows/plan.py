@@ -25,8 +25,8 @@ from flows.engine.workspace import result_store
 from flows.measure import caption_bench, image_bench, quiet_placement, startup_seconds
 from tasks.core.errors import UserError
 from tasks.core.loading import release_models
+from tasks.core.params import Params
 from tasks.core.schemas import PAIR, SAMPLES
-from tasks.params import Params
 from tasks.plan import estimate, preflight
 
 

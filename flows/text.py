@@ -17,8 +17,7 @@ from flows.engine.sharding import run_sharded, stage_metrics
 from tasks.core.fingerprints import content_hash
 from tasks.core.images import source_image_paths
 from tasks.core.io import read_frame, write_outputs
-from tasks.core.params import PathsParams
-from tasks.params import Params
+from tasks.core.params import Params, PathsParams
 from tasks.stages import CAPTION_STEPS, skip_reason, stage
 
 

@@ -18,24 +18,25 @@ from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
-from flows.commands import PathsCommand, check_models, show_json
 from flows.engine.caching import unit_task
+from flows.engine.console import show_json
 from flows.engine.counters import write_metrics
 from flows.engine.progress import StageProgress
-from flows.engine.sharding import task_runner
 from flows.engine.workspace import result_store
+from flows.preflight import check_models
 from tasks.core import keys
 from tasks.core.images import read_rgb
-from tasks.core.io import plain, read_frame, write_frames
+from tasks.core.io import plain, read_frame
 from tasks.core.loading import set_torch_threads
+from tasks.core.params import Params
 from tasks.core.schemas import SAMPLES, SELECTED, TRUTH, TRUTH_SAMPLES
+from tasks.core.writing import write_frames
+from tasks.image import backends
 from tasks.image.params import GenerateParams
-from tasks.image.sampling import load_diffusion
 from tasks.image.thresholds import subjects_failure
-from tasks.params import Params
 from tasks.toyworld import summary, truth
 
-CODE = (truth.pair_truth,)
+CODE = (truth.pair_truth, backends.chosen)  # the backend `check_pair` loads and renders with
 
 
 def truth_unit(params: GenerateParams) -> keys.Unit:
@@ -48,7 +49,7 @@ def check_pair(pair: list[dict], params: GenerateParams, torch_threads: int | No
                content: str) -> list[dict]:
     """`TRUTH_SAMPLES` rows of one pair's samples."""
     set_torch_threads(torch_threads)
-    diffusion = load_diffusion(params.diffusion, params.vae, params.channels_last, params.compile_unet)
+    diffusion = backends.chosen(params).load(params)
     return truth.pair_truth(pl.DataFrame(pair, schema=SAMPLES), diffusion, params)
 
 
@@ -95,12 +96,11 @@ def truth_flow(params: Params) -> dict:
     return metrics
 
 
-def _run(params: Params) -> dict:
-    return truth_flow.with_options(task_runner=task_runner(params))(params)
+def check(params: Params) -> None:
+    """The toy world's diffusion model is here, when truth runs."""
+    if params.truth.enabled:
+        check_models(params.generate)
 
 
-COMMAND = PathsCommand(_run, "The toy world's truth of a demo run: every generated sample re-rendered (with and "
-                       "without attention sharing) and every selected pair read back by the checker "
-                       "(paths.metrics/truth.json: pair_accuracy, minimality, p2p_gain, filter_lift).",
-                       lambda m: show_json({k: v for k, v in m.items() if k not in ("by_edit_type",)}),
-                       lambda p: check_models(p.generate) if p.truth.enabled else None)
+def show(metrics: dict) -> None:
+    show_json({key: value for key, value in metrics.items() if key != "by_edit_type"})

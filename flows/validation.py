@@ -7,10 +7,10 @@ from __future__ import annotations
 import polars as pl
 from prefect import flow, get_run_logger
 
-from flows.commands import PathsCommand, show_json
-from flows.engine.console import console
-from tasks.core.io import read_frame, write_file, write_frame, write_json, write_text
-from tasks.params import Params
+from flows.engine.console import console, show_json
+from tasks.core.io import read_frame
+from tasks.core.params import Params
+from tasks.core.writing import write_file, write_frame, write_json, write_text
 from tasks.validation import agreement, labelstudio
 
 VALIDATED = {"caption_id": pl.String}
@@ -64,7 +64,9 @@ def validation_flow(params: Params) -> dict:
     return result
 
 
-TASKS = PathsCommand(validation_tasks_flow, "Label Studio tasks (one per generated image) and labeling config.",
-                     lambda n: console.print(f"{n} tasks written"))
-RESULTS = PathsCommand(validation_flow, "Read Label Studio's export: Table 1, Fleiss' kappa, the validated subset.",
-                       lambda r: show_json({k: v for k, v in r.items() if k != "disagreements"}), check_export)
+def show_tasks(count: int) -> None:
+    console.print(f"{count} tasks written")
+
+
+def show_results(results: dict) -> None:
+    show_json({key: value for key, value in results.items() if key != "disagreements"})

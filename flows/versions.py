@@ -17,8 +17,8 @@ from scmrepo.exceptions import SCMError
 from scmrepo.git import Git
 
 from tasks.core.errors import UserError
-from tasks.core.io import write_text
 from tasks.core.params import PathsParams
+from tasks.core.writing import write_text
 from tasks.release import diff, gallery
 
 

@@ -1,4 +1,5 @@
-"""`params.yaml` resolved and validated as a whole, before any work, into one frozen `Params` (`load_params`).
+"""`params.yaml` resolved and validated, before any work, into one frozen `Params` (`load_params`): the shared sections
+and those a command reads (every one unless it names them); the file's other sections are checked to be sections.
 
 A value that differs between profiles is written as a mapping keyed by profile name (`{demo: ..., paper: ...}`); the
 top-level `profile` picks its branch. Overrides (`key=value`, the value parsed as a YAML scalar) apply first:
@@ -16,7 +17,7 @@ import difflib
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args
 
@@ -24,9 +25,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tasks.core.errors import UserError
-from tasks.core.params import PROFILES
+from tasks.core.params import PROFILES, SHARED, Params, assemble, section_names
 from tasks.core.source import ROOT
-from tasks.params import Params
 
 PARAMS_FILE = Path("params.yaml")
 
@@ -62,8 +62,10 @@ def _yaml(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader)
 
 
-def load_params(path: Path = PARAMS_FILE, overrides: Sequence[str] = ()) -> Params:
-    """The params file at `path` with `overrides` (`key=value`) applied, resolved for its profile and validated."""
+def load_params(path: Path = PARAMS_FILE, overrides: Sequence[str] = (), sections: Iterable[str] | None = None
+                ) -> Params:
+    """The params file at `path` with `overrides` (`key=value`) applied, resolved for its profile and validated: the
+    shared sections and `sections` (None: every registered one), in the file's order."""
     path = Path(path)
     if not path.is_file():
         raise ParamsError(f"params file {path} {'is not a regular file' if path.exists() else 'not found'}")
@@ -89,11 +91,18 @@ def load_params(path: Path = PARAMS_FILE, overrides: Sequence[str] = ()) -> Para
     profile = raw.get("profile")
     if profile not in PROFILES:
         raise ParamsError(f"profile: must be one of {', '.join(PROFILES)}, got {profile!r}")
+    known = (*SHARED, *section_names())
+    if unknown := [key for key in raw if key not in known]:
+        near = difflib.get_close_matches(str(unknown[0]), known, n=1)
+        raise ParamsError(f"unknown key '{unknown[0]}'" + (f" (did you mean '{near[0]}'?)" if near else ""))
+    wanted = set(section_names() if sections is None else sections)
+    model = assemble([*(key for key in raw if key in wanted), *sorted(wanted - set(raw))])
     try:
-        return Params.model_validate(_pick(raw, profile, []), context={"root": Path.cwd()})
+        return model.model_validate({key: value for key, value in _pick(raw, profile, []).items()
+                                     if key in model.model_fields}, context={"root": Path.cwd()})
     except ValidationError as e:
         errors = sorted(e.errors(), key=lambda err: err["type"] != "extra_forbidden")
-        raise ParamsError("; ".join(_describe(err) for err in errors)) from None
+        raise ParamsError("; ".join(_describe(err, model) for err in errors)) from None
 
 
 def literal_overrides(values: Mapping[str, str | None]) -> list[str]:
@@ -133,20 +142,19 @@ def _dotted(loc: Sequence[int | str]) -> str:
     return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
 
 
-def _describe(err: dict[str, Any]) -> str:
+def _describe(err: dict[str, Any], model: type[Params]) -> str:
     loc = err["loc"]
     if err["type"] == "extra_forbidden":
         parent = _dotted(loc[:-1])
-        near = difflib.get_close_matches(str(loc[-1]), _keys_at(loc[:-1]), n=1)
+        near = difflib.get_close_matches(str(loc[-1]), _keys_at(model, loc[:-1]), n=1)
         hint = f" (did you mean '{parent + '.' if parent else ''}{near[0]}'?)" if near else ""
         return f"unknown key '{_dotted(loc)}'{hint}"
     msg = str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"]
     return f"{_dotted(loc)}: {msg}" if loc else msg
 
 
-def _keys_at(loc: Sequence[int | str]) -> list[str]:
-    """The field names of the model at `loc` in `Params` (none when `loc` leaves the models)."""
-    model: Any = Params
+def _keys_at(model: Any, loc: Sequence[int | str]) -> list[str]:
+    """The field names of the model at `loc` in `model` (none when `loc` leaves the models)."""
     for part in loc:
         field = model.model_fields.get(part)
         types = (field.annotation, *get_args(field.annotation)) if field else ()

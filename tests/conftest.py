@@ -108,7 +108,7 @@ def demo_captions() -> list[str]:
 def tiny_text_models(tmp_path_factory, demo_captions) -> dict[str, Path]:
     """Tiny random masked + causal LMs (paths), vocabulary trained on the demo captions."""
     from tasks.demo.params import TinyModelsParams
-    from tasks.demo.tiny_text import build
+    from tasks.tiny.text import build
 
     return build(demo_captions, tmp_path_factory.mktemp("tiny_text"), TinyModelsParams())
 
@@ -133,8 +133,8 @@ def removal_inputs(tmp_path_factory) -> dict[str, Path]:
     """The demo's object-removal inputs: the synthetic COCO set, the tiny inpainting model and the tiny CLIP."""
     from tasks.demo import synthetic_coco
     from tasks.demo.params import SyntheticCocoParams
-    from tasks.demo.tiny_images import build_tiny_clip
     from tasks.demo.tiny_inpaint import build_tiny_inpaint
+    from tasks.tiny.images import build_tiny_clip
 
     root = tmp_path_factory.mktemp("removal_inputs")
     synthetic_coco.build(root / "coco", SyntheticCocoParams())

@@ -13,25 +13,23 @@ from tests.conftest import ROOT
 ALLOWED = {  # package -> project packages/modules it may import
     "tasks.core": ("tasks.core",),
     "tasks.text": ("tasks.core", "tasks.text"),
-    "tasks.image": ("tasks.core", "tasks.stages.generate", "tasks.image"),  # the sample code the declaration keys
-    "tasks.release": ("tasks.core", "tasks.params", "tasks.stages", "tasks.release"),
+    "tasks.image": ("tasks.core", "tasks.image"),
+    "tasks.release": ("tasks.core", "tasks.stages", "tasks.release"),
     "tasks.stages": ("tasks.core", "tasks.stages"),
-    "tasks.demo": ("tasks.core", "tasks.text.ingest", "tasks.demo", "tasks.toyworld.assemble"),
-    "tasks.toyworld": ("tasks.core", "tasks.image.params", "tasks.image.sampling", "tasks.image.p2p",
+    "tasks.tiny": ("tasks.core", "tasks.tiny"),
+    "tasks.demo": ("tasks.core", "tasks.text.ingest", "tasks.tiny", "tasks.demo", "tasks.toyworld.assemble"),
+    "tasks.toyworld": ("tasks.core", "tasks.image.params", "tasks.image.sampling", "tasks.image.backends",
                        "tasks.image.render", "tasks.image.thresholds",  # truth renders and ranks as the image stage
-                       "tasks.demo.tiny_images", "tasks.demo.tiny_text", "tasks.toyworld"),
+                       "tasks.tiny", "tasks.toyworld"),
     "tasks.evaluation": ("tasks.core", "tasks.image.scoring", "tasks.evaluation"),
     "tasks.validation": ("tasks.core", "tasks.validation"),
     "tasks.removal": ("tasks.core", "tasks.text.ingest", "tasks.text.tagging", "tasks.image.scoring", "tasks.removal"),
-    "tasks.plan": ("tasks.core", "tasks.params", "tasks.image.params", "tasks.plan"),
+    "tasks.plan": ("tasks.core", "tasks.image.params", "tasks.plan"),
     "tasks.judge": ("tasks.core", "tasks.validation.agreement", "tasks.judge"),
 }
 SECTIONS = tuple(f"{package}.params" for package in ALLOWED  # each stage's params
                  if package not in ("tasks.core", "tasks.stages"))
-ROOTS = {  # the whole params (every section) and its resolution: modules of `tasks` itself
-    "tasks.params": ("tasks.core", *SECTIONS),
-    "tasks.config": ("tasks.core", "tasks.params"),
-}
+ROOTS = {"tasks.config": ("tasks.core",)}  # params' resolution: it assembles the sections by name, importing none
 MODEL_LIBRARIES = ("torch", "transformers", "diffusers", "open_clip", "sentence_transformers")
 FORBIDDEN = {  # package -> modules it must never import, even where ALLOWED admits their package
     "tasks": ("flows", "prefect", "prefect_dask", "dask"),
@@ -71,8 +69,9 @@ def test_a_forbidden_import_is_reported(tmp_path):
     edits = {"text/tagging.py": "from tasks.image import render", "image/render.py": "from ..text import tagging",
              "release/report.py": "    from tasks.core.loading import load_pretrained",
              "release/diff.py": "import torch", "core/params.py": "from tasks.text import ingest",
-             "demo/tiny_text.py": "from tasks.text.tagging import tag_caption",
-             "text/params.py": "from tasks.text import tagging", "stages/sites.py": "from tasks.text import sites"}
+             "tiny/text.py": "from tasks.text.tagging import tag_caption",
+             "text/params.py": "from tasks.text import tagging", "stages/sites.py": "from tasks.text import sites",
+             "toyworld/world.py": "from tasks.demo.params import TinyModelsParams"}
     for name, line in edits.items():
         path = tmp_path / "tasks" / name
         body = f"\n\ndef _late():\n{line}\n" if line.startswith(" ") else f"\n{line}\n"
@@ -82,8 +81,6 @@ def test_a_forbidden_import_is_reported(tmp_path):
         path.write_text(path.read_text() + "\n\ndef _late():\n    from prefect import task\n")
     assert violations(tmp_path) == [
         "tasks.core.params imports tasks.text", "tasks.core.params imports tasks.text.ingest",
-        "tasks.demo.tiny_text imports tasks.text.tagging",
-        "tasks.demo.tiny_text imports tasks.text.tagging.tag_caption",
         "tasks.image.generate imports prefect", "tasks.image.generate imports prefect.task",
         "tasks.image.render imports tasks.text", "tasks.image.render imports tasks.text.tagging",
         "tasks.release.diff imports torch",
@@ -92,6 +89,9 @@ def test_a_forbidden_import_is_reported(tmp_path):
         "tasks.stages.sites imports tasks.text", "tasks.stages.sites imports tasks.text.sites",
         "tasks.text.params imports tasks.text", "tasks.text.params imports tasks.text.tagging",
         "tasks.text.tagging imports tasks.image", "tasks.text.tagging imports tasks.image.render",
+        "tasks.tiny.text imports tasks.text.tagging", "tasks.tiny.text imports tasks.text.tagging.tag_caption",
+        "tasks.toyworld.world imports tasks.demo.params",
+        "tasks.toyworld.world imports tasks.demo.params.TinyModelsParams",
     ]
 
 

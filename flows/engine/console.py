@@ -107,6 +107,10 @@ class OneLineUsage(TyperCommand):
             _exit_with(f"{err.ctx.command_path if err.ctx else info_name}: {err.format_message()}")
 
 
+def show_json(result: Any) -> None:
+    console.print_json(data=result)
+
+
 def report_table(metrics: list[dict], path: Path | None) -> None:
     """Print a stage metrics table; with `path`, also write the metrics there (JSON: facts; counters in its run log,
     `counters.write_metrics`)."""

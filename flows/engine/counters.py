@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasks.core.io import write_json
+from tasks.core.writing import write_json
 
 COUNTERS = frozenset({"pairs_generated", "samples_rendered", "renders", "renders_cached", "edits_filled",
                       "edits_cached", "shards_computed", "pairs_asked", "pairs_cached", "pairs_checked"})

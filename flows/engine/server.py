@@ -29,7 +29,8 @@ from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_se
 
 from flows.engine.process import PrefectUnavailable, death_signal
 from tasks.core.errors import UserError
-from tasks.core.io import OutputError, check_folder
+from tasks.core.io import check_folder
+from tasks.core.writing import OutputError
 
 if TYPE_CHECKING:  # prefect.server takes seconds to import: only a command that starts a server imports it
     from flows.engine.temporary_server import TemporaryServer

@@ -22,9 +22,9 @@ from flows.engine.progress import StageProgress
 from flows.engine.workspace import result_store
 from tasks.core import keys
 from tasks.core.loading import release_models, set_torch_threads
+from tasks.core.params import Params
 from tasks.core.shards import content_shards, shard_content
 from tasks.core.specs import model_specs
-from tasks.params import Params
 from tasks.stages import Stage
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from tasks.core.errors import UserError
 
 if TYPE_CHECKING:  # imported with `flows`, by every command: nothing heavy here
-    from tasks.params import Params
+    from tasks.core.params import Params
 
 EXPERIMENTS = (".dvc", "tmp", "exps")
 

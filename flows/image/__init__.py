@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from flows.engine.workspace import result_store
 from tasks.image.records import PairRecords
-from tasks.params import Params
+from tasks.core.params import Params
 
 
 def sample_records(params: Params) -> PairRecords:

@@ -26,7 +26,8 @@ from tasks.core.schemas import PAIR, SAMPLES
 from tasks.image import chunks, generate, render
 from tasks.image.params import GenerateParams, SelectionParams
 from tasks.image.records import PairRecords
-from tasks.params import Params
+from tasks.core.params import Params
+from tasks.stages import stage
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -51,8 +52,8 @@ def generate_flow(pairs_path: Path, output: Path, params: Params) -> dict:
     with StageProgress("generate", pairs.height * gen.n_samples, unit="samples") as progress:
         futures = generate_pairs.map(
             pairs=[pairs.slice(run.start, len(run)) for run in cut], params=unmapped(gen),
-            selection_params=unmapped(selection_params),
-            records=unmapped(sample_records(params)), unit=unmapped(render.sample_unit(gen)),
+            selection_params=unmapped(selection_params), records=unmapped(sample_records(params)),
+            unit=unmapped(render.sample_unit(gen, stage("generate").code)),
             torch_threads=unmapped(params.engine.torch_threads),
             progress=unmapped(progress if local else None))
         sizes = {f.task_run_id: len(run) for f, run in zip(futures, cut)}

@@ -25,13 +25,14 @@ from tasks.core import keys
 from tasks.core.images import read_rgb
 from tasks.core.io import read_frame, write_outputs
 from tasks.core.loading import set_torch_threads
+from tasks.core.params import Params
 from tasks.core.publication import held_folder, publish_folder
 from tasks.core.schemas import SAMPLES
 from tasks.image import render, selection, store, thresholds
 from tasks.image.params import GenerateParams
 from tasks.image.records import PairRecords
 from tasks.image.sampling import Sample
-from tasks.params import Params
+from tasks.stages import stage
 
 
 def canonical_images(records: PairRecords) -> Path:
@@ -76,7 +77,7 @@ def selection_flow(scores_path: Path, output: Path, selected_images: Path, param
     with the table)."""
     scores = read_frame(scores_path, SAMPLES, "generate")
     gen, records, counts = params.generate, sample_records(params), Counter()
-    unit = render.sample_unit(gen)
+    unit = render.sample_unit(gen, stage("generate").code)
     folder = canonical_images(records)
 
     def render_canonical(pairs: list[dict], samples: list[Sample]) -> list[dict]:
@@ -96,7 +97,7 @@ def selection_flow(scores_path: Path, output: Path, selected_images: Path, param
                                                    staged, progress.advance)
         publish_folder(staged, selected_images, lambda: write_outputs(kept, rejects, output))
     pairs, renders, cached = scores["caption_id"].n_unique(), counts["rendered"], counts["cached"]
-    evals = int(scores["unet_evals"].sum()) + 4 * gen.steps * (renders + cached)
+    evals = int(scores["unet_evals"].sum()) + gen.needs.rows_per_sample * gen.steps * (renders + cached)
     return stage_metrics("selection", pairs, kept, rejects, pairs=pairs, accepted=kept.height,
                          acceptance_rate=round(kept.height / pairs, 4) if pairs else 0.0, renders=renders,
                          renders_cached=cached, fallthrough=fallthrough,

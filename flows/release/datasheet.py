@@ -7,9 +7,8 @@ import json
 import polars as pl
 from prefect import flow
 
-from flows.commands import PathsCommand
-from tasks.core.io import write_text
-from tasks.params import Params
+from tasks.core.params import Params
+from tasks.core.writing import write_text
 from tasks.release import card, datasheet
 from tasks.release.provenance import provenance
 
@@ -31,6 +30,3 @@ def datasheet_flow(params: Params) -> None:
     judged = found["judge"]["rows_out"] if found["judge"] and found["judge"]["enabled"] else 0
     write_text(paths.export / "README.md", card.dataset_card(sheet, len(exported), params.export, mixture_sizes,
                                                               validated, judged, params.profile == "demo"))
-
-
-COMMAND = PathsCommand(datasheet_flow, "Generate the datasheet and the dataset card that embeds it.", lambda _: None)

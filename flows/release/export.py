@@ -5,9 +5,8 @@ from __future__ import annotations
 import polars as pl
 from prefect import flow
 
-from flows.commands import PathsCommand
 from flows.engine.console import console
-from tasks.params import Params
+from tasks.core.params import Params
 from tasks.release import export
 from tasks.release.provenance import provenance
 
@@ -29,5 +28,5 @@ def export_flow(params: Params) -> int:
     return rows.height
 
 
-COMMAND = PathsCommand(export_flow, "Write the selected pairs as a Hugging Face `datasets` folder (images embedded).",
-                      lambda rows: console.print(f"{rows} rows exported"))
+def show(rows: int) -> None:
+    console.print(f"{rows} rows exported")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import polars as pl
 from prefect import flow
 
-from flows.commands import PathsCommand, show_json
+from flows.engine.console import show_json
 from tasks.core.images import source_image_paths
-from tasks.core.io import write_json
-from tasks.params import Params
+from tasks.core.params import Params
+from tasks.core.writing import write_json
 from tasks.release import mixtures
 
 
@@ -27,5 +27,5 @@ def mixtures_flow(params: Params) -> dict:
     return result
 
 
-COMMAND = PathsCommand(mixtures_flow, "Build the base / medium / all training mixtures as `datasets` configs.",
-                        lambda result: show_json(result["sizes"]))
+def show(result: dict) -> None:
+    show_json(result["sizes"])

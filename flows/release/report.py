@@ -8,10 +8,10 @@ import json
 import polars as pl
 from prefect import flow, get_run_logger
 
-from flows.commands import PathsCommand, show_json
-from tasks.params import Params
+from flows.engine.console import show_json
+from tasks.core.params import Params
 from tasks.release import report
-from tasks.stages import stages
+from tasks.stages import steps
 
 FRAMES = {"captions": "captions", "sites": "sites", "candidates": "candidates", "similar": "similarity",
           "counterfactuals": "counterfactual_captions", "samples": "samples", "selected": "selected"}
@@ -22,7 +22,7 @@ def report_flow(params: Params) -> dict:
     """reports/metrics.json (funnel, rates, score means, UNet evaluations per accepted pair) + figures + plot data."""
     paths = params.paths
     frames = {name: pl.read_parquet(getattr(paths, key)) for name, key in FRAMES.items()}
-    stage_metrics = {s: json.loads((paths.metrics / f"{s}.json").read_text()) for s in stages()}
+    stage_metrics = {s: json.loads((paths.metrics / f"{s}.json").read_text()) for s in steps()}
     truth = paths.metrics / "truth.json"
     metrics = report.write_report(frames, stage_metrics, params,
                                   json.loads(truth.read_text()) if truth.is_file() else None)
@@ -30,5 +30,5 @@ def report_flow(params: Params) -> dict:
     return metrics
 
 
-COMMAND = PathsCommand(report_flow, "reports/metrics.json, figures and plot data for the current run.",
-                      lambda metrics: show_json(metrics["funnel"]))
+def show(metrics: dict) -> None:
+    show_json(metrics["funnel"])

@@ -14,7 +14,7 @@ from prefect import get_run_logger
 from flows.engine.counters import write_metrics
 from flows.engine.sharding import stage_metrics
 from tasks.core.io import write_outputs
-from tasks.params import Params
+from tasks.core.params import Params
 
 
 def finish(name: str, rows_in: int, kept: pl.DataFrame, rejects: pl.DataFrame, output: Path, params: Params,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.commands import PathsCommand
 from flows.removal import finish
 from tasks.core.io import read_frame, write_outputs
+from tasks.core.params import Params
 from tasks.core.schemas import REMOVAL_MASKS
-from tasks.params import Params
 from tasks.removal import captions, mentions
 from tasks.text.ingest import read_captions
 
@@ -25,6 +24,3 @@ def removal_captions_flow(params: Params) -> dict:
     write_outputs(mentions.gallery(source, section.grammar, words), bad, paths.removal_gallery)
     return finish("removal_captions", removals.height, kept, rejects, paths.removal_captions, params,
                    captions=source.height, caption_rejects=bad.height)
-
-
-COMMAND = PathsCommand(removal_captions_flow, "Object removal: the edited captions and the ODmAP gallery.")

@@ -7,12 +7,12 @@ import json
 import polars as pl
 from prefect import flow
 
-from flows.commands import PathsCommand
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
-from tasks.core.io import read_frame, write_text
+from tasks.core.io import read_frame
+from tasks.core.params import Params
 from tasks.core.schemas import REMOVAL_PAIRS, REMOVAL_SPLITS
-from tasks.params import Params
+from tasks.core.writing import write_text
 from tasks.release import export
 from tasks.removal import release
 
@@ -33,6 +33,3 @@ def removal_export_flow(params: Params) -> dict:
         settings["inpaint"]["model"] = fingerprint(params.inpaint.model)
     write_text(paths.removal_export / "README.md", release.card(metrics, splits, settings))
     return splits
-
-
-COMMAND = PathsCommand(removal_export_flow, "Object removal: the pairs as a `datasets` folder with its card.")

@@ -13,7 +13,6 @@ import numpy as np
 import polars as pl
 from prefect import flow
 
-from flows.commands import PathsCommand, check_models
 from flows.engine.caching import unit_task
 from flows.engine.progress import StageProgress
 from flows.engine.sharding import LocalTaskRunner
@@ -24,10 +23,10 @@ from tasks.core.fields import keyed_dump
 from tasks.core.images import UnreadableImage, file_inside, read_rgb
 from tasks.core.io import read_frame
 from tasks.core.loading import set_torch_threads
+from tasks.core.params import Params
 from tasks.core.publication import held_folder, publish_folder
 from tasks.core.schemas import INPAINTED, INPAINTED_REJECTS, REMOVAL_CAPTIONS
 from tasks.image.store import write_png
-from tasks.params import Params
 from tasks.removal import inpaint
 from tasks.removal.params import InpaintParams
 
@@ -102,7 +101,3 @@ def inpaint_flow(params: Params) -> dict:
         return publish_folder(staged, paths.inpainted_images, lambda: finish(
             "inpaint", edits.height, kept, rejects, paths.inpainted, params, edits_filled=computed,
             edits_cached=len(futures) - computed))
-
-
-COMMAND = PathsCommand(inpaint_flow, "Object removal: fill each removed region (cached per edit).",
-                       check=lambda p: check_models(p.inpaint) if p.inpaint.fill == "inpaint" else None)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import polars as pl
 from prefect import flow
 
-from flows.commands import PathsCommand
 from flows.removal import finish
-from tasks.params import Params
+from tasks.core.params import Params
 from tasks.removal import coco, masks
 
 
@@ -20,7 +19,3 @@ def removal_masks_flow(params: Params) -> dict:
     tried = kept.height + int(rejects["category"].is_not_null().sum())
     return finish("removal_masks", images.height, kept, pl.concat([bad, rejects]), params.paths.removal_masks,
                    params, images=images.height, eligible=eligible, classes_tried=tried, removals=kept.height)
-
-
-COMMAND = PathsCommand(removal_masks_flow, "Object removal: which (image, class) pairs to remove, from the COCO "
-                       "instances file.")

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.commands import PathsCommand, check_models
 from flows.engine.sharding import LocalTaskRunner
 from flows.removal import finish
 from tasks.core.io import read_frame
 from tasks.core.loading import set_torch_threads
+from tasks.core.params import Params
 from tasks.core.schemas import INPAINTED, REMOVAL_SPLITS
-from tasks.params import Params
 from tasks.removal import selection
 
 
@@ -24,7 +23,3 @@ def removal_selection_flow(params: Params) -> dict:
     splits = {s: int((kept["split"] == s).sum()) for s in REMOVAL_SPLITS}
     return finish("removal_selection", edits.height, kept, rejects, paths.removal_pairs, params, pairs=kept.height,
                    splits=splits)
-
-
-COMMAND = PathsCommand(removal_selection_flow, "Object removal: the CLIP check and the splits.",
-                       check=lambda p: check_models(p.removal_selection))

@@ -18,7 +18,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from tasks.core.environment import data_hashes, library_versions
-from tasks.core.source import PROJECT_PACKAGES, Module, import_bindings, is_docstring, read_module, source_file
+from tasks.core.source import (
+    PROJECT_PACKAGES,
+    Module,
+    check_entry,
+    import_bindings,
+    is_docstring,
+    read_module,
+    source_file,
+)
 
 PARAM_BASES = {("pydantic", "BaseModel")}  # a class deriving from one of these is a param definition
 LOGGERS = {"log", "logger", "logging", "warnings"}  # receivers of a log call, besides get_run_logger() / getLogger()
@@ -32,15 +40,6 @@ DATA = "NLTK_RESOURCES"  # a module-level tuple of the NLTK resources a module r
 def entry(code: Callable) -> str:
     """`module:qualname` of a function or class: how `identity` names it."""
     return f"{code.__module__}:{code.__qualname__}"
-
-
-def check_entry(name: str) -> None:
-    """Raise ValueError unless `"module:name"` names a top-level definition (or import) of a project module, read from
-    its source (nothing imported)."""
-    module_name, _, attribute = name.partition(":")
-    module = read_module(module_name) if source_file(module_name) else None
-    if module is None or attribute not in module.definitions | module.imports:
-        raise ValueError(f"code entry {name}: {module_name} defines no {attribute} (renamed?)")
 
 
 def _is_log_call(node: ast.AST) -> bool:

@@ -1,15 +1,23 @@
-"""The params every stage shares: the profiles, every path (`PathsParams`) and where stages run (`EngineParams`).
-Each stage's own section lives beside its logic (`tasks/<package>/params.py`); `tasks.params.Params` holds them all.
+"""`Params`: the params every stage shares (the profile, every path, where stages run) and the `Section`s registered
+under the `cfgen.sections` entry-point group, each declared beside its stage's logic (`tasks/<package>/params.py`).
+
+A command assembles only the sections it reads (`assemble`): this module imports no section, so an edit to one
+stage's section reruns the stages that read it and no other. Under the paper profile every hub model that runs is
+pinned.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from functools import cache
+from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, create_model, model_validator
 
 from tasks.core.fields import template, unkeyed
-from tasks.core.specs import Frozen
+from tasks.core.specs import ClipSpec, Frozen, ModelSpec, Rooted, model_specs
 
 PROFILES = ("demo", "paper")
 ImageName = template(image_id=139)  # formatted with an int id where it is all digits, else the id as text
@@ -82,3 +90,107 @@ class EngineParams(Frozen):
                                                "offer them (`dask worker --resources GPU=1`); {} for CPU workers")
     torch_threads: int | None = unkeyed(None, "CPU threads per process (None: torch's default). CPU float results "
                                         "depend on it, so runs compared bit for bit must share it", ge=1, le=1024)
+
+
+class Section(Frozen):
+    """One stage's params section. Its hooks, looked up by `Params` (never branched on by name): `prepare` completes
+    its raw mapping from the whole raw params, `idle_models` names its models a run does not load, `check` compares
+    it with the other sections assembled beside it."""
+
+    @classmethod
+    def prepare(cls, section: dict, whole: dict) -> dict:
+        return section
+
+    def idle_models(self) -> tuple[str, ...]:
+        return ()
+
+    def check(self, params: Params) -> None:
+        """Raise a ValueError when this section contradicts another one in `params` (one that is assembled)."""
+
+
+SECTIONS = "cfgen.sections"
+SHARED = ("profile", "paths", "engine")
+
+
+def section_names() -> tuple[str, ...]:
+    """Every registered section's name, from the package metadata (nothing imported)."""
+    return tuple(point.name for point in entry_points(group=SECTIONS))
+
+
+class Params(Rooted):
+    """The params file resolved for `profile` (`tasks.config.load_params`): the shared sections and the registered
+    sections a command reads, as fields of an `assemble`d subclass; `root` is the project."""
+
+    profile: Literal[PROFILES]
+    paths: PathsParams
+    engine: EngineParams
+
+    @property
+    def sections(self) -> tuple[str, ...]:
+        """The registered sections assembled here, in their order."""
+        return tuple(name for name in type(self).model_fields if name not in SHARED)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _prepared(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        fields = cls.model_fields
+        return {**data, **{name: fields[name].annotation.prepare(data[name], data) for name in fields
+                           if name not in SHARED and isinstance(data.get(name), dict)}}
+
+    def running_models(self) -> Iterator[tuple[str, ModelSpec]]:
+        """(params key, spec) of every model a run of these sections loads: each section's minus its `idle_models`."""
+        for name in self.sections:
+            section = getattr(self, name)
+            idle = {f"{name}.{field}" for field in section.idle_models()}
+            yield from ((key, spec) for key, spec in model_specs(section, f"{name}.") if key not in idle)
+
+    @model_validator(mode="after")
+    def _sections_agree(self) -> Params:
+        for name in self.sections:
+            getattr(self, name).check(self)
+        return self
+
+    @model_validator(mode="after")
+    def _pinned(self) -> Params:
+        if self.profile == "paper":
+            unpinned = [f"{key}: hub model {spec.id} has no pinned revision (the paper profile needs one)"
+                        for key, spec in self.running_models() if not isinstance(spec, ClipSpec)
+                        and spec.revision is None and not spec.id.startswith("pkg:") and not Path(spec.id).exists()]
+            if unpinned:
+                raise ValueError("; ".join(unpinned))
+        return self
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its section names and state: an assembled class is rebuilt, not looked up, in another process."""
+        return _restore, (self.sections, self.__getstate__())
+
+
+def _restore(names: tuple[str, ...], state: dict) -> Params:
+    model = assemble(names)
+    params = model.__new__(model)
+    params.__setstate__(state)
+    return params
+
+
+@cache
+def _section(name: str) -> type[Section]:
+    found = entry_points(group=SECTIONS, name=name)
+    if not found:
+        raise ValueError(f"no params section named {name} is registered under {SECTIONS}")
+    return next(iter(found)).load()
+
+
+@cache
+def _assembled(names: tuple[str, ...]) -> type[Params]:
+    return create_model("Params", __base__=Params, __module__=__name__,
+                        **{name: (_section(name), ...) for name in names})
+
+
+def assemble(names: Iterable[str] | None = None) -> type[Params]:
+    """`Params` with the registered sections `names` (None: every one), in that order."""
+    names = tuple(dict.fromkeys(section_names() if names is None else names))
+    if unknown := sorted(set(names) - set(section_names())):
+        raise ValueError(f"{', '.join(unknown)}: no such params section (registered: {', '.join(section_names())})")
+    return _assembled(names)

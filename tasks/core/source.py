@@ -162,3 +162,12 @@ def read_module(name: str) -> Module:
 
 def is_docstring(node: ast.stmt) -> bool:
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def check_entry(name: str) -> None:
+    """Raise ValueError unless `"module:name"` names a top-level definition (or import) of a project module, read from
+    its source (nothing imported)."""
+    module_name, _, attribute = name.partition(":")
+    module = read_module(module_name) if source_file(module_name) else None
+    if module is None or attribute not in module.definitions | module.imports:
+        raise ValueError(f"code entry {name}: {module_name} defines no {attribute} (renamed?)")

@@ -2,7 +2,7 @@
 loads from: the same FLOPs, tensor shapes, dtypes and loading code as the paper's run, noise for outputs.
 
 - `stable-diffusion-v1-5`: UNet (320/640/1280/1280, 768-wide cross-attention), its VAE, the CLIP ViT-L/14 text
-  encoder, the real CLIP BPE tokenizer (`tiny_images.clip_bpe_tokenizer`) and its PNDM scheduler config;
+  encoder, the real CLIP BPE tokenizer (`tasks.tiny.images.clip_bpe_tokenizer`) and its PNDM scheduler config;
 - `sd-vae-ft-mse`: the replacement VAE (same network, sample size 256);
 - open_clip `ViT-L-14` and `ViT-B-32` checkpoints;
 - `roberta-base` and `gpt2-large` with a byte-level BPE trained on the given captions; the vocabulary stays at the
@@ -26,8 +26,8 @@ from diffusers import AutoencoderKL, PNDMScheduler, UNet2DConditionModel
 from safetensors.torch import save_file
 from transformers import CLIPTextConfig, CLIPTextModel
 
-from tasks.demo.tiny_images import SD_BETAS, clip_bpe_tokenizer, sd15_unet
-from tasks.demo.tiny_text import causal_lm, masked_lm, train_vocab
+from tasks.tiny.images import SD_BETAS, clip_bpe_tokenizer, sd15_unet
+from tasks.tiny.text import causal_lm, masked_lm, train_vocab
 
 ROBERTA_VOCAB, GPT2_VOCAB = 50265, 50257
 OPEN_CLIP = {"clip_l14": "ViT-L-14", "clip_b32": "ViT-B-32"}
@@ -67,7 +67,7 @@ def build_open_clip(name: str) -> Callable[[Path], None]:
 
 def build_text(model: Callable[..., None], captions: list[str], vocab_size: int, max_length: int,
                **shape) -> Callable[[Path], None]:
-    """A `tiny_text` builder at a published shape: its BPE trained on `captions`, the vocabulary padded to
+    """A `tasks.tiny.text` builder at a published shape: its BPE trained on `captions`, the vocabulary padded to
     `vocab_size`, stored in float16."""
     def build(out: Path) -> None:
         vocab, merges = train_vocab(captions, out / "bpe", vocab_size)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pydantic import Field
 
 from tasks.core.fields import Seed
-from tasks.core.specs import Frozen
+from tasks.core.params import Section
 
 
-class TinyModelsParams(Frozen):
+class TinyModelsParams(Section):
     """The demo profile's tiny random text and image models (`tasks.demo.tiny_models`)."""
 
     seed: Seed = 0
@@ -19,7 +19,7 @@ class TinyModelsParams(Frozen):
                                                     "them; None: random")
 
 
-class SyntheticCocoParams(Frozen):
+class SyntheticCocoParams(Section):
     """The demo's stand-in for COCO: images of coloured shapes with COCO-format instances and captions."""
 
     seed: Seed = 0

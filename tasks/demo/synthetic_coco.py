@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image, ImageDraw
 
-from tasks.core.io import write_file, write_text
+from tasks.core.writing import write_file, write_text
 from tasks.demo.params import SyntheticCocoParams
 
 

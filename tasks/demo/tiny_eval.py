@@ -26,7 +26,7 @@ from transformers import (
 )
 
 from tasks.core.specs import ItmSpec
-from tasks.demo.tiny_images import TINY_IMAGE_SIZE, clip_bpe_tokenizer
+from tasks.tiny.images import TINY_IMAGE_SIZE, clip_bpe_tokenizer
 
 WIDTH, TEXT_POSITIONS = 32, 40
 _TINY = dict(hidden_size=WIDTH, intermediate_size=2 * WIDTH, num_hidden_layers=1, num_attention_heads=2)

@@ -13,7 +13,7 @@ from pathlib import Path
 from diffusers import DDIMScheduler, StableDiffusionInpaintPipeline
 
 from tasks.core.specs import ModelSpec
-from tasks.demo.tiny_images import SD_BETAS, TINY_UNET, clip_bpe_tokenizer, tiny_sd_modules
+from tasks.tiny.images import SD_BETAS, TINY_UNET, clip_bpe_tokenizer, tiny_sd_modules
 
 INPAINT_CHANNELS = 4 + 1 + 4
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from tasks.core.specs import resolve_path
-from tasks.demo import tiny_eval, tiny_images, tiny_inpaint, tiny_text, tiny_vlm
+from tasks.demo import tiny_eval, tiny_inpaint, tiny_vlm
 from tasks.demo.params import TinyModelsParams
 from tasks.text import ingest
+from tasks.tiny import images, text
+from tasks.toyworld.assemble import assemble
 
 
 def build(source: Path, output: Path, params: TinyModelsParams) -> None:
@@ -16,13 +18,11 @@ def build(source: Path, output: Path, params: TinyModelsParams) -> None:
     trained on the toy world when `params.toy_world` names its weights, else random (with `output/vocab`)."""
     captions = ingest.read_captions(source)[0]["caption"].to_list()
     if params.toy_world is not None:
-        from tasks.toyworld.assemble import assemble
-
         assemble(Path(resolve_path(params.toy_world)), output)
     else:
-        tiny_text.build(captions, output, params)
-        tiny_images.build_tiny_diffusion(output / "diffusion", params.seed)
-        tiny_images.build_tiny_clip(output / "clip", params.seed)
+        text.build(captions, output, params)
+        images.build_tiny_diffusion(output / "diffusion", params.seed)
+        images.build_tiny_clip(output / "clip", params.seed)
     tiny_eval.build_tiny_hf_clip(output / "hf_clip", params.seed)
     tiny_eval.build_tiny_vilt(output / "vilt", captions, params.seed)
     tiny_vlm.build_tiny_vlm(output / "vlm", captions, params.seed)

@@ -18,7 +18,7 @@ from transformers import (
 )
 
 from tasks.core.specs import ModelSpec
-from tasks.demo.tiny_images import TINY_IMAGE_SIZE
+from tasks.tiny.images import TINY_IMAGE_SIZE
 
 WIDTH, PATCH, IMAGE_TOKEN = 32, 8, "<image>"
 SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", IMAGE_TOKEN]

@@ -7,10 +7,11 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from tasks.core.fields import Seed, unkeyed
-from tasks.core.specs import ClipSpec, Frozen, ItmSpec
+from tasks.core.params import Section
+from tasks.core.specs import ClipSpec, ItmSpec
 
 
-class EvaluateParams(Frozen):
+class EvaluateParams(Section):
     """Zero-shot retrieval R@k and ITM score differences of each model in `models` (name -> spec) on the dataset; a
     cross-encoder ranks a bi-encoder's top `rerank_k` candidates per query."""
 

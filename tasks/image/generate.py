@@ -7,7 +7,8 @@ rendered only when missing, `batch_samples` per UNet call, each batch appended t
 raising n_samples renders only the new samples, lowering it renders nothing, and a killed run loses only the batch
 in flight. Batched kernels may round differently from a batch of one: these are screening scores, and selection
 exports a canonical render.
-`unet_evals` is the cost of a sample (4 UNet rows per step) whether it was rendered now or before.
+`unet_evals` is the cost of a sample (the backend's `rows_per_sample` UNet rows per step) whether it was rendered now
+or before.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ import polars as pl
 
 from tasks.core import keys
 from tasks.core.schemas import PAIR, SAMPLES, SAMPLES_REJECTS
-from tasks.image import render, thresholds
+from tasks.image import backends, render, thresholds
 from tasks.image.params import GenerateParams, SelectionParams
-from tasks.image.sampling import Sample, encode_prompts, load_tokenizer, plan_sample, token_counts
+from tasks.image.sampling import Sample, plan_sample
 
 SCHEMA, REJECTS_SCHEMA = SAMPLES, SAMPLES_REJECTS
 Progress = Callable[[int], None]
@@ -42,19 +43,18 @@ class SampleCache(Protocol):
 @dataclass
 class Screening:
     """One stage run: its params, sample cache, progress callback, models (loaded on the first render unless given,
-    so a run whose samples are all cached loads none), sample unit (built here unless shipped: it refuses stale
-    code), the samples rendered and the pairs that rendered any."""
+    so a run whose samples are all cached loads none), sample unit (`render.sample_unit`, checked here: it refuses
+    stale code), the samples rendered and the pairs that rendered any."""
 
     params: GenerateParams
     cache: SampleCache
     progress: Progress = lambda n: None
     models: render.ImageModels | None = None
-    unit: keys.Unit | None = None
+    unit: keys.Unit = field(kw_only=True)
     rendered: int = 0
     rendered_pairs: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.unit = self.unit or render.sample_unit(self.params)
         self.unit.check()
         self.batcher = render.batcher(self.unit.shared, self.params.batch_samples)
 
@@ -76,7 +76,7 @@ class Screening:
         todo = [i for i, m in found.items() if m is None]
         if todo:
             models = self.models = self.models or render.load_models(self.params)
-            prompts = encode_prompts(models.diffusion, pair["caption"], pair["counterfactual"])
+            prompts = models.diffusion.encode(pair["caption"], pair["counterfactual"])
             texts = render.caption_texts(models, pair, self.params.subject_prompt)
             done = 0
             for chunk, rendered in self.batcher.render(models.diffusion, prompts, [samples[i] for i in todo], self.params):
@@ -92,9 +92,9 @@ class Screening:
 
 
 def prompt_flags(params: GenerateParams, pair: dict) -> dict:
-    """Whether C_o / C_c exceed the text encoder's 77 tokens, and whether their token counts differ."""
-    (count_o, count_c), (truncated_o, truncated_c) = token_counts(
-        load_tokenizer(params.diffusion), pair["caption"], pair["counterfactual"])
+    """Whether C_o / C_c exceed the text encoder's limit (77 tokens for SD), and whether their token counts differ."""
+    (count_o, count_c), (truncated_o, truncated_c) = backends.chosen(params).token_counts(
+        params.diffusion, pair["caption"], pair["counterfactual"])
     return {"truncated_o": truncated_o, "truncated_c": truncated_c, "tokens_misaligned": count_o != count_c}
 
 
@@ -103,7 +103,8 @@ def pair_rows(pair: dict, screening: Screening, selection_params: SelectionParam
     params = screening.params
     adaptive = params.adaptive.enabled and selection_params is not None
     step = params.adaptive.round_samples if adaptive else params.n_samples
-    base = {**{k: pair[k] for k in PAIR}, **prompt_flags(params, pair), "unet_evals": 4 * params.steps}
+    base = {**{k: pair[k] for k in PAIR}, **prompt_flags(params, pair),
+            "unet_evals": params.needs.rows_per_sample * params.steps}
     rows: list[dict] = []
     for start in range(0, params.n_samples, step):
         for measured in screening.measure(pair, range(start, min(start + step, params.n_samples))):

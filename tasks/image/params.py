@@ -3,11 +3,14 @@ selection."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
 from tasks.core.fields import VAE_FACTOR, Cosine, Seed, Unit, WordPrompt, ordered, unkeyed
+from tasks.core.params import Section
 from tasks.core.specs import ClipSpec, Frozen, ModelSpec
 
 
@@ -20,9 +23,29 @@ class AdaptiveParams(Frozen):
     round_samples: int = Field(10, ge=1)
 
 
-class GenerateParams(Frozen):
+@dataclass(frozen=True)
+class BackendNeeds:
+    """What an image backend (`tasks.image.backends`, registered under the same name) asks of a run, known without
+    loading it: UNet rows per sample per denoising step, and the components of its diffusion folder that its loader
+    reads besides vae/ (folder -> files, one of which holds it)."""
+
+    rows_per_sample: int
+    components: Mapping[str, tuple[str, ...]]
+
+
+BACKEND_NEEDS = {
+    "sd1": BackendNeeds(rows_per_sample=4,  # the o/c pair x (uncond, cond): classifier-free guidance
+                        components={"unet": ("config.json",), "text_encoder": ("config.json",),
+                                    "tokenizer": ("tokenizer.json", "vocab.json"),
+                                    "scheduler": ("scheduler_config.json",)}),
+}
+
+
+class GenerateParams(Section):
     """Paired Prompt-to-Prompt sampling. `guidance_scale` and `p2p_fraction` are U(lo, hi) ranges drawn per sample."""
 
+    backend: Literal["sd1"] = Field("sd1", description="the diffusion model family `diffusion` is (`BACKEND_NEEDS`): "
+                                                     "sd1 is Stable Diffusion v1")
     diffusion: ModelSpec = ModelSpec(id="stable-diffusion-v1-5/stable-diffusion-v1-5")
     vae: ModelSpec | None = Field(ModelSpec(id="stabilityai/sd-vae-ft-mse"),
                                   description="replaces the diffusion folder's vae/ (None keeps it); only its id and "
@@ -37,8 +60,8 @@ class GenerateParams(Frozen):
     subject_prompt: WordPrompt = Field("a photo of a {word}", description="the both-subjects check's CLIP prompt for a "
                                                                     "swapped noun (`{word}`: C_o's or C_c's)")
     seed: Seed = 0
-    batch_samples: int = unkeyed(4, "samples per UNet call (4 rows each); after a CUDA OOM the halved size is "
-                                    "kept for the rest of the process", ge=1)
+    batch_samples: int = unkeyed(4, "samples per UNet call (the backend's `rows_per_sample` rows each); after a "
+                                    "CUDA OOM the halved size is kept for the rest of the process", ge=1)
     pairs_per_task: int = unkeyed(8, "caption pairs per Prefect task (cut to near-equal sample counts, the "
                                      "heaviest first): the unit a Dask worker takes", ge=1)
     channels_last: bool = Field(False, description="UNet and VAE in channels_last memory format (10% slower in "
@@ -51,12 +74,16 @@ class GenerateParams(Frozen):
     clip_batch_size: int = unkeyed(32, "images per CLIP forward pass", ge=1)
     adaptive: AdaptiveParams = unkeyed(AdaptiveParams(), "when to stop sampling a pair; each sample is cached alone")
 
+    @property
+    def needs(self) -> BackendNeeds:
+        return BACKEND_NEEDS[self.backend]
+
 
 RANK_KEYS = ("clip_dir", "min_text_image", "subject_margin")  # selection's ranking keys (thresholds.RANKING)
 Margin = Annotated[float, Field(ge=-2.0, le=2.0)]  # a difference of two cosines
 
 
-class SelectionParams(Frozen):
+class SelectionParams(Section):
     """CLIP thresholds in [-1, 1], all inclusive (`score >= min`), and the both-subjects check (paper App. A.3: both
     altered subjects shown), exclusive (`margin > min`, so a tie fails); among passing samples the highest `rank_by`
     wins."""

@@ -5,9 +5,9 @@ decoded image had NaN/inf); black_threshold is applied to it afterwards (`reject
 key. `sample_key` hashes everything that fixes a sample's pixels and scores — C_o, C_c, the edit (type, original
 word, substitute: the subject prompts), its seed, p2p fraction and guidance scale, and the sample unit
 (`sample_unit`: keyed generate params, model contents, the diffusion and CLIP models' placement, the code a render
-and its measurement execute with its libraries: the declaration's `SAMPLE_CODE`) — and nothing else (no batch size,
-no n_samples). All but the sample's own values make the pair's `record_key`: the samples of a pair share one record
-(`records.PairRecords`).
+and its measurement execute with its libraries: the `code` entries the caller takes from the stage declaration) —
+and nothing else (no batch size, no n_samples). All but the sample's own values make the pair's `record_key`: the
+samples of a pair share one record (`records.PairRecords`).
 `canonical` renders one sample alone: the reproducible path whose pixels and scores are what the dataset exports.
 """
 
@@ -20,16 +20,18 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import torch
 
 from tasks.core import keys
 from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS, edited_word
 from tasks.core.specs import model_specs
+from tasks.image import backends
+from tasks.image.backends import Diffusion
 from tasks.image.params import GenerateParams
-from tasks.image.sampling import Diffusion, Prompts, Rendered, Sample, encode_prompts, load_diffusion, render
+from tasks.image.sampling import Rendered, Sample, render
 from tasks.image.scoring import ClipScorer, load_clip, pair_scores
-from tasks.stages.generate import SAMPLE_CODE
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +43,13 @@ class ImageModels:
 
 
 def load_models(params: GenerateParams) -> ImageModels:
-    return ImageModels(load_diffusion(params.diffusion, params.vae, params.channels_last, params.compile_unet),
-                       load_clip(params.clip))
+    return ImageModels(backends.chosen(params).load(params), load_clip(params.clip))
 
 
-def sample_unit(params: GenerateParams) -> keys.Unit:
-    """What fixes a sample besides its own values; the VAE runs where the diffusion model does."""
-    return keys.unit("generate", SAMPLE_CODE, params, [spec for _, spec in model_specs(params)],
+def sample_unit(params: GenerateParams, code: tuple[str, ...]) -> keys.Unit:
+    """What fixes a sample besides its own values, running `code` (the declaration's `"module:name"` entries); the
+    VAE runs where the diffusion model does."""
+    return keys.unit("generate", code, params, [spec for _, spec in model_specs(params)],
                      placed=(params.diffusion, params.clip))
 
 
@@ -66,13 +68,14 @@ def sample_key(record: str, sample: Sample) -> str:
 
 @dataclass
 class Batcher:
-    """Renders samples `size` at a time; a CUDA OOM halves `size` for every later call and retries. The first batch
-    of a compiled UNet logs its wall time (compiling included: minutes at SD v1.5's size)."""
+    """Renders samples `size` at a time (`prompts`: the backend's `encode`); a CUDA OOM halves `size` for every later
+    call and retries. The first batch of a compiled UNet logs its wall time (compiling included: minutes at SD v1.5's
+    size)."""
 
     size: int
     rendered: bool = False
 
-    def render(self, diffusion: Diffusion, prompts: Prompts, samples: list[Sample],
+    def render(self, diffusion: Diffusion, prompts: Any, samples: list[Sample],
                params: GenerateParams) -> Iterator[tuple[list[Sample], Rendered]]:
         start = 0
         while start < len(samples):
@@ -146,7 +149,7 @@ def reject_reason(measured: dict, black_threshold: int) -> str | None:
 
 def canonical(pair: dict, sample: Sample, params: GenerateParams, models: ImageModels) -> dict:
     """`sample` rendered alone: its measurement plus `images` (2, H, W, 3) uint8, I_o then I_c."""
-    prompts = encode_prompts(models.diffusion, pair["caption"], pair["counterfactual"])
+    prompts = models.diffusion.encode(pair["caption"], pair["counterfactual"])
     rendered = render(models.diffusion, prompts, [sample], params.steps, params.size)
     measured = measure(rendered, caption_texts(models, pair, params.subject_prompt), models, params.clip_batch_size)[0]
     return {**measured, "images": rendered.images[0]}

@@ -1,4 +1,5 @@
-"""Paired Stable Diffusion sampling: (I_o, I_c) per seed with Euler-ancestral steps and Prompt-to-Prompt sharing.
+"""Paired sampling: (I_o, I_c) per seed with Euler-ancestral steps and Prompt-to-Prompt sharing, on any image backend
+(`backends.Diffusion`: it encodes the prompts, conditions and runs the denoiser, decodes).
 
 Per sample: two generators seeded identically (one per image) draw the initial latent and the ancestral noise of
 every step in lockstep, so both images start from the same latent and get the same noise; classifier-free guidance
@@ -6,10 +7,10 @@ uses the sample's own scale. A sample's rows never mix with another sample's (P2
 but batched kernels may round differently for different batch sizes: `render` of a batch of one is the canonical,
 reproducible path (same device, dtype, compile mode and software stack => same pixels).
 
-The render loop does no host work per step: the P2P sharing schedule and every step's ancestral noise (drawn from each
-sample's generators in the scheduler's order, so the pixels are the scheduler's) exist before the first UNet call,
-and each step is the scheduler's Euler-ancestral update on tensors (`AncestralStep`), so a compiled UNet's CUDA graph
-replays back to back.
+The render loop does no host work per step: the P2P sharing schedule, the conditioning and every step's ancestral
+noise (drawn from each sample's generators in the scheduler's order, so the pixels are the scheduler's) exist before
+the first denoiser call, and each step is the scheduler's Euler-ancestral update on tensors (`AncestralStep`), so a
+compiled denoiser's CUDA graph replays back to back.
 """
 
 from __future__ import annotations
@@ -17,40 +18,20 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, UNet2DConditionModel
+from diffusers import EulerAncestralDiscreteScheduler
 from diffusers.utils.torch_utils import randn_tensor
-from transformers import CLIPTextModel, CLIPTokenizer
 
-from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
-from tasks.core.specs import ModelSpec
 from tasks.image import p2p
 from tasks.image.params import GenerateParams
 
-
-@dataclass(frozen=True)
-class Diffusion:
-    """SD v1 components on one device/dtype, P2P processors installed in `unet` (compiled when `compile_mode` is set);
-    `lock` serialises the renders of every thread that shares these components (a Dask worker's threads): one batch
-    at a time on the device, as a compiled UNet's CUDA graphs (static buffers, replayed in order) require."""
-
-    tokenizer: CLIPTokenizer
-    text_encoder: torch.nn.Module
-    unet: torch.nn.Module
-    vae: torch.nn.Module
-    scheduler: EulerAncestralDiscreteScheduler
-    compile_mode: str | None
-    device: torch.device
-    dtype: torch.dtype
-    latent_channels: int
-    latent_factor: int
-    scaling_factor: float
-    lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+if TYPE_CHECKING:
+    from tasks.image.backends import Diffusion
 
 
 @dataclass(frozen=True)
@@ -75,15 +56,6 @@ def plan_sample(params: GenerateParams, caption_id: str, index: int) -> Sample:
 
 
 @dataclass(frozen=True)
-class Prompts:
-    """Text-encoder states `[uncond, C_o, C_c]` (3, 77, D); per caption: its untruncated token count, truncated?"""
-
-    states: torch.Tensor
-    token_counts: tuple[int, int]
-    truncated: tuple[bool, bool]
-
-
-@dataclass(frozen=True)
 class Rendered:
     """`images[s, b]` HxWx3 uint8 (b: 0 = I_o, 1 = I_c); `finite[s]` False when either decoded image had NaN/inf."""
 
@@ -91,65 +63,12 @@ class Rendered:
     finite: np.ndarray
 
 
-@load_once
-def load_tokenizer(spec: ModelSpec) -> CLIPTokenizer:
-    """The diffusion folder's tokenizer alone (cheap: prompt checks need no weights)."""
-    return CLIPTokenizer.from_pretrained(spec.local(), subfolder="tokenizer", **hub_kwargs(spec))
-
-
 def compile_mode(setting: str, device: torch.device) -> str | None:
-    """`torch.compile` mode of the UNet for `generate.compile_unet`: `auto` is reduce-overhead (CUDA graphs) on CUDA
+    """`torch.compile` mode of the denoiser for `generate.compile_unet`: `auto` is reduce-overhead (CUDA graphs) on CUDA
     and eager elsewhere, `off` eager."""
     if setting == "auto":
         return "reduce-overhead" if device.type == "cuda" else None
     return None if setting == "off" else setting
-
-
-@load_once
-def load_diffusion(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool = False,
-                   compile_unet: str = "off") -> Diffusion:
-    """Components from `spec`'s SD v1 folder (id or path); `vae` replaces its vae/. fp32 on CPU (resolve_dtype).
-    The UNet gets fused q·k·v projections and the P2P processors; `channels_last` stores the UNet and VAE
-    convolutions NHWC; `compile_unet` (`compile_mode`) wraps the UNet in `torch.compile`."""
-    path, device, kwargs = spec.local(), resolve_device(spec), hub_kwargs(spec)
-    dtype = resolve_dtype(spec, device)
-    if vae is None:
-        vae_model = AutoencoderKL.from_pretrained(path, subfolder="vae", dtype=dtype, **kwargs)
-    else:
-        vae_model = AutoencoderKL.from_pretrained(vae.local(), dtype=dtype, **hub_kwargs(vae))
-    unet = UNet2DConditionModel.from_pretrained(path, subfolder="unet", dtype=dtype, **kwargs)
-    text_encoder = CLIPTextModel.from_pretrained(path, subfolder="text_encoder", dtype=dtype, **kwargs)
-    for module in (unet, vae_model, text_encoder):
-        module.to(device).eval().requires_grad_(False)
-    if channels_last:
-        unet.to(memory_format=torch.channels_last)
-        vae_model.to(memory_format=torch.channels_last)
-    p2p.install(unet)
-    mode = compile_mode(compile_unet, device)
-    return Diffusion(
-        tokenizer=load_tokenizer(spec), text_encoder=text_encoder,
-        unet=unet if mode is None else torch.compile(unet, mode=mode), vae=vae_model,
-        scheduler=EulerAncestralDiscreteScheduler.from_pretrained(path, subfolder="scheduler", **kwargs),
-        compile_mode=mode, device=device, dtype=dtype,
-        latent_channels=unet.config.in_channels, latent_factor=2 ** (len(vae_model.config.block_out_channels) - 1),
-        scaling_factor=vae_model.config.scaling_factor)
-
-
-def token_counts(tokenizer: CLIPTokenizer, caption: str, counterfactual: str) -> tuple[tuple[int, int],
-                                                                                   tuple[bool, bool]]:
-    """Untruncated token counts of C_o and C_c, and whether each exceeds the tokenizer's limit (77 for SD)."""
-    counts = tuple(len(ids) for ids in tokenizer([caption, counterfactual], verbose=False)["input_ids"])
-    return counts, tuple(n > tokenizer.model_max_length for n in counts)
-
-
-@torch.inference_mode()
-def encode_prompts(diffusion: Diffusion, caption: str, counterfactual: str) -> Prompts:
-    """Prompts longer than the tokenizer's limit (77 for SD) are truncated and flagged."""
-    tokenizer = diffusion.tokenizer
-    ids = tokenizer(["", caption, counterfactual], padding="max_length", max_length=tokenizer.model_max_length,
-                    truncation=True, return_tensors="pt")["input_ids"]
-    states = diffusion.text_encoder(ids.to(diffusion.device))[0]
-    return Prompts(states, *token_counts(tokenizer, caption, counterfactual))
 
 
 @dataclass(frozen=True)
@@ -184,8 +103,9 @@ def ancestral_steps(scheduler: EulerAncestralDiscreteScheduler) -> list[Ancestra
 
 
 @torch.inference_mode()
-def render(diffusion: Diffusion, prompts: Prompts, samples: Sequence[Sample], steps: int, size: int) -> Rendered:
-    """Denoise S samples in UNet batches of 4S rows (`[uncond·C_o, uncond·C_c, cond·C_o, cond·C_c]` per sample)."""
+def render(diffusion: Diffusion, prompts: Any, samples: Sequence[Sample], steps: int, size: int) -> Rendered:
+    """Denoise S samples (`prompts`: the backend's `encode`) in denoiser batches of 4S rows
+    (`[uncond·C_o, uncond·C_c, cond·C_o, cond·C_c]` per sample)."""
     n, device, dtype = len(samples), diffusion.device, diffusion.dtype
     scheduler = EulerAncestralDiscreteScheduler.from_config(diffusion.scheduler.config)
     scheduler.set_timesteps(steps, device=device)
@@ -197,17 +117,15 @@ def render(diffusion: Diffusion, prompts: Prompts, samples: Sequence[Sample], st
     latents = randn_tensor(shape, generator=generators, device=device, dtype=dtype) * scheduler.init_noise_sigma
     noise = [randn_tensor(shape, generator=generators, device=device, dtype=dtype) for _ in range(steps)]
     shared = p2p.schedule([s.p2p_fraction for s in samples], steps, device)
-    uncond, cond_o, cond_c = prompts.states
-    context = torch.stack([uncond, uncond, cond_o, cond_c]).repeat(n, 1, 1)
+    context = diffusion.condition(prompts, n)
     scales = torch.tensor([s.guidance_scale for s in samples], device=device, dtype=dtype).view(n, 1, 1, 1, 1)
     with diffusion.lock:
         for i, (t, step) in enumerate(zip(scheduler.timesteps, ancestral_steps(scheduler))):
             x = step.scale_input(latents).unflatten(0, (n, 1, 2)).expand(-1, 2, -1, -1, -1, -1)
-            eps = diffusion.unet(x.flatten(0, 2), t, encoder_hidden_states=context,
-                                 cross_attention_kwargs={"p2p_shared": shared[i]}).sample.unflatten(0, (n, 2, 2))
+            eps = diffusion.denoise(x.flatten(0, 2), t, context, shared[i]).unflatten(0, (n, 2, 2))
             eps = (eps[:, 0] + scales * (eps[:, 1] - eps[:, 0])).flatten(0, 1).to(latents.dtype)
             latents = step(eps, latents, noise[i])
-    decoded = diffusion.vae.decode(latents / diffusion.scaling_factor).sample.float()
+    decoded = diffusion.decode(latents).float()
     finite = torch.isfinite(decoded).flatten(1).all(1).view(n, 2).all(1)
     pixels = (decoded.nan_to_num(0.0) / 2 + 0.5).clamp(0, 1).mul(255).round().to(torch.uint8)
     images = pixels.permute(0, 2, 3, 1).unflatten(0, (n, 2)).cpu().numpy()

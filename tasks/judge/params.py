@@ -5,11 +5,12 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from tasks.core.fields import EditType, Unit, WordPrompt, unkeyed
+from tasks.core.params import Section
 from tasks.core.schemas import JUDGE_QUESTIONS
-from tasks.core.specs import Frozen, ModelSpec
+from tasks.core.specs import ModelSpec
 
 
-class JudgeParams(Frozen):
+class JudgeParams(Section):
     """The VLM judge (`tasks.judge`): per selected pair four yes/no questions (I_o shows C_o's word? I_c shows C_c's?
     and the two crossed), each answer P(Yes) = softmax over the next-token logits of "Yes" and "No" (no sampling),
     and a verdict from `thresholds` (a question counts as answered yes when P(Yes) >= its threshold). Off unless
@@ -22,6 +23,9 @@ class JudgeParams(Frozen):
     thresholds: dict[str, Unit] = unkeyed(dict.fromkeys(JUDGE_QUESTIONS, 0.5), "P(Yes) at which each question "
                                           "counts as answered yes (applied after the cache)")
     batch_size: int = unkeyed(4, "questions per forward pass; one task asks one pair's (at most 4)", ge=1)
+
+    def idle_models(self) -> tuple[str, ...]:
+        return () if self.enabled else ("model",)
 
     @field_validator("templates")
     @classmethod

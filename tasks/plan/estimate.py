@@ -1,8 +1,9 @@
 """The cost model of a run: measured per-unit costs on this device, scaled to the whole input. Pure arithmetic.
 
 A caption pair gets `n_samples` screening samples (adaptive off) or rounds of `round_samples` until `min_accepted`
-of them pass selection (adaptive on); each sample costs `4 x steps` UNet rows. A pair with a passing sample is
-accepted and its winner rendered once more alone (the canonical render). Passing clusters by pair (a pair whose
+of them pass selection (adaptive on); each sample costs `rows_per_sample x steps` UNet rows (its backend's
+`BackendNeeds`). A pair with a passing sample is accepted and its winner rendered once more alone (the canonical
+render). Passing clusters by pair (a pair whose
 captions an image can show passes often, one it cannot never), so with a pilot run's samples both rules are replayed
 pair by pair on them: each pair's own samples in order, then, past them, more samples passing at that pair's own
 rate; the input's pairs are taken to be like the pilot's. Without a pilot every sample passes independently at one
@@ -143,7 +144,7 @@ def estimate(measured: Measured, params: GenerateParams, workers: int, shard_siz
     per_pair, accepted_share = outlook(measured, params, adaptive)
     accepted = pairs * accepted_share
     samples = pairs * per_pair
-    unet_rows = (samples + accepted) * 4 * params.steps
+    unet_rows = (samples + accepted) * params.needs.rows_per_sample * params.steps
     images = 2 * accepted * measured.png_bytes
     captions, image = (caption_wall(measured, workers, shard_size),
                        image_wall(measured, params, pairs, per_pair, accepted, workers))

@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.core.fingerprints import hf_cache_dir, is_hub_id
+from tasks.core.params import Params
 from tasks.core.specs import ClipSpec, ItmSpec, ModelSpec, model_specs
-from tasks.params import Params
+from tasks.image.params import BACKEND_NEEDS, GenerateParams
 
 PROCESSOR_CONFIGS = ("processor_config.json", "preprocessor_config.json")  # what AutoProcessor reads first
 
@@ -75,9 +77,7 @@ def missing(section) -> list[str]:
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model",
                    "tokenizer.model")  # one of them holds a transformers model folder's tokenizer
 
-
-SD_COMPONENTS = {"unet": ("config.json",), "text_encoder": ("config.json",), "tokenizer": TOKENIZER_FILES,
-                 "scheduler": ("scheduler_config.json",)}
+SD1_LAYOUT = BACKEND_NEEDS["sd1"].components  # a diffusers folder not generate's (the inpainting model) is an SD v1 one
 
 
 def reads_processor(spec: ModelSpec, config: dict) -> bool:
@@ -86,23 +86,23 @@ def reads_processor(spec: ModelSpec, config: dict) -> bool:
     return isinstance(spec, ItmSpec) or "vision_config" in config
 
 
-def _lacking_component(spec: ModelSpec, folder: Path) -> str | None:
-    """What a Stable Diffusion folder (a `unet/` in it) lacks of the components its loader reads besides the VAE
+def _lacking_component(spec: ModelSpec, folder: Path, components: Mapping[str, tuple[str, ...]]) -> str | None:
+    """What a diffusers folder (a `unet/` in it) lacks of the `components` its loader reads besides the VAE
     (`generate.vae` may replace vae/; a missing one is the loader's line); None when nothing."""
-    for component, files in SD_COMPONENTS.items():
+    for component, files in components.items():
         if not any((folder / component / name).is_file() for name in files):
-            return f"model folder {spec.id} has no {component}/ ({' or '.join(files)}): a Stable Diffusion v1 " \
-                   "folder holds unet/, text_encoder/, tokenizer/, scheduler/ and vae/"
+            return f"model folder {spec.id} has no {component}/ ({' or '.join(files)}): its loader reads " \
+                   f"{', '.join(f'{c}/' for c in components)} and vae/"
     return None
 
 
-def _lacking(spec: ModelSpec, folder: Path) -> str | None:
-    """What a local model folder lacks that its loader reads: a Stable Diffusion folder its components; one with a
+def _lacking(spec: ModelSpec, folder: Path, components: Mapping[str, tuple[str, ...]]) -> str | None:
+    """What a local model folder lacks that its loader reads: a diffusers folder its `components`; one with a
     config.json a config that parses, a tokenizer (a transformers model: its config has a `model_type`; a diffusers
     VAE's has none), a processor config (image-text models); a folder with neither, that it holds no model; None when
     nothing (or no such folder: a hub id)."""
     if (folder / "unet").is_dir():
-        return _lacking_component(spec, folder)
+        return _lacking_component(spec, folder, components)
     if not (folder / "config.json").is_file():
         return f"model folder {spec.id} has no config.json (nor unet/): no model is saved there" \
             if folder.is_dir() else None
@@ -120,15 +120,19 @@ def _lacking(spec: ModelSpec, folder: Path) -> str | None:
 
 
 def incomplete(section) -> list[str]:
-    """A line for each local model folder of a params section (transformers, or a Stable Diffusion folder) that
-    lacks what its loader reads (a broken weights file is the loader's one line: `loading.load_once`)."""
+    """A line for each local model folder of a params section (transformers, or a diffusers folder: generate's
+    holds its image backend's components) that lacks what its loader reads (a broken weights file is the loader's
+    one line: `loading.load_once`)."""
+    components = section.needs.components if isinstance(section, GenerateParams) else SD1_LAYOUT
     folders = ((spec, Path(spec.local())) for _, spec in model_specs(section) if not isinstance(spec, ClipSpec))
-    return [line for spec, folder in folders if (line := _lacking(spec, folder)) is not None]
+    return [line for spec, folder in folders if (line := _lacking(spec, folder, components)) is not None]
 
 
-def running_sections(params: Params) -> list:
-    """Each params section with a model a whole run loads (`Params.running_models`), once, in their order."""
-    return [getattr(params, name) for name in dict.fromkeys(key.split(".")[0] for key, _ in params.running_models())]
+def running_sections(params: Params, among: tuple[str, ...] | None = None) -> list:
+    """Each params section (of `among`; None: every one) with a model a run loads (`Params.running_models`), once,
+    in their order."""
+    names = dict.fromkeys(key.split(".")[0] for key, _ in params.running_models())
+    return [getattr(params, name) for name in names if among is None or name in among]
 
 
 def placement(spec: ModelSpec) -> tuple[str, str]:

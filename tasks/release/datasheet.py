@@ -13,15 +13,15 @@ from typing import Any
 
 import polars as pl
 
-from tasks.core.io import write_text
+from tasks.core.params import Params
 from tasks.core.schemas import ITM_DELTAS, edited_word
-from tasks.params import Params
+from tasks.core.writing import write_text
 from tasks.release import ground_truth
 from tasks.release.card import DEMO_NOTICE
 from tasks.release.markdown import markdown_table, param_lines, public, score
 from tasks.release.params import DatasheetParams
 from tasks.release.report import FUNNEL_STEPS, TYPE_STEPS
-from tasks.stages import stages
+from tasks.stages import steps
 
 
 def altered_subjects(counterfactuals: pl.DataFrame, selected_ids: list[str] | None) -> pl.DataFrame:
@@ -242,7 +242,7 @@ def write(run: Mapping[str, Any], counterfactuals: pl.DataFrame, exported: list[
     if funnel["final"] > funnel["with_accepted_pair"]:
         raise ValueError(f"export holds {funnel['final']} pairs but only {funnel['with_accepted_pair']} were accepted")
     subjects = altered_subjects(counterfactuals, exported)
-    by_stage = {stage: run["stages"][stage] for stage in stages()}  # DAG order (the JSON is key-sorted)
+    by_stage = {stage: run["stages"][stage] for stage in steps()}  # DAG order (the JSON is key-sorted)
     sheet = render_datasheet(funnel, by_stage, params.model_dump(mode="json"), models, subjects,
                              human_share(subjects, params.datasheet.human_words), date.today().isoformat(),
                              params.datasheet, evaluation, validation, run.get("funnel_by_edit_type"), judge, truth)

@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from tasks.core.images import read_rgb
-from tasks.core.io import write_file
+from tasks.core.writing import write_file
 
 DPI = 100
 HIGHLIGHT = {"o": "#1f5fbf", "c": "#c0392b"}  # original word (in C_o), substitute (in C_c)

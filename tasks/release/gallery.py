@@ -1,12 +1,8 @@
 """The pair gallery: a static, self-contained site under `reports/gallery/` to browse, filter and share the pairs.
 
-`index.html`, `app.js` and `style.css` come from `tasks/release/site/`; `data.js` sets `window.GALLERY` (a script,
-not JSON: a page opened from the file system may not fetch files). Images are copied once, by content: a selected
-PNG keeps its pixel-addressed name (`store`), and its thumbnail is named after it, so a rerun with unchanged
-selection writes no image (one missing or corrupt is written again). Every file is written atomically, and an image
-enters the site before the data.js showing it and leaves only after one that no longer does (`publish_site`), so a
-killed build leaves every image the data.js in place shows. Everything is sorted and rounded, so equal inputs give
-equal bytes.
+What the site shows: a card per accepted pair (captions, edit spans, scores, images), per object-removal pair, and
+per stage and reason a seeded sample of the rejects. Everything is sorted and rounded, so equal inputs give equal
+bytes; its files are written and published by `gallery_site`.
 
 A card carries the people's verdict (`validation`), the VLM judge's (`judge`, from `paths.judged` when that file
 exists) and whether the two agree (`agreement`, only where the judge and people both judged the pair: the judged
@@ -15,7 +11,6 @@ row's `people_pass`), which the page filters on.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -24,17 +19,14 @@ from itertools import groupby
 from pathlib import Path
 
 import polars as pl
-from PIL import Image
 
-from tasks.core.io import plain, rejects_path, write_file
-from tasks.core.publication import prune
+from tasks.core.io import plain, rejects_path
+from tasks.core.params import Params
 from tasks.core.schemas import JUDGE_COLUMNS, JUDGE_QUESTIONS, SCORE_COLUMNS, SUBJECT_COLUMNS, TRUTH_PARTS
-from tasks.params import Params
 from tasks.release.card import DEMO_NOTICE
-from tasks.stages import stages
+from tasks.release.gallery_site import from_store, publish_image, publish_site
+from tasks.stages import steps
 
-SITE = Path(__file__).with_name("site")
-THUMB = 192  # thumbnail side, pixels (never larger than the image)
 REJECT_SAMPLE = 20  # rejected rows shown per (stage, reason), seeded
 SCORES = ("similarity", "perplexity", "mlm_score", *SCORE_COLUMNS, *SUBJECT_COLUMNS, "tried")
 CAPTION_FIELDS = ("caption", "counterfactual", "caption_id", "edit_type", "original_word", "substitute")
@@ -62,33 +54,6 @@ def edit_spans(text: str, other: str) -> list[list[int]]:
     differ = [i for i in range(head, end) if not same or ours[i] != others[i]]
     runs = [[i for _, i in run] for _, run in groupby(enumerate(differ), key=lambda n_i: n_i[1] - n_i[0])]
     return [[words[run[0]].start(), words[run[-1]].end()] for run in runs]
-
-
-def intact(path: Path) -> bool:
-    """`path` is a whole image file: there, and every chunk's checksum right (no pixel is decoded)."""
-    try:
-        with Image.open(path) as image:
-            image.verify()
-    except Exception:  # PIL reports a missing, truncated or garbled file with several error types
-        return False
-    return True
-
-
-def publish_image(read: Callable[[str], bytes], relative: str, site: Path) -> dict[str, str]:
-    """Copy a content-addressed PNG (`read(relative)` gives its bytes) and its thumbnail into `site`, each atomically,
-    unless both are there intact; their paths in the site."""
-    full, thumb = Path("images", relative), Path("thumbs", relative)
-    if not (intact(site / full) and intact(site / thumb)):
-        png = read(relative)
-        write_file(site / full, lambda temporary: temporary.write_bytes(png))
-        with Image.open(io.BytesIO(png)) as image:
-            image.thumbnail((THUMB, THUMB))
-            write_file(site / thumb, lambda temporary: image.save(temporary, format="PNG"))
-    return {"full": full.as_posix(), "thumb": thumb.as_posix()}
-
-
-def from_store(store: Path) -> Callable[[str], bytes]:
-    return lambda relative: (store / relative).read_bytes()
 
 
 def with_caption_scores(selected: pl.DataFrame, counterfactuals: pl.DataFrame) -> pl.DataFrame:
@@ -183,34 +148,6 @@ def removal_cards(pairs: pl.DataFrame, images: Path, site: Path) -> list[dict]:
             for r in pairs.sort("caption_id", "image_id").iter_rows(named=True)]
 
 
-def write_if_changed(path: Path, content: bytes) -> None:
-    """Write `content` to `path` unless it already holds exactly that (a rerun touches no unchanged file)."""
-    if not path.is_file() or path.read_bytes() != content:
-        write_file(path, lambda temporary: temporary.write_bytes(content))
-
-
-def write_site(site: Path, data: dict, figures: list[Path]) -> None:
-    """The static files, the data script and the run's figures; images already published stay."""
-    (site / "figures").mkdir(parents=True, exist_ok=True)
-    for asset in sorted(SITE.iterdir()):
-        write_if_changed(site / asset.name, asset.read_bytes())
-    for figure in figures:
-        write_if_changed(site / "figures" / figure.name, figure.read_bytes())
-    text = json.dumps({**data, "figures": [f"figures/{f.name}" for f in figures]}, sort_keys=True,
-                      separators=(",", ":"))
-    write_if_changed(site / "data.js", f"window.GALLERY = {text};\n".encode())
-
-
-def publish_site(site: Path, data: dict, figures: list[Path]) -> None:
-    """Write the site (`write_site`: data.js names the images its cards show, all already in `site`), then remove
-    every other file under `images/` and `thumbs/` (a new selection's leftovers, a killed build's temporaries)."""
-    write_site(site, data, figures)
-    used = {card[key][size] for card in (*data["pairs"], *data["removal"])
-            for key in ("image_o", "image_c", "image_0", "image_1") if key in card for size in ("full", "thumb")}
-    for folder in ("images", "thumbs"):
-        prune(site / folder, {path.removeprefix(f"{folder}/") for path in used if path.startswith(f"{folder}/")})
-
-
 def people_verdicts(selected: pl.DataFrame, validated: Path) -> dict[str, bool]:
     """caption_id -> in the human-validated subset, for every selected pair; empty when `validated` is absent."""
     if not validated.is_file():
@@ -238,7 +175,7 @@ def build(params: Params) -> dict:
                             rows_by_caption(Path(paths.truth))),
         "removal": removal_cards(pl.read_parquet(removal), Path(paths.inpainted_images), site)
         if removal.is_file() else [],
-        "rejects": rejects_view({name: Path(getattr(paths, stage.data)) for name, stage in stages().items()}
+        "rejects": rejects_view({name: Path(getattr(paths, stage.data)) for name, stage in steps().items()}
                                 | {name: Path(getattr(paths, data)) for name, data in OTHER_OUTPUTS.items()},
                                 params.gallery.seed),
         "funnel": json.loads(Path(paths.run_metrics).read_text())["funnel"] if Path(paths.run_metrics).is_file()

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pydantic import Field
 
 from tasks.core.fields import RepoId, Seed
-from tasks.core.specs import Frozen
+from tasks.core.params import Section
 
 
-class ExportParams(Frozen):
+class ExportParams(Section):
     """The `datasets` folder (parquet shards under data/) and, when `repo_id` is set and HF_TOKEN given, its push."""
 
     shard_rows: int = Field(500, ge=1, description="rows per parquet shard at most")
@@ -18,19 +18,19 @@ class ExportParams(Frozen):
     pretty_name: str = "COCO-Counterfactuals (regenerated)"
 
 
-class MixturesParams(Frozen):
+class MixturesParams(Section):
     """Training mixtures of real and counterfactual rows (paper App. B.4.1); needs `paths.source_images`."""
 
     seed: Seed = Field(0, description="draws the mixtures' rows and the train/validation split")
 
 
-class GalleryParams(Frozen):
+class GalleryParams(Section):
     """The static pair gallery (`cfgen gallery`)."""
 
     seed: Seed = Field(0, description="draws the rejected rows shown per stage and reason")
 
 
-class DatasheetParams(Frozen):
+class DatasheetParams(Section):
     """What the generated datasheet summarises: the altered-subject table's length and the human-related nouns."""
 
     top_subjects: int = Field(20, ge=1, description="rows of the altered-subject table (paper Table 10)")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tasks.core.code import identity
 from tasks.core.fingerprints import fingerprint
-from tasks.params import Params
-from tasks.stages import stages
+from tasks.core.params import Params
+from tasks.stages import steps
 
 
 def model_ids(params: Params) -> dict[str, str]:
@@ -21,7 +21,7 @@ def model_ids(params: Params) -> dict[str, str]:
 def library_versions() -> dict[str, str]:
     """`library_<distribution>` -> installed version of every library the stages' cached units import by name (their
     cache keys hold these and everything they require: `code.identity`)."""
-    libraries = identity(*(entry for stage in stages().values() for entry in stage.entries)).imported
+    libraries = identity(*(entry for stage in steps().values() for entry in stage.entries)).imported
     return {f"library_{name}": version for name, version in libraries.items()}
 
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tasks.core.io import DIGITS, plain, write_json
+from tasks.core.io import DIGITS, plain
+from tasks.core.params import Params
 from tasks.core.schemas import SCORE_COLUMNS
-from tasks.params import Params
+from tasks.core.writing import write_json
 from tasks.release import figures as fig
 
 log = logging.getLogger(__name__)

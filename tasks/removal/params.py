@@ -8,13 +8,14 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from tasks.core.fields import VAE_FACTOR, Cosine, Seed, Unit, template
-from tasks.core.specs import ClipSpec, Frozen, ModelSpec
+from tasks.core.params import Section
+from tasks.core.specs import ClipSpec, ModelSpec
 
 FillPrompt = template(caption="a dog", removed="cat")  # the inpainting prompts
 ClassPrompt = template(name="dog")  # the CLIP check's prompt of a removed class
 
 
-class RemovalMasksParams(Frozen):
+class RemovalMasksParams(Section):
     """For each class c_r of an image (mask_q = union of its boxes): skip when area(mask_q) / area(image) > alpha3;
     remove c_r alone when every other class g overlaps it by |mask_q ∩ mask_g| / |mask_g| < alpha1; remove it with
     every g overlapping by > alpha2 when some does; otherwise skip."""
@@ -31,7 +32,7 @@ class RemovalMasksParams(Frozen):
         return alpha2
 
 
-class RemovalCaptionsParams(Frozen):
+class RemovalCaptionsParams(Section):
     """The caption edit: delete every noun phrase (an NLTK RegexpParser chunk) that names a removed class."""
 
     grammar: str = Field(r"NP: {<DT|PRP\$|CD>*<JJ.*|VBN|VBG>*<NN.*>+}",
@@ -42,7 +43,7 @@ class RemovalCaptionsParams(Frozen):
                                                     "pair (its two captions would be identical)")
 
 
-class InpaintParams(Frozen):
+class InpaintParams(Section):
     """The image edit: the removed classes' mask filled by a diffusers inpainting pipeline (`inpaint`) or by one of
     the paper's ablation fills (`zero`, `mean`: the image mean, `blur`: a Gaussian blur of the masked region)."""
 
@@ -59,8 +60,12 @@ class InpaintParams(Frozen):
     blur_radius: float = Field(8.0, gt=0.0, description="Gaussian radius of the `blur` fill")
     seed: Seed = 0
 
+    def idle_models(self) -> tuple[str, ...]:
+        """The inpainting model loads for `fill: inpaint` only."""
+        return () if self.fill == "inpaint" else ("model",)
 
-class RemovalSelectionParams(Frozen):
+
+class RemovalSelectionParams(Section):
     """CLIP check of each edit, and the pairs' seeded train / validation / test split (by image)."""
 
     clip: ClipSpec = ClipSpec()

@@ -1,14 +1,20 @@
-"""The stage registry: each data stage is one `Stage` declaration in its own module of this package, registered under
-the `cfgen.stages` entry-point group (`pyproject.toml`). A declaration imports no stage logic and no model library
-(polars schemas only), so the release stages and `cfgen --help` read every declaration and run no stage's code, and a
-command loads only the logic of the stage it runs.
+"""The stage manifest: every DVC stage is one declaration in its own module of this package, registered under the
+`cfgen.stages` entry-point group (`pyproject.toml`). A declaration imports no stage logic, no flow and no model library
+(polars schemas only), so `cfgen --help`, the DAG and the release stages read every declaration and run no stage's
+code, and a command loads only the logic of the stage it runs. Its CLI command, the whole-DAG flow's order and
+`dvc.yaml`'s stages derive from it (`tests/core/test_stages.py` checks `dvc.yaml` against it).
 
-A stage's name is its CLI command, its DVC stage and its `params.yaml` section. Its logic is `module`: a sharded
-caption step runs `module.run(frame, section, module.load_models(section))` per shard, and the first paragraph of
-`module`'s docstring is the command's help. `code` is what its cached unit executes (`"module:name"` entries; default:
-`run` and `load_models`; the image stages: a sample's render and measurement), which its cache keys hold; an entry
-naming nothing fails where it is declared. `input` is what the stage reads from the output of `after`; `data` is the
-`paths` entry it writes (a data name, which may differ from the stage's: perplexity writes `counterfactual_captions`).
+A stage's name is its DVC stage and, with `-` for `_`, its CLI command; `reads` are the params sections it reads (its
+command assembles those and the shared ones: an edit to another section's module is none of its code), `after` the
+stages whose outputs it reads. There are two kinds:
+- a data `Stage` (`cfgen NAME SOURCE OUTPUT`): a sharded caption step runs `module.run(frame, section,
+  module.load_models(section))` per shard, the image stages map pairs; the first paragraph of `module`'s docstring is
+  its help. `code` is what its cached unit executes (`"module:name"` entries; default: `run` and `load_models`; the
+  image stages: a sample's render and measurement), which its cache keys hold; an entry naming nothing fails where
+  it is declared. `input` is what it reads from the output of `after`; `data` is the `paths` entry it writes.
+- a `TableStage` (`cfgen NAME`): `flow(params)` reads and writes whole tables at `paths`, after `check(params)` and the
+  pre-flight of the models of `models` (sections); `sharded` runs it on the engine's task runner; `show(result)`
+  prints its result.
 """
 
 from __future__ import annotations
@@ -20,14 +26,20 @@ from functools import cache
 from graphlib import TopologicalSorter
 from importlib.metadata import entry_points
 from types import ModuleType
+from typing import Any
 
-from tasks.core.code import check_entry
 from tasks.core.errors import UserError
 from tasks.core.schemas import Schema
-from tasks.core.source import parse, source_file
+from tasks.core.source import check_entry, parse, source_file
 
 GROUP = "cfgen.stages"
 CAPTION_STEPS = ("sites", "saliency", "candidates", "relations", "similarity", "perplexity")
+
+
+def load(entry: str) -> Any:
+    """What `"module:name"` names, its module imported."""
+    module, _, name = entry.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 @dataclass(frozen=True)
@@ -40,10 +52,23 @@ class Stage:
     input: Schema | None = None
     after: str | None = None
     code: tuple[str, ...] = ()
+    reads: tuple[str, ...] | None = None  # None: its own section
 
     def __post_init__(self) -> None:
         for entry in self.entries:
             check_entry(entry)
+
+    @property
+    def command(self) -> str:
+        return self.name
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        return (self.after,) if self.after else ()
+
+    @property
+    def sections(self) -> tuple[str, ...]:
+        return (self.name,) if self.reads is None else self.reads
 
     @property
     def entries(self) -> tuple[str, ...]:
@@ -65,25 +90,61 @@ class Stage:
         return getattr(params, self.name)
 
 
-def registered(group: str, name: str):
-    """What `name` is registered as under entry-point `group`, importing its module (and no other entry's)."""
-    found = entry_points(group=group, name=name)
+@dataclass(frozen=True)
+class TableStage:
+    name: str
+    flow: str
+    help: str
+    after: tuple[str, ...] = ()
+    reads: tuple[str, ...] | None = None  # None: every section
+    models: tuple[str, ...] = ()
+    check: str | None = None
+    show: str | None = None
+    sharded: bool = False
+
+    def __post_init__(self) -> None:
+        for entry in (self.flow, self.check, self.show):
+            if entry is not None:
+                check_entry(entry)
+
+    @property
+    def command(self) -> str:
+        return self.name.replace("_", "-")
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        return self.after
+
+    @property
+    def sections(self) -> tuple[str, ...] | None:
+        return self.reads
+
+
+def stage(name: str) -> Stage | TableStage:
+    """The declaration of stage `name` (its DVC name or its command), importing its module and no other stage's."""
+    found = entry_points(group=GROUP, name=name.replace("-", "_"))
     if not found:
-        raise UserError(f"nothing named {name} is registered under {group}: reinstall the project (`make setup`) "
+        raise UserError(f"no stage named {name} is registered under {GROUP}: reinstall the project (`make setup`) "
                         "after editing pyproject.toml's entry points")
     return next(iter(found)).load()
 
 
-def stage(name: str) -> Stage:
-    return registered(GROUP, name)
+def stage_names() -> list[str]:
+    """Every registered stage's name, from the package metadata (nothing imported)."""
+    return [point.name for point in entry_points(group=GROUP)]
 
 
 @cache
-def stages() -> dict[str, Stage]:
-    """Every registered stage, in DAG order."""
-    loaded = {point.name: point.load() for point in entry_points(group=GROUP)}
-    order = TopologicalSorter({name: [s.after] if s.after else [] for name, s in loaded.items()}).static_order()
+def stages() -> dict[str, Stage | TableStage]:
+    """Every registered stage, in DAG order (a topological walk over `after`)."""
+    loaded = {point.name: point.load() for point in sorted(entry_points(group=GROUP), key=lambda p: p.name)}
+    order = TopologicalSorter({name: list(s.needs) for name, s in loaded.items()}).static_order()
     return {name: loaded[name] for name in order}
+
+
+def steps() -> dict[str, Stage]:
+    """The data stages (ingest, the caption steps, generate, selection), in DAG order."""
+    return {name: s for name, s in stages().items() if isinstance(s, Stage)}
 
 
 def skip_reason(name: str, params) -> str | None:

@@ -7,4 +7,4 @@ from tasks.stages import Stage
 SAMPLE_CODE = ("tasks.image.render:load_models", "tasks.image.render:canonical", "tasks.image.render:Batcher")
 
 STAGE = Stage("generate", "samples", schemas.SAMPLES, schemas.SAMPLES_REJECTS, "tasks.image.generate", schemas.PAIR,
-              "perplexity", SAMPLE_CODE)
+              "perplexity", SAMPLE_CODE, reads=("generate", "selection"))

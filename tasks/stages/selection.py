@@ -6,4 +6,4 @@ from tasks.stages import Stage
 from tasks.stages.generate import SAMPLE_CODE
 
 STAGE = Stage("selection", "selected", schemas.SELECTED, schemas.SELECTED_REJECTS, "tasks.image.selection",
-              schemas.SAMPLES, "generate", SAMPLE_CODE)
+              schemas.SAMPLES, "generate", SAMPLE_CODE, reads=("selection", "generate"))

@@ -7,10 +7,12 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from tasks.core.fields import Cosine, EditType, PosTag, Unit, unkeyed
-from tasks.core.specs import Frozen, ItmSpec, ModelSpec
+from tasks.core.params import Section
+from tasks.core.schemas import EDIT_TYPES
+from tasks.core.specs import ItmSpec, ModelSpec
 
 
-class SitesParams(Frozen):
+class SitesParams(Section):
     """Which edit types run and where each may edit C_o (`tasks.text.sites`); `types: [noun]` is the paper's method."""
 
     types: tuple[EditType, ...] = Field(("noun",), min_length=1)
@@ -26,7 +28,7 @@ class SitesParams(Frozen):
                                                   "has 50 words, and each token may be a site")
 
 
-class SaliencyParams(Frozen):
+class SaliencyParams(Section):
     """Saliency-chosen edit sites (AutoCAD, Wen et al.): where `paths.source_images` holds a caption's real image I_o
     and the image-text model matches it confidently (`cos(E_T(C_o), E_I(I_o)) >= min_score`), only sites on the top
     `top_share` of its words by ||d s(I_o, C_o) / d e_token|| (a word: the max over its sub-tokens) stay; every other
@@ -37,8 +39,11 @@ class SaliencyParams(Frozen):
     top_share: Unit = Field(0.3, gt=0.0, description="pi: the share of a caption's words kept as edit sites")
     min_score: Cosine = Field(0.25, description="rank only captions the model matches at least this well")
 
+    def idle_models(self) -> tuple[str, ...]:
+        return () if self.enabled else ("model",)
 
-class CandidatesParams(Frozen):
+
+class CandidatesParams(Section):
     model: ModelSpec
     top_k: int = Field(10, ge=1)
     batch_size: int = unkeyed(64, "masked sites per forward pass", ge=1)
@@ -54,7 +59,7 @@ class CandidatesParams(Frozen):
         description="a quantifier never counts these before `of` (a lot of, a bunch of: quantities, not counts)")
 
 
-class RelationsParams(Frozen):
+class RelationsParams(Section):
     """Which WordNet relations between the original word and its substitute reject a candidate (`tasks.text.relations`);
     `reject: []` and `reject_human_pairs: false` keep every candidate (the paper's method)."""
 
@@ -65,7 +70,7 @@ class RelationsParams(Frozen):
     wordnet_version: str = "3.0"
 
 
-class SimilarityParams(Frozen):
+class SimilarityParams(Section):
     """Keeps `lower < cos(C_o, C_c) <= upper`, both in [-1, 1]; an edit type of `upper_by_type` has its own upper
     bound (a swap keeps every word, which a sentence embedding barely tells apart: 0.91-1.0 on the demo)."""
 
@@ -93,7 +98,7 @@ class SimilarityParams(Frozen):
         return self.lower, self.upper_by_type.get(edit_type, self.upper)
 
 
-class PerplexityParams(Frozen):
+class PerplexityParams(Section):
     """Each caption's C_c is the lowest-perplexity candidate of one edit type, drawn per caption (by a hash of its
     id) with weights `type_shares` among the types it has candidates of (`Params` gives each type that runs one:
     1 unless set)."""
@@ -104,3 +109,20 @@ class PerplexityParams(Frozen):
                                 ge=1)
     shared_prefix: bool = unkeyed(True, "compute a token prefix shared by a caption's candidates once; False scores "
                                         "each candidate alone (the reference method; equal within float rounding)")
+
+    @classmethod
+    def prepare(cls, section: dict, whole: dict) -> dict:
+        """`type_shares` weighs exactly the `sites.types` that run: a type without a weight weighs 1; a weight for a
+        type that does not run, or for no edit type, is an error (a weight that would silently do nothing). So
+        `sites.types` alone chooses the types."""
+        types = (whole.get("sites") or {}).get("types", SitesParams.model_fields["types"].default)
+        shares = section.get("type_shares")
+        if not isinstance(types, list | tuple) or not isinstance(shares, dict | None):
+            return section
+        if unknown := sorted(set(shares or {}) - set(EDIT_TYPES)):
+            raise ValueError(f"perplexity.type_shares: {', '.join(map(repr, unknown))} is not an edit type (one of "
+                             f"{', '.join(EDIT_TYPES)})")
+        if idle := sorted(set(shares or {}) - set(types)):
+            raise ValueError(f"perplexity.type_shares: {', '.join(map(repr, idle))} does not run (sites.types: "
+                             f"{', '.join(types)}): add it there or drop its weight")
+        return {**section, "type_shares": {t: (shares or {}).get(t, 1.0) for t in types}}

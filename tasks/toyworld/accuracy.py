@@ -17,9 +17,9 @@ import torch
 from diffusers import EulerAncestralDiscreteScheduler
 from diffusers.training_utils import EMAModel
 
-from tasks.demo.tiny_images import SD_BETAS, TINY_IMAGE_SIZE
-from tasks.image import p2p
-from tasks.image.sampling import Diffusion, Sample, encode_prompts, render
+from tasks.image.backends.sd1 import SD1
+from tasks.image.sampling import Sample, render
+from tasks.tiny.images import SD_BETAS, TINY_IMAGE_SIZE
 from tasks.toyworld import checker, world
 from tasks.toyworld.batches import clip_tokenizer
 from tasks.toyworld.loop import Run
@@ -28,24 +28,21 @@ SCENE_KINDS = ("one object", "counted", "two related")
 ACCURACY_SCENES = "accuracy"  # the seed of the fixed scenes the accuracy is read on (no training stream's)
 
 
-def sampler(unet, text_encoder, vae, ema: EMAModel, scale: float, device: torch.device) -> Diffusion:
-    """The pipeline's `Diffusion` as `sampling.load_diffusion` builds it from an assembled folder (fp32, eager, P2P
+def sampler(unet, text_encoder, vae, ema: EMAModel, scale: float, device: torch.device) -> SD1:
+    """The pipeline's SD v1 backend as `sd1.load_diffusion` builds it from an assembled folder (fp32, eager, P2P
     processors installed, the assembly's scheduler), from copies of the training modules, the UNet with `ema`'s
     weights."""
     unet, text_encoder, vae = (copy.deepcopy(m).eval().requires_grad_(False) for m in (unet, text_encoder, vae))
     ema.copy_to(unet.parameters())
-    p2p.install(unet)
-    return Diffusion(tokenizer=clip_tokenizer(), text_encoder=text_encoder, unet=unet, vae=vae,
-                     scheduler=EulerAncestralDiscreteScheduler(**SD_BETAS), compile_mode=None, device=device,
-                     dtype=torch.float32, latent_channels=unet.config.in_channels,
-                     latent_factor=2 ** (len(vae.config.block_out_channels) - 1), scaling_factor=scale)
+    return SD1.assemble(clip_tokenizer(), text_encoder, unet, vae, EulerAncestralDiscreteScheduler(**SD_BETAS), scale,
+                        None, device, torch.float32)
 
 
 def scene_kind(spec: world.Spec) -> str:
     return SCENE_KINDS[2] if spec.relation else SCENE_KINDS[1] if spec.phrases[0].count > 1 else SCENE_KINDS[0]
 
 
-def accuracy(diffusion: Diffusion, run: Run) -> dict[str, float | None]:
+def accuracy(diffusion: SD1, run: Run) -> dict[str, float | None]:
     """The share of `run.eval_scenes` fixed scenes (drawn from `ACCURACY_SCENES`) whose caption, drawn alone by the
     pipeline's sampler (scene i from seed i, no attention sharing), the checker reads back as stated: over all scenes
     and per `SCENE_KINDS` (None for a kind none of the scenes is)."""
@@ -53,7 +50,7 @@ def accuracy(diffusion: Diffusion, run: Run) -> dict[str, float | None]:
     for i in range(run.eval_scenes):
         spec, _ = world.sample(rng)
         text = world.caption(spec)
-        image = render(diffusion, encode_prompts(diffusion, text, text), [Sample(i, 0.0, run.eval_guidance)],
+        image = render(diffusion, diffusion.encode(text, text), [Sample(i, 0.0, run.eval_guidance)],
                        run.eval_steps, TINY_IMAGE_SIZE).images[0, 0]
         shown[scene_kind(spec)].append(checker.shows(image, spec))
     every = [s for kind in shown.values() for s in kind]

@@ -12,7 +12,7 @@ from pathlib import Path
 from diffusers import EulerAncestralDiscreteScheduler
 from safetensors.torch import save_file
 
-from tasks.demo.tiny_images import SD_BETAS, TINY_CLIP_NAME, clip_bpe_tokenizer
+from tasks.tiny.images import SD_BETAS, TINY_CLIP_NAME, clip_bpe_tokenizer
 from tasks.toyworld import models
 from tasks.toyworld.params import Schedule
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from tasks.demo.tiny_images import TINY_IMAGE_SIZE, clip_bpe_tokenizer
+from tasks.tiny.images import TINY_IMAGE_SIZE, clip_bpe_tokenizer
 from tasks.toyworld import world
 
 SUBJECT_PROMPT = "a photo of a {word}"  # the both-subjects check's prompt (generate.subject_prompt)

@@ -15,8 +15,8 @@ from diffusers import AutoencoderKL, UNet2DConditionModel
 from safetensors.torch import load_file, save_file
 from transformers import CLIPTextConfig, CLIPTextModel, GPT2LMHeadModel, RobertaForMaskedLM
 
-from tasks.demo.tiny_images import TINY_IMAGE_SIZE
-from tasks.demo.tiny_text import causal_lm, masked_lm
+from tasks.tiny.images import TINY_IMAGE_SIZE
+from tasks.tiny.text import causal_lm, masked_lm
 
 TEXT_WIDTH = 64
 VOCAB = 49408  # the CLIP BPE's tokens: every text tower's embedding rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from tasks.core.specs import Frozen
+from tasks.core.params import Section
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,15 @@ class Schedule:
         return cls(**schedule)
 
 
-class TruthParams(Frozen):
+class TruthParams(Section):
     """`cfgen truth` (`tasks.toyworld.truth`): every generated sample and selected pair read back by the toy world's
     checker. Only the demo runs on the toy world: elsewhere its captions are no world captions, so it stays off."""
 
     enabled: bool = False
+
+    def check(self, params) -> None:
+        """The truth stage reads images back into the toy world: with random models its numbers would mean nothing."""
+        tiny = getattr(params, "tiny_models", None)
+        if self.enabled and tiny is not None and tiny.toy_world is None:
+            raise ValueError("truth.enabled needs the toy world's models (tiny_models.toy_world); with random ones "
+                             "its truth means nothing: set truth.enabled to false")

@@ -34,8 +34,8 @@ from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
 from transformers import AutoTokenizer, DataCollatorForLanguageModeling
 
 from tasks.core.errors import UserError
-from tasks.demo.tiny_images import SD_BETAS
-from tasks.demo.tiny_text import train_vocab
+from tasks.tiny.images import SD_BETAS
+from tasks.tiny.text import train_vocab
 from tasks.toyworld import models, world
 from tasks.toyworld.accuracy import accuracy, sampler
 from tasks.toyworld.batches import caption_batch, clip_batch, diffusion_batch, draw, token_ids, vae_batch

@@ -18,9 +18,10 @@ import numpy as np
 import polars as pl
 from scipy.optimize import linear_sum_assignment
 
+from tasks.image.backends import Diffusion
 from tasks.image.params import GenerateParams
 from tasks.image.render import Batcher
-from tasks.image.sampling import Diffusion, Sample, encode_prompts
+from tasks.image.sampling import Sample
 from tasks.toyworld import checker, world
 
 PLACE_TOLERANCE = 0.1  # of the image side: one object "at the same place" in two images
@@ -71,7 +72,7 @@ def pair_truth(pair: pl.DataFrame, diffusion: Diffusion, params: GenerateParams)
     rendered it (seed, p2p fraction, guidance scale; the image stage's batching) and again with p2p fraction 0."""
     first = pair.row(0, named=True)
     caption, counterfactual = first["caption"], first["counterfactual"]
-    prompts = encode_prompts(diffusion, caption, counterfactual)
+    prompts = diffusion.encode(caption, counterfactual)
     planned = [Sample(*s) for s in zip(pair["seed"], pair["p2p_fraction"], pair["guidance_scale"])]
 
     def images(samples: list[Sample]) -> np.ndarray:

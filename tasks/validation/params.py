@@ -5,10 +5,10 @@ from __future__ import annotations
 from pydantic import Field
 
 from tasks.core.fields import Seed, Unit
-from tasks.core.specs import Frozen
+from tasks.core.params import Section
 
 
-class ValidationParams(Frozen):
+class ValidationParams(Section):
     """Human validation in Label Studio (paper §4.1, App. B.3): one task per generated image, its two captions in a
     seeded order; a seeded `overlap_share` of the images goes to `overlap` annotators (for Fleiss' κ), the rest to
     one."""

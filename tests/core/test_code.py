@@ -27,13 +27,14 @@ def replace(path: Path, old: str, new: str) -> None:
 
 def test_a_sample_follows_the_functions_it_runs_and_only_those():
     parts = sample_identity().parts
-    # render -> sampling.load_diffusion -> p2p.install -> P2PAttnProcessor -> share_maps: four modules away
+    # render -> backends.chosen -> sd1.SD1 -> p2p.install -> P2PAttnProcessor -> share_maps: four modules away
     assert {"tasks.image.p2p:share_maps", "tasks.image.p2p:P2PAttnProcessor", "tasks.image.sampling:render",
+            "tasks.image.backends.sd1:SD1", "tasks.image.backends.sd1:load_diffusion",
             "tasks.image.scoring:ClipScorer", "tasks.core.schemas:SCORE_COLUMNS"} <= parts.keys()
     assert "tasks.image.sampling:plan_sample" not in parts  # the seeds are values of the key, not its code
     generate = "tasks.image.params:GenerateParams"
     assert code.identity(generate).parts == {generate: "param definition"}
-    assert not any(name.startswith(("tasks.text.", "tasks.release.", "tasks.params:", "tasks.image.params:"))
+    assert not any(name.startswith(("tasks.text.", "tasks.release.", "tasks.core.params:", "tasks.image.params:"))
                    for name in parts)
     assert {"torch", "diffusers", "transformers", "open_clip_torch"} <= sample_identity().libraries.keys()
 
@@ -48,13 +49,13 @@ def test_a_renamed_entry_fails_loudly(project_copy):
 
 def test_comments_docstrings_formatting_and_param_definitions_change_nothing(project_copy):
     base = sample_identity().key
-    p2p, params = project_copy / "tasks/image/p2p.py", project_copy / "tasks/params.py"
+    p2p, params = project_copy / "tasks/image/p2p.py", project_copy / "tasks/core/params.py"
     replace(p2p, '"""(query, key) with each shared pair', '"""Query and key, with every shared pair')
     replace(p2p, "    return swap(query), swap(key)\n", "\n\n    return swap(query), swap(key)  # o rows as they are\n")
     replace(p2p, "Prompt-to-Prompt attention sharing", "Prompt-to-Prompt (Hertz et al.) attention sharing")
-    replace(params, "Every knob of the engine", "Each knob of the engine")
-    replace(project_copy / "tasks/removal/params.py", "class RemovalMasksParams(Frozen):",
-            "class RemovalMasksParams(Frozen):  # a comment\n    extra_knob: int = 3")
+    replace(params, "assembles only the sections", "assembles just the sections")
+    replace(project_copy / "tasks/removal/params.py", "class RemovalMasksParams(Section):",
+            "class RemovalMasksParams(Section):  # a comment\n    extra_knob: int = 3")
     replace(project_copy / "tasks/image/params.py", '"caption pairs per Prefect task',
             '"mean caption pairs per Prefect task')
     assert sample_identity().key == base

@@ -8,7 +8,7 @@ import pytest
 
 from tasks.core.fingerprints import ModelNotFound, clip_fingerprint, fingerprint
 from tasks.core.specs import ClipSpec, ModelSpec
-from tasks.demo.tiny_images import build_tiny_clip
+from tasks.tiny.images import build_tiny_clip
 
 COMMIT_A, COMMIT_B = "a" * 40, "b" * 40
 

@@ -16,7 +16,6 @@ import pytest
 
 from tasks.core.images import UnreadableImage, read_rgb
 from tasks.core.io import (
-    OutputError,
     SameFileError,
     SchemaError,
     check_distinct,
@@ -25,6 +24,7 @@ from tasks.core.io import (
     rejects_path,
     write_outputs,
 )
+from tasks.core.writing import OutputError
 from tests.conftest import ROOT
 
 

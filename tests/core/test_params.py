@@ -10,9 +10,8 @@ import yaml
 
 from tasks.config import ParamsError, literal_overrides, load_params
 from tasks.core.fields import keyed_dump
-from tasks.core.params import PROFILES
+from tasks.core.params import PROFILES, Params
 from tasks.core.specs import ClipSpec, ItmSpec, model_specs
-from tasks.params import Params
 from tests.conftest import ROOT
 
 

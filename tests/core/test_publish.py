@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tasks.core.io import write_frame
+from tasks.core.writing import write_frame
 from tasks.core.publication import publish_folder, staging_folder
 from tasks.image import store
 

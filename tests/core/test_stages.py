@@ -1,9 +1,10 @@
-"""The stage registry (`tasks.stages`, `pyproject.toml`'s entry points): every stage and paths command is
-declared once and loads alone; the DAG order, the CLI's commands and `dvc.yaml`'s stages derive from it."""
+"""The stage manifest (`tasks.stages`, `pyproject.toml`'s entry points): every DVC stage is declared once and loads
+alone; the DAG order, the CLI's commands, the params each command assembles and `dvc.yaml`'s stages derive from it."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -11,21 +12,23 @@ from dataclasses import replace
 import pytest
 import yaml
 
-from flows.commands import PathsCommand, command_names
 from tasks.config import load_params
 from tasks.core.code import entry
 from tasks.core.io import rejects_path
-from tasks.stages import CAPTION_STEPS, Stage, registered, stages
+from tasks.core.params import SHARED, section_names
+from tasks.stages import CAPTION_STEPS, Stage, TableStage, stages, steps
 from tests.conftest import ROOT
 from tests.tracing import code_deps
 
 
-def test_the_data_stages_form_one_chain_in_dag_order():
-    order = list(stages())
+def test_the_data_stages_form_one_chain_in_dag_order_and_every_stage_follows_what_it_reads():
+    order = list(steps())
     assert order == ["ingest", *CAPTION_STEPS, "generate", "selection"]
     for before, after in zip(order, order[1:]):
-        assert stages()[after].after == before and stages()[after].input is not None
-    assert all(isinstance(s, Stage) and s.name == name for name, s in stages().items())
+        assert steps()[after].after == before and steps()[after].input is not None
+    assert all(isinstance(s, Stage | TableStage) and s.name == name for name, s in stages().items())
+    walked = list(stages())
+    assert all(walked.index(need) < walked.index(name) for name, s in stages().items() for need in s.needs)
 
 
 def test_a_declaration_names_its_logic_and_its_keys_read_it_by_name():
@@ -48,22 +51,48 @@ def test_a_declared_entry_naming_nothing_fails_where_it_is_declared(tmp_path):
 def test_reading_every_declaration_imports_no_stage_logic_and_no_model_library():
     probe = ("import sys\nfrom tasks.stages import stages\nhelps = [s.help for s in stages().values()]\n"
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'diffusers', "
-             "'nltk', 'open_clip') or m.startswith(('tasks.text.', 'tasks.image.'))))")
+             "'nltk', 'open_clip', 'prefect', 'flows') or m.startswith(('tasks.text.', 'tasks.image.'))))")
     found = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert found.stdout.splitlines()[-1] == "[]", found.stderr[-2000:]
 
 
-def test_every_registered_stage_and_command_is_a_dvc_stage_and_every_dvc_stage_a_cli_command():
+def test_every_declared_stage_is_a_dvc_stage_and_a_cli_command_and_nothing_else_is():
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    commands = {name.replace("-", "_") for name in command_names()}
-    assert set(stages()) | commands <= set(dvc) and not set(stages()) & commands
-    assert all(isinstance(registered("cfgen.commands", name), PathsCommand) for name in command_names())
+    assert set(stages()) == set(dvc)
     listed = subprocess.run([sys.executable, "-m", "flows.cli", "--help"], cwd=ROOT, capture_output=True, text=True,
                             env={**os.environ, "COLUMNS": "200"}, timeout=120).stdout
     cli = {line.strip("│ ").split()[0] for line in listed.splitlines() if line.startswith("│ ") and line.strip("│ ")}
-    runs = {name: stage["cmd"].split()[:2] for name, stage in dvc.items()}
-    assert all(run == ["cfgen", name.replace("_", "-")] for name, run in runs.items())  # `cfgen NAME`, its own
-    assert {run[1] for run in runs.values()} <= cli  # ... which the CLI lists
+    assert all(dvc[name]["cmd"].split()[:2] == ["cfgen", s.command] for name, s in stages().items())
+    assert {s.command for s in stages().values()} <= cli
+
+
+def _data_edges(dvc: dict, paths) -> dict[str, set[str]]:
+    """Stage -> the other stages whose outputs (outs, metrics, plots) its `dvc.yaml` deps name."""
+    def resolved(entry) -> str:
+        entry = entry if isinstance(entry, str) else next(iter(entry))
+        return re.sub(r"\$\{paths\.(\w+)\}", lambda m: str(getattr(paths, m.group(1))), entry)
+
+    made = {resolved(out): name for name, s in dvc.items()
+            for out in (*s.get("outs", []), *s.get("metrics", []), *s.get("plots", []))}
+    return {name: {made[d] for d in map(resolved, s.get("deps", [])) if made.get(d, name) != name}
+            for name, s in dvc.items()}
+
+
+def test_dvc_yaml_is_checked_against_the_manifest():
+    """Each stage's `dvc.yaml` entry follows exactly the stages its declaration says it reads (`after`: the stages
+    whose outputs are its deps) and declares params of exactly the sections its command assembles (the shared ones
+    aside; truth's check of the toy world's models reads tiny_models in its validator only; the datasheet, which
+    assembles every section, depends on the whole file)."""
+    dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    edges = _data_edges(dvc, load_params(ROOT / "params.yaml", [], ()).paths)
+    for name, declared in stages().items():
+        assert edges[name] == set(declared.needs), name
+        listed = [p if isinstance(p, str) else next(iter(p)) for p in dvc[name].get("params", [])]
+        if declared.sections is None:
+            assert listed == ["params.yaml"], name
+            continue
+        assert {key.split(".")[0] for key in listed} - set(SHARED) == set(declared.sections) - {"tiny_models"}, name
+    assert set(section_names()) - set(stages()) == {"tiny_models", "synthetic_coco"}  # each a stage's or a tool's
 
 
 def test_each_dvc_stage_runs_what_its_declaration_says():
@@ -72,14 +101,14 @@ def test_each_dvc_stage_runs_what_its_declaration_says():
     (ingest reads none); a paths command's entry runs `cfgen NAME` alone."""
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     paths = load_params(ROOT / "params.yaml", []).paths
-    for name, declared in stages().items():
-        entry, source = dvc[name], stages()[declared.after].data if declared.after else "captions_source"
+    for name, declared in steps().items():
+        entry, source = dvc[name], steps()[declared.after].data if declared.after else "captions_source"
         assert entry["cmd"].startswith(f"cfgen {name} ${{paths.{source}}} ${{paths.{declared.data}}} "), name
         assert f"${{paths.{source}}}" in entry["deps"], name
         rejects = rejects_path(getattr(paths, declared.data)).as_posix()
         assert entry["outs"][:2] == [f"${{paths.{declared.data}}}", rejects], name
         assert declared.after is None or name in entry["params"], name
-    assert all(dvc[name.replace("-", "_")]["cmd"] == f"cfgen {name}" for name in command_names())
+    assert all(dvc[name]["cmd"] == f"cfgen {s.command}" for name, s in stages().items() if isinstance(s, TableStage))
 
 
 def test_a_step_commands_help_comes_from_its_declaration_and_imports_no_stage_logic():
@@ -105,3 +134,18 @@ def test_each_dvc_stage_reads_in_one_screen_and_its_code_deps_are_rewritten_alon
     assert after["sites"]["deps"] == [d for d in before["sites"]["deps"] if not code_deps.is_code(d)] + [
         "flows/text.py", "tasks/text/sites.py"]
     assert {**after, "sites": before["sites"]} == before
+
+
+def test_the_cli_lists_each_lazily_loaded_group_by_the_names_the_group_defines():
+    """`flows.cli.GROUPS` names the tools' and the DAG's commands without importing them; each group defines
+    exactly those, and `cfgen NAME --help` of each loads its group."""
+    from typer.main import get_group
+
+    from flows.cli import GROUPS
+    from tasks.stages import load
+
+    for group, names in GROUPS.items():
+        assert set(get_group(load(group)).list_commands(None)) == set(names), group
+    shown = subprocess.run([sys.executable, "-m", "flows.cli", "toy-world", "train", "--help"], cwd=ROOT,
+                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, timeout=120).stdout
+    assert "--resume" in shown and "--min-snr-gamma" in shown

@@ -13,9 +13,9 @@ from PIL import Image
 
 from tasks.core.schemas import SELECTED
 from tasks.demo.tiny_eval import build_tiny_bridgetower, build_tiny_hf_clip, build_tiny_vilt
-from tasks.demo.tiny_images import build_tiny_clip
 from tasks.evaluation.retrieval import RetrievalSet
 from tasks.image import store
+from tasks.tiny.images import build_tiny_clip
 
 CAPTIONS = ["a dog sitting on a couch", "a cat sitting on a couch", "a red car on the street",
             "a red bus on the street", "a man riding a horse", "a man riding a bike"]

@@ -59,7 +59,7 @@ def test_a_broken_model_folder_is_one_error_line_naming_it(tmp_path, broken):
     (`loading.load_once`, which every model load goes through), after the server's log: no traceback either way."""
     from tasks.core.schemas import SITES
     from tasks.demo.params import TinyModelsParams
-    from tasks.demo.tiny_text import build
+    from tasks.tiny.text import build
 
     mlm = build(["a dog on a mat", "a cat on a couch"], tmp_path / "models", TinyModelsParams())["mlm"]
     breaks, says = BROKEN[broken]
@@ -94,7 +94,7 @@ def test_a_broken_image_model_is_one_error_line_in_generate(tmp_path, broken):
     """The diffusion or CLIP folder of generate broken one way each: the pre-flight's line (a component missing) or
     the loader wrapper's, exit 2, no traceback, no output (`cfgen plan` goes through the same two)."""
     from tasks.core.schemas import PAIR
-    from tasks.demo.tiny_images import build_tiny_clip, build_tiny_diffusion
+    from tasks.tiny.images import build_tiny_clip, build_tiny_diffusion
 
     diffusion, clip = build_tiny_diffusion(tmp_path / "models/sd", seed=0), build_tiny_clip(tmp_path / "models/clip",
                                                                                             seed=0)

@@ -63,9 +63,9 @@ def test_only_what_a_sample_runs_or_calls_renders_again(project, tmp_path):
     assert rendered(project()) == 4  # 2 pairs x 2 samples
     assert (root / "flows").is_dir() and (root / "out.parquet").is_file()
 
-    edit(root / "tasks/params.py", "Every knob of the engine", "Each knob of the engine")  # a docstring
-    edit(root / "tasks/removal/params.py", "class RemovalMasksParams(Frozen):",  # a comment, a param def
-         "class RemovalMasksParams(Frozen):  # another stage's section\n    extra_knob: int = 3")
+    edit(root / "tasks/core/params.py", "assembles only the sections", "assembles just the sections")  # a docstring
+    edit(root / "tasks/removal/params.py", "class RemovalMasksParams(Section):",  # a comment, a param def
+         "class RemovalMasksParams(Section):  # another stage's section\n    extra_knob: int = 3")
     edit(root / "tasks/image/p2p.py", "    return swap(query), swap(key)", "\n    return swap(query), swap(key)  # ok")
     assert rendered(project("similarity.upper=0.95", "removal_masks.alpha1=0.05")) == 0  # + other stages' params
 

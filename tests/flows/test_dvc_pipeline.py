@@ -30,6 +30,7 @@ import signal
 import subprocess
 import sys
 import time
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import NamedTuple
 
@@ -39,7 +40,9 @@ import pytest
 import yaml
 
 from flows.engine.counters import facts, run_log
+from tasks.core.params import SECTIONS
 from tasks.release import gallery
+from tasks.stages import stages
 from tasks.text.swaps import exchanged
 from tests.conftest import ROOT, WORLD_CAPTIONS, requires_nltk
 from tests.flows.records import persisted_samples
@@ -374,13 +377,23 @@ STAGE_MODULES = {"tasks/text/relations.py": "relations", "tasks/image/generate.p
                  "flows/image/selection.py": "selection", "tasks/release/mixtures.py": "mixtures",
                  "flows/release/export.py": "export", "tasks/release/gallery.py": "gallery"}
 """A stage's own modules: an edit of one stales that stage alone."""
+SECTION_MODULES = ("tasks/judge/params.py", "tasks/validation/params.py", "tasks/text/params.py")
+"""Params-section modules: an edit of one stales exactly the stages whose declarations read a section it defines."""
+
+
+def readers(module: str) -> set[str]:
+    """The stages whose declarations read a section defined in `module` (the datasheet reads every section)."""
+    defined = {point.name for point in entry_points(group=SECTIONS) if point.module == module.removesuffix(".py")
+               .replace("/", ".")}
+    return {name for name, s in stages().items() if s.sections is None or defined & set(s.sections)}
 
 
 def test_the_release_stages_read_declarations_only_and_one_stages_edit_stales_that_stage_alone(repo):
     """`cfgen report`, `export` and `gallery` on the demo run import no model library and no stage's logic (they read
     the declarations); an edit of a stage's own module, its code and its help text (the module's docstring), leaves
     every other DVC stage up to date (`STAGE_MODULES`: a caption step, each image stage's logic and flow, release
-    stages')."""
+    stages'); an edit of a params section's module stales the stages that read one of its sections and no other
+    (`SECTION_MODULES`: a command assembles only the sections its stage reads)."""
     path, env = repo
     probe = ("import atexit, sys\nfrom flows.cli import app\natexit.register(lambda: print(sorted(m for m in "
              f"sys.modules if m.split('.')[0] in {MODEL_LIBRARIES} or m.startswith(('tasks.text.', 'tasks.image.')) "
@@ -388,14 +401,16 @@ def test_the_release_stages_read_declarations_only_and_one_stages_edit_stales_th
     for command in ("report", "export", "gallery"):
         shown = sh(path, sys.executable, "-c", probe, command, env=env)
         assert shown.splitlines()[-1] == "[]", f"cfgen {command}: {shown[-3000:]}"
-    for name, stage in STAGE_MODULES.items():
+    edits = {**STAGE_MODULES, **{name: readers(name) for name in SECTION_MODULES}}
+    assert edits["tasks/judge/params.py"] == {"judge", "truth", "export", "datasheet"}
+    for name, stale in edits.items():
         module = path / name
         original = module.read_text()
         try:
             module.write_text(original.replace('"""', '"""(edited) ', 1) + "\n\ndef _edited() -> int:\n    return 1\n")
             status = subprocess.run(["dvc", "status", "--json"], cwd=path, env=env, capture_output=True, text=True,
                                     check=True).stdout
-            assert set(json.loads(status)) == {stage}, f"{name}: {status}"
+            assert set(json.loads(status)) == ({stale} if isinstance(stale, str) else stale), f"{name}: {status}"
         finally:
             module.write_text(original)
     assert "up to date" in sh(path, "dvc", "status", env=env)

@@ -10,9 +10,9 @@ from pathlib import Path
 import polars as pl
 
 from flows.evaluation import evaluate_flow, model_content, model_unit, pairs_content
-from tasks.core.io import write_frame
 from tasks.core.keys import digest
 from tasks.core.schemas import EVALUATION
+from tasks.core.writing import write_frame
 from tasks.evaluation import evaluate as stage
 from tasks.evaluation.params import EvaluateParams
 from tests.conftest import project_params

@@ -11,8 +11,8 @@ from filelock import FileLock
 from flows.image.generate import generate_flow
 from flows.image.selection import selection_flow
 from tasks.core.errors import UserError
-from tasks.core.io import write_frame
 from tasks.core.schemas import PAIR, SCORE_COLUMNS, SUBJECT_COLUMNS
+from tasks.core.writing import write_frame
 from tasks.image import render
 from tasks.image.sampling import Sample
 from tests.conftest import project_params

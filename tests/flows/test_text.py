@@ -16,9 +16,10 @@ import yaml
 
 from flows.engine.counters import run_log
 from flows.text import captions_flow, stage_flow
-from tasks.core.io import rejects_path, write_frame
+from tasks.core.io import rejects_path
 from tasks.core.params import EngineParams
 from tasks.core.shards import content_shards
+from tasks.core.writing import write_frame
 from tasks.text.ingest import read_captions
 from tasks.text.params import SitesParams
 from tasks.text.relations import relation

@@ -8,7 +8,7 @@ import json
 import polars as pl
 
 from flows.validation import validation_flow, validation_tasks_flow
-from tasks.core.io import write_frame
+from tasks.core.writing import write_frame
 from tests.conftest import project_params
 from tests.evaluation.fixtures import selected_pairs
 

@@ -9,9 +9,9 @@ import signal
 import weakref
 
 from flows.engine.sharding import task_runner
-from tasks.core.io import write_frame
 from tasks.core.loading import release_models
 from tasks.core.specs import model_specs
+from tasks.core.writing import write_frame
 from tasks.text.ingest import read_captions
 from tests.conftest import DEMO_CAPTIONS, project_params, requires_nltk
 

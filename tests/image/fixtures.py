@@ -11,10 +11,11 @@ import pytest
 from PIL import Image
 
 from tasks.core.specs import ClipSpec, ModelSpec
-from tasks.demo.tiny_images import TINY_IMAGE_SIZE, build_tiny_clip, build_tiny_diffusion
 from tasks.image import generate, render
 from tasks.image.params import GenerateParams
 from tasks.image.records import PairRecords
+from tasks.stages import stage
+from tasks.tiny.images import TINY_IMAGE_SIZE, build_tiny_clip, build_tiny_diffusion
 
 PAIRS = pl.DataFrame({
     "caption_id": ["p0", "p1"], "image_id": ["i0", "i1"],
@@ -56,7 +57,8 @@ def image_models(tiny_params) -> render.ImageModels:
 def screen(pairs: pl.DataFrame, params: GenerateParams, models: render.ImageModels, cache: PairRecords | None = None,
            selection_params=None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """`generate.run` over pair records (a fresh folder unless given): (scores, rejects, samples rendered now)."""
-    screening = generate.Screening(params, cache or PairRecords(Path(tempfile.mkdtemp())), models=models)
+    screening = generate.Screening(params, cache or PairRecords(Path(tempfile.mkdtemp())), models=models,
+                                   unit=render.sample_unit(params, stage("generate").code))
     scores, rejects = generate.run(pairs, screening, selection_params)
     return scores, rejects, screening.rendered
 

@@ -15,7 +15,8 @@ from tasks.core.schemas import SCORE_COLUMNS
 from tasks.image import render, sampling, thresholds
 from tasks.image.params import SelectionParams
 from tasks.image.records import PairRecords
-from tasks.image.sampling import Sample, encode_prompts, plan_sample
+from tasks.image.sampling import Sample, plan_sample
+from tasks.stages import stage
 from tests.image.fixtures import PAIRS, make_params, screen
 
 pytest_plugins = ["tests.image.fixtures"]
@@ -39,7 +40,7 @@ def test_both_images_get_the_same_initial_latent_and_noise(tiny_params, image_mo
 
     recording(sampling)
     recording(euler_module)  # the scheduler draws nothing: every draw is made up front, in its order
-    prompts = encode_prompts(image_models.diffusion, "a dog on a couch", "a cat on a couch")
+    prompts = image_models.diffusion.encode("a dog on a couch", "a cat on a couch")
     rendered = sampling.render(image_models.diffusion, prompts, SAMPLES, 3, tiny_params.size)
     assert len(draws) == 1 + 3  # initial latent + one ancestral draw per step
     for noise in draws:
@@ -50,10 +51,10 @@ def test_both_images_get_the_same_initial_latent_and_noise(tiny_params, image_mo
 
 def test_identical_captions_give_identical_images_and_o_ignores_counterfactual(tiny_params, image_models):
     diffusion = image_models.diffusion
-    same = sampling.render(diffusion, encode_prompts(diffusion, "a dog", "a dog"), SAMPLES, 3, tiny_params.size)
+    same = sampling.render(diffusion, diffusion.encode("a dog", "a dog"), SAMPLES, 3, tiny_params.size)
     assert np.array_equal(same.images[:, 0], same.images[:, 1])
-    cat = sampling.render(diffusion, encode_prompts(diffusion, "a dog", "a cat"), SAMPLES, 3, tiny_params.size)
-    car = sampling.render(diffusion, encode_prompts(diffusion, "a dog", "a car"), SAMPLES, 3, tiny_params.size)
+    cat = sampling.render(diffusion, diffusion.encode("a dog", "a cat"), SAMPLES, 3, tiny_params.size)
+    car = sampling.render(diffusion, diffusion.encode("a dog", "a car"), SAMPLES, 3, tiny_params.size)
     assert np.array_equal(cat.images[:, 0], car.images[:, 0])
     assert not np.array_equal(cat.images[:, 1], car.images[:, 1])
 
@@ -114,7 +115,7 @@ def test_channels_last_renders_the_same_images_and_gpu_path_knobs_are_keyed(tmp_
     for column in SCORE_COLUMNS:
         assert fast[column].to_list() == pytest.approx(stock[column].to_list(), abs=1e-2)  # pixels +-1
     compiled = make_params(tiny_specs, compile_unet="default")
-    assert len({render.sample_unit(p).shared for p in (base, changed, compiled)}) == 3
+    assert len({render.sample_unit(p, stage("generate").code).shared for p in (base, changed, compiled)}) == 3
 
 
 def test_a_canonical_render_is_reproducible_and_is_a_batch_of_one(tiny_specs, image_models):
@@ -137,8 +138,8 @@ def test_concurrent_renders_on_shared_models_equal_sequential_ones(tiny_params, 
     from concurrent.futures import ThreadPoolExecutor
 
     diffusion = image_models.diffusion
-    jobs = [(encode_prompts(diffusion, "a dog on a couch", "a cat on a couch"), SAMPLES),
-            (encode_prompts(diffusion, "a red car on a street", "a red bus on a street"), [Sample(7, 0.9, 9.0)])]
+    jobs = [(diffusion.encode("a dog on a couch", "a cat on a couch"), SAMPLES),
+            (diffusion.encode("a red car on a street", "a red bus on a street"), [Sample(7, 0.9, 9.0)])]
 
     def run(job):
         return sampling.render(diffusion, *job, 3, tiny_params.size).images
@@ -157,9 +158,9 @@ def test_concurrent_renders_on_shared_models_equal_sequential_ones(tiny_params, 
 
 def test_overlong_prompt_is_truncated_and_flagged(tiny_specs, image_models):
     long = "a dog " + "with a very long tail and " * 20 + "a hat"
-    prompts = encode_prompts(image_models.diffusion, long, "a cat")
+    prompts = image_models.diffusion.encode(long, "a cat")
     assert prompts.truncated == (True, False) and prompts.token_counts[0] > 77
-    longer = encode_prompts(image_models.diffusion, long + " and more words", "a cat")
+    longer = image_models.diffusion.encode(long + " and more words", "a cat")
     assert torch.equal(prompts.states, longer.states)  # only the first 77 tokens reach the text encoder
     pairs = pl.DataFrame({"caption_id": ["x"], "image_id": ["y"], "caption": [long], "counterfactual": ["a cat"],
                           "edit_type": ["noun"], "original_word": ["dog"], "substitute": ["cat"]})
@@ -282,7 +283,7 @@ def test_a_compiled_unets_first_batch_logs_its_time_once(tiny_params, image_mode
     """The progress output shows what the first call of a compiled UNet cost (compiling included), once per process
     and sample unit; an eager UNet logs nothing."""
     compiled = dataclasses.replace(image_models.diffusion, compile_mode="reduce-overhead")
-    prompts = encode_prompts(compiled, "a dog on a couch", "a cat on a couch")
+    prompts = compiled.encode("a dog on a couch", "a cat on a couch")
     with caplog.at_level(logging.INFO, logger="tasks.image.render"):
         for models in (image_models, dataclasses.replace(image_models, diffusion=compiled)):
             list(render.Batcher(2).render(models.diffusion, prompts, SAMPLES, tiny_params))

@@ -7,9 +7,10 @@ import pytest
 import torch
 from diffusers.models.attention_processor import Attention
 
-from tasks.demo.tiny_images import TINY_IMAGE_SIZE
 from tasks.image import p2p
-from tasks.image.sampling import Sample, encode_prompts, load_diffusion, render
+from tasks.image.backends.sd1 import load_diffusion
+from tasks.image.sampling import Sample, render
+from tasks.tiny.images import TINY_IMAGE_SIZE
 
 pytest_plugins = ["tests.image.fixtures"]
 
@@ -107,7 +108,7 @@ def test_real_unet_shares_per_sample_only_during_first_fraction(diffusion):
     handles = [diffusion.unet.register_forward_pre_hook(count_steps)]
     handles += [m.register_forward_hook(check, with_kwargs=True) for m in attn1]
     try:
-        prompts = encode_prompts(diffusion, "a dog on a couch", "a cat on a couch")
+        prompts = diffusion.encode("a dog on a couch", "a cat on a couch")
         render(diffusion, prompts, samples, steps=4, size=TINY_IMAGE_SIZE)
     finally:
         for handle in handles:
@@ -117,7 +118,7 @@ def test_real_unet_shares_per_sample_only_during_first_fraction(diffusion):
 
 
 def test_sharing_changes_only_the_counterfactual_image(diffusion):
-    prompts = encode_prompts(diffusion, "a dog on a couch", "a cat on a couch")
+    prompts = diffusion.encode("a dog on a couch", "a cat on a couch")
     never = render(diffusion, prompts, [Sample(5, 0.0, 9.0)], 3, TINY_IMAGE_SIZE)
     always = render(diffusion, prompts, [Sample(5, 1.0, 9.0)], 3, TINY_IMAGE_SIZE)
     assert np.array_equal(never.images[0, 0], always.images[0, 0])

@@ -72,11 +72,13 @@ def test_a_pair_costs_one_record_file_whatever_n_samples(tmp_path, tiny_specs, i
 SCREEN = """
 import pathlib, sys, polars as pl, torch
 from tasks.image.params import GenerateParams
-from tasks.image import generate
+from tasks.image import generate, render
 from tasks.image.records import MEASURED, PairRecords
+from tasks.stages import stage
 torch.set_num_threads(1)
 params = GenerateParams.model_validate_json(open(sys.argv[1]).read())
-screening = generate.Screening(params, PairRecords(pathlib.Path(sys.argv[2])))
+screening = generate.Screening(params, PairRecords(pathlib.Path(sys.argv[2])),
+                               unit=render.sample_unit(params, stage("generate").code))
 generate.run(pl.read_parquet(sys.argv[3]), screening)[0].write_parquet(sys.argv[4])
 print(screening.rendered)
 """

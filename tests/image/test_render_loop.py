@@ -14,16 +14,17 @@ from diffusers.models.attention_processor import Attention
 from diffusers.utils.torch_utils import randn_tensor
 
 from tasks.core.specs import ModelSpec
-from tasks.demo.tiny_images import TINY_IMAGE_SIZE, build_tiny_diffusion
 from tasks.image import sampling
-from tasks.image.sampling import Sample, encode_prompts, load_diffusion
+from tasks.image.backends.sd1 import SD1, Prompts, load_diffusion
+from tasks.image.sampling import Sample
+from tasks.tiny.images import TINY_IMAGE_SIZE, build_tiny_diffusion
 
 SAMPLES = [Sample(101, 0.3, 7.5), Sample(202, 0.7, 15.0), Sample(303, 0.0, 10.0)]
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
 
 
 @torch.inference_mode()
-def scheduler_stepped(diffusion: sampling.Diffusion, prompts: sampling.Prompts, samples: list[Sample], steps: int,
+def scheduler_stepped(diffusion: SD1, prompts: Prompts, samples: list[Sample], steps: int,
                       size: int) -> np.ndarray:
     """Reference: the loop as it ran before issue 46 — `scheduler.scale_model_input` and `scheduler.step` drawing
     each step's noise from the 2S generators one by one, the sharing mask built from a Python list every step."""
@@ -56,13 +57,13 @@ def tiny_diffusion(tmp_path_factory) -> ModelSpec:
     return build_tiny_diffusion(tmp_path_factory.mktemp("tiny_sd") / "sd", seed=0)
 
 
-def on(device: str, spec: ModelSpec, compile_unet: str = "auto") -> sampling.Diffusion:
+def on(device: str, spec: ModelSpec, compile_unet: str = "auto") -> SD1:
     """float32 everywhere: a random net amplifies half-precision rounding past any useful bound (bf16 on an H100:
     up to 19 levels after 4 steps); the fp16 SD-shape figure is `benchmarks/image_stage.py`'s."""
     return load_diffusion(spec.model_copy(update={"device": device, "dtype": "float32"}), None, False, compile_unet)
 
 
-def separate_projections(diffusion: sampling.Diffusion) -> sampling.Diffusion:
+def separate_projections(diffusion: SD1) -> SD1:
     """A copy whose attention layers project q, k, v one GEMM each (the fused weights stay, unused)."""
     unet = copy.deepcopy(diffusion.unet)
     for module in unet.modules():
@@ -80,7 +81,7 @@ def test_loop_is_bit_identical_to_the_scheduler_stepped_loop(tiny_diffusion, dev
     """Noise drawn up front in the scheduler's order, steps on precomputed scalars, masks from one table: the
     same pixels, byte for byte, for a batch mixing sharing and non-sharing samples."""
     diffusion = on(device, tiny_diffusion)
-    prompts = encode_prompts(diffusion, "a dog on a couch", "a cat on a couch")
+    prompts = diffusion.encode("a dog on a couch", "a cat on a couch")
     for steps in (1, 4, 7):
         fast = sampling.render(diffusion, prompts, SAMPLES, steps, TINY_IMAGE_SIZE).images
         assert np.array_equal(fast, scheduler_stepped(diffusion, prompts, SAMPLES, steps, TINY_IMAGE_SIZE))
@@ -93,7 +94,7 @@ def test_fused_and_compiled_unets_render_within_float_noise_of_eager(tiny_diffus
     separate-projection render, sharing samples included."""
     eager = on(device, tiny_diffusion, "off")
     compiled = on(device, tiny_diffusion, "reduce-overhead" if device == "cuda" else "default")
-    prompts = encode_prompts(eager, "a dog on a couch", "a cat on a couch")
+    prompts = eager.encode("a dog on a couch", "a cat on a couch")
     reference = sampling.render(separate_projections(eager), prompts, SAMPLES, 4, TINY_IMAGE_SIZE).images
     for diffusion in (eager, compiled):
         assert max_difference(sampling.render(diffusion, prompts, SAMPLES, 4, TINY_IMAGE_SIZE).images, reference) <= 1

@@ -16,8 +16,8 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from flows.engine.counters import facts, run_log
 from flows.judge import judge_flow
-from tasks.core.io import write_frame
 from tasks.core.schemas import JUDGE_COLUMNS, JUDGED, SELECTED
+from tasks.core.writing import write_frame
 from tasks.demo.tiny_vlm import build_tiny_vlm
 from tasks.image import store
 from tasks.judge import ask

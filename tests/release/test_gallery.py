@@ -12,8 +12,9 @@ import polars as pl
 from tasks.core.io import rejects_path
 from tasks.core.schemas import COUNTERFACTUALS, JUDGED, JUDGED_REJECTS, PAIR, SELECTED
 from tasks.image import store
-from tasks.release import gallery
-from tasks.release.gallery import THUMB, build, edit_spans
+from tasks.release import gallery, gallery_site
+from tasks.release.gallery import build, edit_spans
+from tasks.release.gallery_site import THUMB
 from tests.conftest import project_params
 
 
@@ -109,7 +110,7 @@ def test_the_diff_gallery_shows_each_version_of_every_pair_they_do_not_share(tmp
          .with_columns(image_o=pl.when(pl.col("caption_id") == "c0").then(pl.lit(moved)).otherwise("image_o")), {})
     changes = diff.pair_changes(a, b)
     assert changes == {"c0": "image changed", "c1": "removed", "c3": "added"}
-    read = gallery.from_store(paths["paths.selected_images"])
+    read = gallery_site.from_store(paths["paths.selected_images"])
     site = tmp_path / "diff"
     assert gallery.compare(site, "a → b", {"a": (*a[:2], read), "b": (*b[:2], read)}, changes) == 4
     data = site_data(site)
@@ -150,8 +151,8 @@ def judged_site(root):
     cards = gallery.pair_cards(*frames, paths["paths.selected_images"], root / "site", PEOPLE,
                                {i: {"caption_id": i, **row} for i, row in JUDGED_ROWS.items()},
                                {i: {"caption_id": i, **row} for i, row in TRUTH_ROWS.items()})
-    gallery.write_site(root / "site", {"pairs": cards, "removal": [], "rejects": [], "funnel": {},
-                                       "scores": list(gallery.SCORES)}, [])
+    gallery_site.write_site(root / "site", {"pairs": cards, "removal": [], "rejects": [], "funnel": {},
+                                            "scores": list(gallery.SCORES)}, [])
     return root / "site"
 
 

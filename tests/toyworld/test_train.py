@@ -13,7 +13,7 @@ import torch
 
 from tasks.core.errors import UserError
 from tasks.core.specs import ModelSpec
-from tasks.image.sampling import load_diffusion
+from tasks.image.backends.sd1 import load_diffusion
 from tasks.toyworld.accuracy import SCENE_KINDS
 from tasks.toyworld.assemble import assemble
 from tasks.toyworld.batches import Pool, diffusion_batch

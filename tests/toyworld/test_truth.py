@@ -148,7 +148,7 @@ def test_truth_renders_each_sample_as_generated_and_again_without_sharing(tiny_s
     """The second render of every sample is the same seed and scale with p2p fraction 0, through the image stage's
     batching; the first is the sample as generate planned it."""
     from tasks.image import render
-    from tasks.image.sampling import load_diffusion
+    from tasks.image.backends.sd1 import load_diffusion
     from tests.image.fixtures import make_params
 
     calls = []

@@ -35,7 +35,7 @@ def _audit(event: str, args: tuple) -> None:
     if event == "open" and isinstance(args[0], str):
         mode, flags = args[1], args[2]
         if isinstance(flags, int) and flags & os.O_DIRECTORY:
-            return  # a folder held for a publication (`tasks.core.io`), not data read
+            return  # a folder held for a publication (`tasks.core.writing`), not data read
         reading = ("r" in mode and "+" not in mode) if isinstance(mode, str) else not flags & (os.O_WRONLY | os.O_RDWR)
         opened[args[0]] = opened.get(args[0], False) or reading
 

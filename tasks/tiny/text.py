@@ -1,4 +1,4 @@
-"""Tiny random text models for the demo profile and the tests, saved in the hub layout the real ids have.
+"""Tiny random text models (the demo profile's, the toy world's, the tests'), in the hub layout the real ids have.
 
 A byte-level BPE vocabulary is trained on the given captions (so fills are caption words), then a RoBERTa-style
 masked LM and a GPT-2-style causal LM with random weights are saved with their tokenizers. Same captions + seed give
@@ -8,6 +8,7 @@ byte-identical folders, so their fingerprints (and the shard cache keys built on
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 import torch
 from tokenizers import AddedToken, ByteLevelBPETokenizer
@@ -20,10 +21,16 @@ from transformers import (
     RobertaTokenizerFast,
 )
 
-from tasks.demo.params import TinyModelsParams
-
 SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 WIDTH, LAYERS, HEADS = 32, 2, 2
+
+
+class TextParams(Protocol):
+    """What `build` reads of a params section (the demo's `TinyModelsParams` is one)."""
+
+    seed: int
+    vocab_size: int
+    max_length: int
 
 
 def train_vocab(captions: list[str], out: Path, vocab_size: int) -> tuple[str, str]:
@@ -63,7 +70,7 @@ def causal_lm(vocab: str, merges: str, out: Path, max_length: int, vocab_size: i
     tokenizer.save_pretrained(out)
 
 
-def build(captions: list[str], out: Path, params: TinyModelsParams) -> dict[str, Path]:
+def build(captions: list[str], out: Path, params: TextParams) -> dict[str, Path]:
     """Write `out/mlm` and `out/clm`; returns their paths."""
     vocab, merges = train_vocab(captions, out / "vocab", params.vocab_size)
     paths = {"mlm": out / "mlm", "clm": out / "clm"}

@@ -1,0 +1,65 @@
+"""Image backends: the diffusion model family under the paired P2P sampler (`sampling.render`).
+
+A backend is a class registered in `BACKENDS` under its `generate.backend` name; what it asks of a run that is known
+without loading it (UNet rows per sample, its folder's components) is declared under the same name in
+`params.BACKEND_NEEDS`, where the plan and preflight read it. Its instances are loaded models: P2P processors
+installed in the denoiser, which takes a sample's rows as adjacent (o, c) pairs (`p2p`'s batch contract).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tasks.image.backends.sd1 import SD1
+
+if TYPE_CHECKING:
+    import torch
+    from diffusers import SchedulerMixin
+
+    from tasks.core.specs import ModelSpec
+    from tasks.image.params import GenerateParams
+
+
+class Diffusion(Protocol):
+    """A loaded backend on one device/dtype; `lock` serialises the renders of every thread sharing it (one batch at a
+    time on the device, as a compiled denoiser's CUDA graphs require)."""
+
+    denoiser: torch.nn.Module  # called once per denoising step (what a UNet-time hook wraps)
+    scheduler: SchedulerMixin  # its config makes the render's Euler-ancestral scheduler
+    compile_mode: str | None
+    device: torch.device
+    dtype: torch.dtype
+    latent_channels: int
+    latent_factor: int  # image side / latent side
+    lock: threading.Lock
+
+    @classmethod
+    def load(cls, params: GenerateParams) -> Diffusion:
+        """The models `params` name (`generate.diffusion`, `vae`, placement, compile mode), loaded once per process."""
+
+    @classmethod
+    def token_counts(cls, spec: ModelSpec, caption: str,
+                     counterfactual: str) -> tuple[tuple[int, int], tuple[bool, bool]]:
+        """Untruncated token counts of C_o and C_c and whether each exceeds the text encoder's limit (no weights)."""
+
+    def encode(self, caption: str, counterfactual: str) -> Any:
+        """C_o, C_c and the unconditional prompt encoded: what `condition` reads."""
+
+    def condition(self, prompts: Any, n: int) -> Any:
+        """The denoiser's conditioning of `n` samples' rows, built once per render."""
+
+    def denoise(self, rows: torch.Tensor, t: torch.Tensor, conditioning: Any,
+                shared: torch.Tensor | None) -> torch.Tensor:
+        """ε of every row at timestep `t`, P2P sharing per row pair as `shared` (`p2p.schedule`) directs."""
+
+    def decode(self, latents: torch.Tensor) -> torch.Tensor:
+        """Images in [-1, 1] (N, 3, H, W) of denoised latents."""
+
+
+BACKENDS: dict[str, type[Diffusion]] = {"sd1": SD1}
+
+
+def chosen(params: GenerateParams) -> type[Diffusion]:
+    """The backend `generate.backend` names."""
+    return BACKENDS[params.backend]

@@ -1,0 +1,130 @@
+"""Stable Diffusion v1: one CLIP tokenizer and text encoder (77 tokens), a UNet conditioned on the encoder's states,
+an 8x VAE, and the folder's Euler-ancestral ε-prediction scheduler. A sample's rows are
+`[uncond·C_o, uncond·C_c, cond·C_o, cond·C_c]` (the o/c pair under classifier-free guidance)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import torch
+from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, UNet2DConditionModel
+from transformers import CLIPTextModel, CLIPTokenizer
+
+from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
+from tasks.core.specs import ModelSpec
+from tasks.image import p2p
+from tasks.image.params import GenerateParams
+from tasks.image.sampling import compile_mode
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """Text-encoder states `[uncond, C_o, C_c]` (3, 77, D); per caption: its untruncated token count, truncated?"""
+
+    states: torch.Tensor
+    token_counts: tuple[int, int]
+    truncated: tuple[bool, bool]
+
+
+@load_once
+def load_tokenizer(spec: ModelSpec) -> CLIPTokenizer:
+    """The diffusion folder's tokenizer alone (cheap: prompt checks need no weights)."""
+    return CLIPTokenizer.from_pretrained(spec.local(), subfolder="tokenizer", **hub_kwargs(spec))
+
+
+def token_counts(tokenizer: CLIPTokenizer, caption: str, counterfactual: str) -> tuple[tuple[int, int],
+                                                                                   tuple[bool, bool]]:
+    """Untruncated token counts of C_o and C_c, and whether each exceeds the tokenizer's limit (77 for SD)."""
+    counts = tuple(len(ids) for ids in tokenizer([caption, counterfactual], verbose=False)["input_ids"])
+    return counts, tuple(n > tokenizer.model_max_length for n in counts)
+
+
+@dataclass(frozen=True)
+class SD1:
+    """SD v1 components on one device/dtype, P2P processors installed in `unet` (compiled when `compile_mode` is
+    set)."""
+
+    tokenizer: CLIPTokenizer
+    text_encoder: torch.nn.Module
+    unet: torch.nn.Module
+    vae: torch.nn.Module
+    scheduler: EulerAncestralDiscreteScheduler
+    compile_mode: str | None
+    device: torch.device
+    dtype: torch.dtype
+    latent_channels: int
+    latent_factor: int
+    scaling_factor: float
+    lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+
+    @classmethod
+    def assemble(cls, tokenizer: CLIPTokenizer, text_encoder: torch.nn.Module, unet: torch.nn.Module,
+                 vae: torch.nn.Module, scheduler: EulerAncestralDiscreteScheduler, scaling_factor: float,
+                 mode: str | None, device: torch.device, dtype: torch.dtype) -> SD1:
+        """Modules on `device` in eval mode as the backend: `unet` gets fused q·k·v projections and the P2P
+        processors, then `torch.compile` in `mode` (None: eager)."""
+        p2p.install(unet)
+        return cls(tokenizer=tokenizer, text_encoder=text_encoder,
+                   unet=unet if mode is None else torch.compile(unet, mode=mode), vae=vae, scheduler=scheduler,
+                   compile_mode=mode, device=device, dtype=dtype, latent_channels=unet.config.in_channels,
+                   latent_factor=2 ** (len(vae.config.block_out_channels) - 1), scaling_factor=scaling_factor)
+
+    @classmethod
+    def load(cls, params: GenerateParams) -> SD1:
+        return load_diffusion(params.diffusion, params.vae, params.channels_last, params.compile_unet)
+
+    @classmethod
+    def token_counts(cls, spec: ModelSpec, caption: str,
+                     counterfactual: str) -> tuple[tuple[int, int], tuple[bool, bool]]:
+        return token_counts(load_tokenizer(spec), caption, counterfactual)
+
+    @property
+    def denoiser(self) -> torch.nn.Module:
+        return self.unet
+
+    @torch.inference_mode()
+    def encode(self, caption: str, counterfactual: str) -> Prompts:
+        """Prompts longer than the tokenizer's limit (77 for SD) are truncated and flagged."""
+        tokenizer = self.tokenizer
+        ids = tokenizer(["", caption, counterfactual], padding="max_length", max_length=tokenizer.model_max_length,
+                        truncation=True, return_tensors="pt")["input_ids"]
+        states = self.text_encoder(ids.to(self.device))[0]
+        return Prompts(states, *token_counts(tokenizer, caption, counterfactual))
+
+    def condition(self, prompts: Prompts, n: int) -> torch.Tensor:
+        """The encoder states of `n` samples' rows, `[uncond, uncond, C_o, C_c]` each."""
+        uncond, cond_o, cond_c = prompts.states
+        return torch.stack([uncond, uncond, cond_o, cond_c]).repeat(n, 1, 1)
+
+    def denoise(self, rows: torch.Tensor, t: torch.Tensor, conditioning: torch.Tensor,
+                shared: torch.Tensor | None) -> torch.Tensor:
+        return self.unet(rows, t, encoder_hidden_states=conditioning,
+                         cross_attention_kwargs={"p2p_shared": shared}).sample
+
+    def decode(self, latents: torch.Tensor) -> torch.Tensor:
+        return self.vae.decode(latents / self.scaling_factor).sample
+
+
+@load_once
+def load_diffusion(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool = False,
+                   compile_unet: str = "off") -> SD1:
+    """Components from `spec`'s SD v1 folder (id or path); `vae` replaces its vae/. fp32 on CPU (resolve_dtype).
+    `channels_last` stores the UNet and VAE convolutions NHWC; `compile_unet` (`sampling.compile_mode`) wraps the
+    UNet in `torch.compile`."""
+    path, device, kwargs = spec.local(), resolve_device(spec), hub_kwargs(spec)
+    dtype = resolve_dtype(spec, device)
+    if vae is None:
+        vae_model = AutoencoderKL.from_pretrained(path, subfolder="vae", dtype=dtype, **kwargs)
+    else:
+        vae_model = AutoencoderKL.from_pretrained(vae.local(), dtype=dtype, **hub_kwargs(vae))
+    unet = UNet2DConditionModel.from_pretrained(path, subfolder="unet", dtype=dtype, **kwargs)
+    text_encoder = CLIPTextModel.from_pretrained(path, subfolder="text_encoder", dtype=dtype, **kwargs)
+    for module in (unet, vae_model, text_encoder):
+        module.to(device).eval().requires_grad_(False)
+    if channels_last:
+        unet.to(memory_format=torch.channels_last)
+        vae_model.to(memory_format=torch.channels_last)
+    return SD1.assemble(load_tokenizer(spec), text_encoder, unet, vae_model,
+                        EulerAncestralDiscreteScheduler.from_pretrained(path, subfolder="scheduler", **kwargs),
+                        vae_model.config.scaling_factor, compile_mode(compile_unet, device), device, dtype)
