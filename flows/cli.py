@@ -25,7 +25,7 @@ from flows.preflight import check_models, check_source
 from tasks.config import PARAMS_FILE, load_params, use_project_environment
 from tasks.core import schemas
 from tasks.core.io import check_distinct, check_input, check_outputs
-from tasks.stages import CAPTION_STEPS, Stage, TableStage, load, skip_reason, stage, stages
+from tasks.stages import CAPTION_STEPS, Stage, TableStage, load, skip_reason, stage, stage_names, stages
 
 STEP_COMMANDS = (*CAPTION_STEPS, "generate")  # `cfgen NAME SOURCE OUTPUT`, built when invoked (`_step_command`)
 STAGES_PANEL = "Stages (each a DVC stage, in DAG order)"
@@ -42,7 +42,7 @@ def dag_order() -> dict[str, Stage | TableStage]:
 
 def stage_help(name: str) -> str:
     """A stage's help, from its declaration: a data stage's also says what it reads and writes, and its params."""
-    declared = dag_order()[name]
+    declared = stage(name)
     if isinstance(declared, TableStage):
         return declared.help
     reads = (f"the output of `cfgen {declared.after}` (paths.{stage(declared.after).data})" if declared.after
@@ -59,8 +59,10 @@ class Commands(TyperGroup):
     listing = False
 
     def list_commands(self, ctx) -> list[str]:
-        names = {*super().list_commands(ctx), *dag_order(), *(name for group in GROUPS.values() for name in group)}
-        return sorted(names - set(dag_order())) + list(dag_order())
+        """Every command; the stages in DAG order when listing (their declarations loaded), else by name (none)."""
+        ordered = list(dag_order()) if self.listing else [name.replace("_", "-") for name in stage_names()]
+        names = {*super().list_commands(ctx), *ordered, *(name for group in GROUPS.values() for name in group)}
+        return sorted(names - set(ordered)) + ordered
 
     def format_help(self, ctx, formatter) -> None:
         self.listing = True
@@ -72,7 +74,8 @@ class Commands(TyperGroup):
     def get_command(self, ctx, name: str):
         if group := next((entry for entry, names in GROUPS.items() if name in names), None):
             return typer.main.get_group(load(group)).get_command(ctx, name)
-        built = name in STEP_COMMANDS or isinstance(dag_order().get(name), TableStage)
+        built = name in STEP_COMMANDS or (name.replace("-", "_") in stage_names()
+                                          and isinstance(stage(name), TableStage))
         if self.listing:
             command = click.Command(name, help=stage_help(name)) if built else super().get_command(ctx, name)
             if command is not None:

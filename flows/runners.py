@@ -11,7 +11,6 @@ from typing import Any
 
 from prefect import Flow
 
-from flows.engine.sharding import task_runner
 from tasks.core.params import Params
 from tasks.stages import Stage, TableStage, load
 
@@ -22,6 +21,8 @@ def run_step(declared: Stage, params: Params, source: Path, output: Path, images
         from flows.text import ingest_task
 
         return ingest_task.fn(source, output)
+    from flows.engine.sharding import task_runner
+
     runner = task_runner(params)
     if declared.name == "generate":
         from flows.image.generate import generate_flow
@@ -39,7 +40,11 @@ def run_step(declared: Stage, params: Params, source: Path, output: Path, images
 def run_table(declared: TableStage, params: Params) -> Any:
     """Table stage `declared` on `params.paths` (a sharded one on the engine's task runner)."""
     work = load(declared.flow)
-    return work.with_options(task_runner=task_runner(params))(params) if declared.sharded else work(params)
+    if not declared.sharded:
+        return work(params)
+    from flows.engine.sharding import task_runner
+
+    return work.with_options(task_runner=task_runner(params))(params)
 
 
 @contextlib.contextmanager

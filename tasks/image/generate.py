@@ -79,7 +79,8 @@ class Screening:
             prompts = models.diffusion.encode(pair["caption"], pair["counterfactual"])
             texts = render.caption_texts(models, pair, self.params.subject_prompt)
             done = 0
-            for chunk, rendered in self.batcher.render(models.diffusion, prompts, [samples[i] for i in todo], self.params):
+            chunks = self.batcher.render(models.diffusion, prompts, [samples[i] for i in todo], self.params)
+            for chunk, rendered in chunks:
                 batch = todo[done:done + len(chunk)]
                 for i, measured in zip(batch, render.measure(rendered, texts, models, self.params.clip_batch_size)):
                     found[i] = measured

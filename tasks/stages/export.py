@@ -2,13 +2,8 @@
 
 from tasks.stages import TableStage
 
-HELP = "Write the selected pairs as a Hugging Face `datasets` folder (images embedded)."
-
-STAGE = TableStage(
-    "export",
-    "flows.release.export:export_flow",
-    HELP,
-    after=("judge", "perplexity", "selection", "validation"),
-    reads=("export", "candidates", "similarity", "perplexity", "generate", "judge"),
-    show="flows.release.export:show",
-)
+STAGE = TableStage("export", "flows.release.export:export_flow",
+                   "Write the selected pairs as a Hugging Face `datasets` folder (images embedded).",
+                   after=("judge", "perplexity", "selection", "validation"),
+                   reads=("export", "candidates", "similarity", "perplexity", "generate", "judge"),
+                   show="flows.release.export:show")

@@ -2,14 +2,7 @@
 
 from tasks.stages import TableStage
 
-HELP = "Object removal: fill each removed region (cached per edit)."
-
-STAGE = TableStage(
-    "inpaint",
-    "flows.removal.inpaint:inpaint_flow",
-    HELP,
-    after=("removal_captions",),
-    reads=("inpaint",),
-    models=("inpaint",),
-    show="flows.engine.console:show_json",
-)
+STAGE = TableStage("inpaint", "flows.removal.inpaint:inpaint_flow",
+                   "Object removal: fill each removed region (cached per edit).",
+                   after=("removal_captions",), reads=("inpaint",), models=("inpaint",),
+                   show="flows.engine.console:show_json")

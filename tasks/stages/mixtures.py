@@ -2,13 +2,6 @@
 
 from tasks.stages import TableStage
 
-HELP = "Build the base / medium / all training mixtures as `datasets` configs."
-
-STAGE = TableStage(
-    "mixtures",
-    "flows.release.mixtures:mixtures_flow",
-    HELP,
-    after=("selection",),
-    reads=("mixtures",),
-    show="flows.release.mixtures:show",
-)
+STAGE = TableStage("mixtures", "flows.release.mixtures:mixtures_flow",
+                   "Build the base / medium / all training mixtures as `datasets` configs.",
+                   after=("selection",), reads=("mixtures",), show="flows.release.mixtures:show")

@@ -2,13 +2,6 @@
 
 from tasks.stages import TableStage
 
-HELP = "Object removal: the edited captions and the ODmAP gallery."
-
-STAGE = TableStage(
-    "removal_captions",
-    "flows.removal.captions:removal_captions_flow",
-    HELP,
-    after=("removal_masks",),
-    reads=("removal_captions",),
-    show="flows.engine.console:show_json",
-)
+STAGE = TableStage("removal_captions", "flows.removal.captions:removal_captions_flow",
+                   "Object removal: the edited captions and the ODmAP gallery.",
+                   after=("removal_masks",), reads=("removal_captions",), show="flows.engine.console:show_json")

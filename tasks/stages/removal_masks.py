@@ -2,12 +2,6 @@
 
 from tasks.stages import TableStage
 
-HELP = "Object removal: which (image, class) pairs to remove, from the COCO instances file."
-
-STAGE = TableStage(
-    "removal_masks",
-    "flows.removal.masks:removal_masks_flow",
-    HELP,
-    reads=("removal_masks",),
-    show="flows.engine.console:show_json",
-)
+STAGE = TableStage("removal_masks", "flows.removal.masks:removal_masks_flow",
+                   "Object removal: which (image, class) pairs to remove, from the COCO instances file.",
+                   reads=("removal_masks",), show="flows.engine.console:show_json")

@@ -2,14 +2,7 @@
 
 from tasks.stages import TableStage
 
-HELP = "Object removal: the CLIP check and the splits."
-
-STAGE = TableStage(
-    "removal_selection",
-    "flows.removal.selection:removal_selection_flow",
-    HELP,
-    after=("inpaint",),
-    reads=("removal_selection",),
-    models=("removal_selection",),
-    show="flows.engine.console:show_json",
-)
+STAGE = TableStage("removal_selection", "flows.removal.selection:removal_selection_flow",
+                   "Object removal: the CLIP check and the splits.",
+                   after=("inpaint",), reads=("removal_selection",), models=("removal_selection",),
+                   show="flows.engine.console:show_json")

@@ -2,14 +2,7 @@
 
 from tasks.stages import TableStage
 
-HELP = "Read Label Studio's export: Table 1, Fleiss' kappa, the validated subset."
-
-STAGE = TableStage(
-    "validation",
-    "flows.validation:validation_flow",
-    HELP,
-    after=("selection",),
-    reads=("validation",),
-    check="flows.validation:check_export",
-    show="flows.validation:show_results",
-)
+STAGE = TableStage("validation", "flows.validation:validation_flow",
+                   "Read Label Studio's export: Table 1, Fleiss' kappa, the validated subset.",
+                   after=("selection",), reads=("validation",), check="flows.validation:check_export",
+                   show="flows.validation:show_results")

@@ -2,13 +2,6 @@
 
 from tasks.stages import TableStage
 
-HELP = "Label Studio tasks (one per generated image) and labeling config."
-
-STAGE = TableStage(
-    "validation_tasks",
-    "flows.validation:validation_tasks_flow",
-    HELP,
-    after=("selection",),
-    reads=("validation",),
-    show="flows.validation:show_tasks",
-)
+STAGE = TableStage("validation_tasks", "flows.validation:validation_tasks_flow",
+                   "Label Studio tasks (one per generated image) and labeling config.",
+                   after=("selection",), reads=("validation",), show="flows.validation:show_tasks")
