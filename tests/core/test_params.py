@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pickle
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -211,6 +214,28 @@ def test_truth_needs_the_toy_worlds_models(tmp_path, raw):
     assert not load_params(path, ["profile=demo", "tiny_models.toy_world=null", "truth.enabled=false"]).truth.enabled
 
 
+def test_a_command_assembles_the_sections_it_reads_and_imports_no_others(tmp_path, raw):
+    """`load_params(..., sections)`: the shared sections and the named ones, in a process that imports no other
+    section's module; the file's other top-level keys must still be sections; the loaded sections' cross-section rules
+    hold (perplexity's weights follow `sites.types`, truth refuses random models); pickled as a worker gets it, the
+    same params with the same root."""
+    probe = ("import sys\nfrom tasks.config import load_params\np = load_params(sections=('relations',))\n"
+             "print(p.sections, sorted(m for m in sys.modules if m.startswith('tasks.') and m.endswith('.params')))")
+    shown = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert shown.stdout.split("\n")[0] == "('relations',) ['tasks.core.params', 'tasks.text.params']", shown.stderr
+    path = write(tmp_path, {**raw, "sitez": {}})
+    with pytest.raises(ParamsError, match="unknown key 'sitez' \\(did you mean 'sites'\\?\\)"):
+        load_params(path, [], ("relations",))
+    path = write(tmp_path, raw)
+    both = load_params(path, ["sites.types=[noun, swap]"], ("perplexity", "sites"))
+    assert both.perplexity.type_shares == {"noun": 1.0, "swap": 1.0} and not hasattr(both, "generate")
+    with pytest.raises(ParamsError, match="truth.enabled needs the toy world"):
+        load_params(path, ["tiny_models.toy_world=null"], ("truth", "tiny_models"))
+    shipped = pickle.loads(pickle.dumps(both))
+    assert shipped == both and type(shipped).__name__ == "Params" and shipped.root == both.root
+    assert shipped.sections == ("sites", "perplexity")  # the file's order
+
+
 def test_the_judge_model_needs_a_pin_only_when_enabled_and_a_threshold_per_question(tmp_path, raw):
     path = write(tmp_path, raw)
     paper = load_params(path, ["profile=paper"])
@@ -297,7 +322,6 @@ def test_dvc_set_param_takes_every_key_of_params_yaml(tmp_path, raw):
 def test_relative_model_paths_point_into_the_project_wherever_they_are_used(tmp_path, raw, monkeypatch):
     """Two copies of a project, each loaded in its own folder, used in a third directory (a Dask worker's): each spec
     loads from its own copy, pickled too, while the fingerprint and every dump (so every cache key) are the same."""
-    import pickle
 
     from tasks.core.fingerprints import fingerprint
 
