@@ -12,6 +12,7 @@ import logging
 import sys
 from functools import cache
 from pathlib import Path
+from pkgutil import resolve_name
 from typing import Annotated
 
 import click
@@ -25,7 +26,7 @@ from flows.preflight import check_models, check_source
 from tasks.config import PARAMS_FILE, load_params, use_project_environment
 from tasks.core import schemas
 from tasks.core.io import check_distinct, check_input, check_outputs
-from tasks.stages import CAPTION_STEPS, Stage, TableStage, load, skip_reason, stage, stage_names, stages
+from tasks.stages import CAPTION_STEPS, Stage, TableStage, skip_reason, stage, stage_names, stages
 
 STEP_COMMANDS = (*CAPTION_STEPS, "generate")  # `cfgen NAME SOURCE OUTPUT`, built when invoked (`_step_command`)
 STAGES_PANEL = "Stages (each a DVC stage, in DAG order)"
@@ -73,7 +74,7 @@ class Commands(TyperGroup):
 
     def get_command(self, ctx, name: str):
         if group := next((entry for entry, names in GROUPS.items() if name in names), None):
-            return typer.main.get_group(load(group)).get_command(ctx, name)
+            return typer.main.get_group(resolve_name(group)).get_command(ctx, name)
         built = name in STEP_COMMANDS or (name.replace("-", "_") in stage_names()
                                           and isinstance(stage(name), TableStage))
         if self.listing:
@@ -97,7 +98,7 @@ def table_command(name: str):
         with user_errors():
             params = load_params(params_file, param or [], declared.sections)
             if declared.check is not None:
-                load(declared.check)(params)
+                resolve_name(declared.check)(params)
             from tasks.plan.preflight import running_sections
 
             check_models(*running_sections(params, declared.models))
@@ -106,7 +107,7 @@ def table_command(name: str):
             with api_for(declared, params):
                 result = run_table(declared, params)
         if declared.show is not None:
-            load(declared.show)(result)
+            resolve_name(declared.show)(result)
 
     command.__doc__ = declared.help
     return command
@@ -142,10 +143,10 @@ def captions(source: Path, output: Path, param: ParamOption = None, params_file:
         check_outputs(output, metrics)
         check_models(*(getattr(params, name) for name in CAPTION_STEPS if not skip_reason(name, params)))
         from flows.engine.sharding import task_runner
-        from flows.runners import api_for
+        from flows.runners import engine_api
         from flows.text import captions_flow
 
-        with api_for(stage("sites"), params):
+        with engine_api(params):
             report_table(captions_flow.with_options(task_runner=task_runner(params))(source, output, params), metrics)
 
 

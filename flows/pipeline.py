@@ -12,6 +12,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 
 from flows.engine.counters import write_metrics
+from flows.engine.sharding import task_runner
 from flows.runners import run_step, run_table
 from tasks.config import PARAMS_FILE, literal_overrides, load_params
 from tasks.core.params import Params
@@ -38,7 +39,7 @@ def run_dag(params: Params) -> dict[str, dict]:
     The sharded stages run on `task_runner` (the cluster when one is set); evaluate and the object-removal flows
     that load models declare their own `LocalTaskRunner` (inpaint's of one thread: its pipeline is not thread-safe).
     Either way a stage's models go when its flow run ends."""
-    paths = params.paths
+    paths, runner = params.paths, task_runner(params)
     if params.profile == "demo":
         tiny_models_task(paths.captions_source, paths.models / "demo", params.tiny_models)
         removal_inputs_task(params)
@@ -46,10 +47,11 @@ def run_dag(params: Params) -> dict[str, dict]:
     for name, declared in stages().items():
         if isinstance(declared, Stage):
             source = getattr(paths, stages()[declared.after].data) if declared.after else paths.captions_source
-            metrics[name] = run_step(declared, params, source, getattr(paths, declared.data), paths.selected_images)
+            metrics[name] = run_step(declared, params, source, getattr(paths, declared.data), paths.selected_images,
+                                     runner)
             write_metrics(metrics[name], paths.metrics / f"{name}.json")
         else:
-            metrics[name] = run_table(declared, params)
+            metrics[name] = run_table(declared, params, runner)
     return metrics
 
 

@@ -7,23 +7,32 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from pkgutil import resolve_name
 from typing import Any
 
 from prefect import Flow
+from prefect.task_runners import TaskRunner
 
 from tasks.core.params import Params
-from tasks.stages import Stage, TableStage, load
+from tasks.stages import Stage, TableStage
 
 
-def run_step(declared: Stage, params: Params, source: Path, output: Path, images: Path | None = None) -> dict:
-    """Data stage `declared` on `source`, written to `output` (selection: its winners' PNGs to `images`)."""
+def _runner(params: Params, runner: TaskRunner | None) -> TaskRunner:
+    """`runner`, else the engine's (`sharding.task_runner`: the cluster when one is set)."""
+    from flows.engine.sharding import task_runner
+
+    return runner if runner is not None else task_runner(params)
+
+
+def run_step(declared: Stage, params: Params, source: Path, output: Path, images: Path | None = None,
+             runner: TaskRunner | None = None) -> dict:
+    """Data stage `declared` on `source`, written to `output` (selection: its winners' PNGs to `images`), on `runner`
+    (None: the engine's)."""
     if declared.name == "ingest":
         from flows.text import ingest_task
 
         return ingest_task.fn(source, output)
-    from flows.engine.sharding import task_runner
-
-    runner = task_runner(params)
+    runner = _runner(params, runner)
     if declared.name == "generate":
         from flows.image.generate import generate_flow
 
@@ -37,26 +46,26 @@ def run_step(declared: Stage, params: Params, source: Path, output: Path, images
     return stage_flow.with_options(task_runner=runner)(declared.name, source, output, params)
 
 
-def run_table(declared: TableStage, params: Params) -> Any:
-    """Table stage `declared` on `params.paths` (a sharded one on the engine's task runner)."""
-    work = load(declared.flow)
-    if not declared.sharded:
-        return work(params)
-    from flows.engine.sharding import task_runner
-
-    return work.with_options(task_runner=task_runner(params))(params)
+def run_table(declared: TableStage, params: Params, runner: TaskRunner | None = None) -> Any:
+    """Table stage `declared` on `params.paths` (a sharded one on `runner`; None: the engine's)."""
+    work = resolve_name(declared.flow)
+    return work.with_options(task_runner=_runner(params, runner))(params) if declared.sharded else work(params)
 
 
 @contextlib.contextmanager
-def api_for(declared: Stage | TableStage, params: Params) -> Iterator[None]:
-    """What a command runs its stage under: one Prefect API when its work is a flow (the running one, else a
-    temporary one), the engine checked first when it is sharded (`preflight.on_engine`)."""
-    table = isinstance(declared, TableStage)
-    if table and not isinstance(load(declared.flow), Flow):
-        yield
-        return
+def engine_api(params: Params, sharded: bool = True) -> Iterator[None]:
+    """One Prefect API for a command's flows (the running one, else a temporary one), the engine checked first when
+    they are sharded (`preflight.on_engine`)."""
     from flows.engine.server import prefect_api
     from flows.preflight import on_engine
 
-    with on_engine(params) if not table or declared.sharded else contextlib.nullcontext(), prefect_api():
+    with on_engine(params) if sharded else contextlib.nullcontext(), prefect_api():
         yield
+
+
+def api_for(declared: Stage | TableStage, params: Params) -> contextlib.AbstractContextManager:
+    """What a command runs its stage under: `engine_api` when its work is a flow (a data stage's always is)."""
+    if isinstance(declared, Stage):
+        return engine_api(params)
+    return engine_api(params, declared.sharded) if isinstance(resolve_name(declared.flow), Flow) else (
+        contextlib.nullcontext())

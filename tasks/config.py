@@ -93,8 +93,7 @@ def load_params(path: Path = PARAMS_FILE, overrides: Sequence[str] = (), section
         raise ParamsError(f"profile: must be one of {', '.join(PROFILES)}, got {profile!r}")
     known = (*SHARED, *section_names())
     if unknown := [key for key in raw if key not in known]:
-        near = difflib.get_close_matches(str(unknown[0]), known, n=1)
-        raise ParamsError(f"unknown key '{unknown[0]}'" + (f" (did you mean '{near[0]}'?)" if near else ""))
+        raise ParamsError(_unknown((unknown[0],), known))
     wanted = set(section_names() if sections is None else sections)
     model = assemble([*(key for key in raw if key in wanted), *sorted(wanted - set(raw))])
     try:
@@ -145,12 +144,17 @@ def _dotted(loc: Sequence[int | str]) -> str:
 def _describe(err: dict[str, Any], model: type[Params]) -> str:
     loc = err["loc"]
     if err["type"] == "extra_forbidden":
-        parent = _dotted(loc[:-1])
-        near = difflib.get_close_matches(str(loc[-1]), _keys_at(model, loc[:-1]), n=1)
-        hint = f" (did you mean '{parent + '.' if parent else ''}{near[0]}'?)" if near else ""
-        return f"unknown key '{_dotted(loc)}'{hint}"
+        return _unknown(loc, _keys_at(model, loc[:-1]))
     msg = str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"]
     return f"{_dotted(loc)}: {msg}" if loc else msg
+
+
+def _unknown(loc: Sequence[int | str], keys: Sequence[str]) -> str:
+    """An unknown key at `loc`, with the nearest of `keys` (those beside it) when one is near."""
+    parent = _dotted(loc[:-1])
+    near = difflib.get_close_matches(str(loc[-1]), keys, n=1)
+    hint = f" (did you mean '{parent + '.' if parent else ''}{near[0]}'?)" if near else ""
+    return f"unknown key '{_dotted(loc)}'{hint}"
 
 
 def _keys_at(model: Any, loc: Sequence[int | str]) -> list[str]:

@@ -26,7 +26,6 @@ from functools import cache
 from graphlib import TopologicalSorter
 from importlib.metadata import entry_points
 from types import ModuleType
-from typing import Any
 
 from tasks.core.errors import UserError
 from tasks.core.schemas import Schema
@@ -34,12 +33,6 @@ from tasks.core.source import check_entry, parse, source_file
 
 GROUP = "cfgen.stages"
 CAPTION_STEPS = ("sites", "saliency", "candidates", "relations", "similarity", "perplexity")
-
-
-def load(entry: str) -> Any:
-    """What `"module:name"` names, its module imported."""
-    module, _, name = entry.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 @dataclass(frozen=True)

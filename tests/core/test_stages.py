@@ -139,13 +139,14 @@ def test_each_dvc_stage_reads_in_one_screen_and_its_code_deps_are_rewritten_alon
 def test_the_cli_lists_each_lazily_loaded_group_by_the_names_the_group_defines():
     """`flows.cli.GROUPS` names the tools' and the DAG's commands without importing them; each group defines
     exactly those, and `cfgen NAME --help` of each loads its group."""
+    from pkgutil import resolve_name
+
     from typer.main import get_group
 
     from flows.cli import GROUPS
-    from tasks.stages import load
 
     for group, names in GROUPS.items():
-        assert set(get_group(load(group)).list_commands(None)) == set(names), group
+        assert set(get_group(resolve_name(group)).list_commands(None)) == set(names), group
     shown = subprocess.run([sys.executable, "-m", "flows.cli", "toy-world", "train", "--help"], cwd=ROOT,
                            capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, timeout=120).stdout
     assert "--resume" in shown and "--min-snr-gamma" in shown
