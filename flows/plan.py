@@ -131,8 +131,8 @@ def show_plan(report: dict) -> None:
                             ("screening samples", lambda v: f"{v:,.0f}", "samples"),
                             ("UNet rows", lambda v: f"{v:,.0f}", "unet_rows"),
                             ("GPU-hours (this device)", lambda v: f"{v:,.2f}", "gpu_hours"),
-                            (f"H100-hours (SD v1.5 at 512 px: {estimate.H100_SD15_512_ROWS_PER_SECOND:.0f} UNet rows/s,"
-                             " measured 2026-11-27)", lambda v: f"{v:,.2f}", "h100_hours"),
+                            (f"H100-hours ({report['h100']['reference']}: {report['h100']['rows_per_second']:.0f} "
+                             "UNet rows/s)", lambda v: f"{v:,.2f}", "h100_hours"),
                             ("result store", decimal, "store_bytes"),
                             ("export", decimal, "export_bytes"),
                             ("wall time: caption stages", _duration, "caption_wall_seconds"),

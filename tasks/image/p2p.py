@@ -5,8 +5,11 @@ samples under classifier-free guidance the 4S rows are `[uncond·C_o, uncond·C_
 so row pair j belongs to sample j // 2. While a pair shares, its c row attends with the o row's map:
 `out_c = softmax(q_o k_oᵀ / √d) v_c = SDPA(q_o, k_o, v_c)`, no map materialised; o rows are never changed.
 
-Maps are shared in self-attention layers (attn1) only, as the paper does after InstructPix2Pix; cross-attention
-layers always run as stock, so C_c's tokens steer the c row whatever their count. A sample shares at step i
+Maps are shared in self-attention layers (attn1), as the paper does after InstructPix2Pix. Cross-attention layers
+run as stock, so C_c's tokens steer the c row whatever their count, unless the backend passes `p2p_tokens` (SDXL,
+Prompt-to-Prompt's refinement edit): then a shared pair's c row attends with its own map whose columns of the tokens
+C_c shares with C_o (an alignment made once per caption pair: `tokens`) are the o row's map at the aligned tokens,
+`out_c = P_c' v_c`; an edited token keeps its own column. A sample shares at step i
 (0-based) of T iff `i < p2p_fraction · T`. The UNet call of step i gets that step's mask as the `p2p_shared`
 cross-attention kwarg (`schedule`): a graph input, so a compiled UNet (CUDA graphs included) replays one graph for
 every sharing step and one for every stock step; the processors hold no state.
@@ -14,6 +17,7 @@ every sharing step and one for every stock step; the processors hold no state.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 
 import torch
@@ -43,6 +47,29 @@ def share_maps(query: torch.Tensor, key: torch.Tensor, shared: torch.Tensor) -> 
     return swap(query), swap(key)
 
 
+def tokens(original: Sequence[int], counterfactual: Sequence[int]) -> list[int]:
+    """Per token position j of C_c (its ids, padded as the encoder reads them): the column of `[map_o | map_c]` its
+    shared map takes, the o map's column of the aligned equal token of C_o (difflib's longest matching blocks), else
+    `len + j`, its own. Both id lists have one length."""
+    index = [len(original) + j for j in range(len(counterfactual))]
+    matcher = difflib.SequenceMatcher(None, list(original), list(counterfactual), autojunk=False)
+    for i, j, size in matcher.get_matching_blocks():
+        index[j:j + size] = range(i, i + size)
+    return index
+
+
+def share_tokens(out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                 shared: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+    """`out` (SDPA's) with each shared pair's c row recomputed from its softmax map whose columns `columns` (one
+    `tokens` row per pair) picks from `[map_o | map_c]`, in float32; o rows are SDPA's, untouched."""
+    probs = (query.float() @ key.float().transpose(-1, -2) * query.shape[-1] ** -0.5).softmax(-1).unflatten(0, (-1, 2))
+    index = columns.view(columns.shape[0], 1, 1, -1).expand(-1, *probs.shape[2:4], -1)
+    mixed = torch.cat([probs[:, 0], probs[:, 1]], -1).gather(-1, index)
+    c_row = (mixed @ value.float().unflatten(0, (-1, 2))[:, 1]).to(out.dtype)
+    out = out.unflatten(0, (-1, 2))
+    return torch.stack([out[:, 0], torch.where(shared.view(-1, 1, 1, 1), c_row, out[:, 1])], 1).flatten(0, 1)
+
+
 def projections(attn: Attention, hidden: torch.Tensor, context: torch.Tensor,
                 cross: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """q, k, v: one GEMM per fused projection once `fuse_qkv_projections` ran (q·k·v in self-attention, k·v in
@@ -55,12 +82,13 @@ def projections(attn: Attention, hidden: torch.Tensor, context: torch.Tensor,
 
 
 class P2PAttnProcessor:
-    """`AttnProcessor2_0` (or its fused-projection form) plus map sharing in self-attention as `p2p_shared` directs
-    (no attention or encoder masks)."""
+    """`AttnProcessor2_0` (or its fused-projection form) plus map sharing in self-attention as `p2p_shared` directs,
+    and in cross-attention over the shared tokens `p2p_tokens` names (`share_tokens`; None: stock) (no attention or
+    encoder masks)."""
 
     def __call__(self, attn: Attention, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None = None,
                  attention_mask: torch.Tensor | None = None, temb: torch.Tensor | None = None,
-                 p2p_shared: torch.Tensor | None = None) -> torch.Tensor:
+                 p2p_shared: torch.Tensor | None = None, p2p_tokens: torch.Tensor | None = None) -> torch.Tensor:
         if (attention_mask is not None or hidden_states.ndim != 3 or attn.spatial_norm is not None
                 or attn.group_norm is not None):
             raise ValueError("P2PAttnProcessor supports plain SD attention layers only")
@@ -80,6 +108,8 @@ class P2PAttnProcessor:
         if p2p_shared is not None and not cross:
             query, key = share_maps(query, key, p2p_shared)
         out = F.scaled_dot_product_attention(query, key, value, dropout_p=0.0, is_causal=False)
+        if p2p_shared is not None and cross and p2p_tokens is not None:
+            out = share_tokens(out, query, key, value, p2p_shared, p2p_tokens)
         out = out.transpose(1, 2).reshape(batch, -1, heads * head_dim).to(query.dtype)
         out = attn.to_out[1](attn.to_out[0](out))
         if attn.residual_connection:

@@ -25,27 +25,53 @@ class AdaptiveParams(Frozen):
 
 @dataclass(frozen=True)
 class BackendNeeds:
-    """What an image backend (`tasks.image.backends`, registered under the same name) asks of a run, known without
-    loading it: UNet rows per sample per denoising step, and the components of its diffusion folder that its loader
-    reads besides vae/ (folder -> files, one of which holds it)."""
+    """What an image backend asks of a run, known without loading it: `entry`, its `backends.Diffusion` class
+    (`"module:Class"`, resolved when chosen: a sample's key holds the chosen backend's code and no other's); UNet rows
+    per sample per denoising step; the components of its diffusion folder that its loader reads besides vae/ (folder
+    -> files, one of which holds it); and the plan's reference rate, UNet rows/s on one H100 at `reference`."""
 
+    entry: str
     rows_per_sample: int
     components: Mapping[str, tuple[str, ...]]
+    h100_rows_per_second: float
+    reference: str
 
+
+CLIP_TEXT = ("config.json",)
+CLIP_TOKENIZER = ("tokenizer.json", "vocab.json")
+# cfgen's paired P2P sampler on one H100 80GB HBM3: SD v1.5's UNet shape (random weights) at 512 px, float16, 20
+# steps, 32 UNet rows per call, compile_unet auto (CUDA graphs), VAE decode included; `benchmarks/image_stage.py`,
+# 2026-11-27 (issue 46: stock diffusers 310 rows/s eager, 432 compiled).
+H100_SD15_512_ROWS_PER_SECOND = 432.0
+# SDXL 1.0 base at 1024 px: the SD v1.5 rate times the ratio of UNet GFLOPs per row, SD v1.5 at 512 px (803.3) over
+# SDXL at 1024 px (6761.2), both counted by `torch.utils.flop_counter` on the published shapes
+# (`benchmarks/sdxl_rehearsal.py`, whose table checks such a ratio against both UNets' measured rows/s on a CPU).
+# Not measured on an H100: 51 rows/s until a run there replaces it.
+SDXL_1024_H100_ROWS_PER_SECOND = H100_SD15_512_ROWS_PER_SECOND * 803.3 / 6761.2
 
 BACKEND_NEEDS = {
-    "sd1": BackendNeeds(rows_per_sample=4,  # the o/c pair x (uncond, cond): classifier-free guidance
-                        components={"unet": ("config.json",), "text_encoder": ("config.json",),
-                                    "tokenizer": ("tokenizer.json", "vocab.json"),
-                                    "scheduler": ("scheduler_config.json",)}),
+    "sd1": BackendNeeds("tasks.image.backends.sd1:SD1",
+                        rows_per_sample=4,  # the o/c pair x (uncond, cond): classifier-free guidance
+                        components={"unet": ("config.json",), "text_encoder": CLIP_TEXT, "tokenizer": CLIP_TOKENIZER,
+                                    "scheduler": ("scheduler_config.json",)},
+                        h100_rows_per_second=H100_SD15_512_ROWS_PER_SECOND,
+                        reference="SD v1.5 at 512 px, measured 2026-11-27"),
+    "sdxl": BackendNeeds("tasks.image.backends.sdxl:SDXL",
+                         rows_per_sample=4,  # as sd1: the o/c pair x (uncond, cond)
+                         components={"unet": ("config.json",), "text_encoder": CLIP_TEXT, "text_encoder_2": CLIP_TEXT,
+                                     "tokenizer": CLIP_TOKENIZER, "tokenizer_2": CLIP_TOKENIZER,
+                                     "scheduler": ("scheduler_config.json",)},
+                         h100_rows_per_second=SDXL_1024_H100_ROWS_PER_SECOND,
+                         reference="SDXL 1.0 at 1024 px, from SD v1.5's rate by UNet FLOPs"),
 }
 
 
 class GenerateParams(Section):
     """Paired Prompt-to-Prompt sampling. `guidance_scale` and `p2p_fraction` are U(lo, hi) ranges drawn per sample."""
 
-    backend: Literal["sd1"] = Field("sd1", description="the diffusion model family `diffusion` is (`BACKEND_NEEDS`): "
-                                                     "sd1 is Stable Diffusion v1")
+    backend: Literal["sd1", "sdxl"] = Field("sd1", description="the diffusion model family `diffusion` is "
+                                                             "(`BACKEND_NEEDS`): sd1 is Stable Diffusion v1, sdxl "
+                                                             "SDXL")
     diffusion: ModelSpec = ModelSpec(id="stable-diffusion-v1-5/stable-diffusion-v1-5")
     vae: ModelSpec | None = Field(ModelSpec(id="stabilityai/sd-vae-ft-mse"),
                                   description="replaces the diffusion folder's vae/ (None keeps it); only its id and "

@@ -5,7 +5,8 @@ decoded image had NaN/inf); black_threshold is applied to it afterwards (`reject
 key. `sample_key` hashes everything that fixes a sample's pixels and scores — C_o, C_c, the edit (type, original
 word, substitute: the subject prompts), its seed, p2p fraction and guidance scale, and the sample unit
 (`sample_unit`: keyed generate params, model contents, the diffusion and CLIP models' placement, the code a render
-and its measurement execute with its libraries: the `code` entries the caller takes from the stage declaration) —
+and its measurement execute with its libraries: the `code` entries the caller takes from the stage declaration and
+the chosen backend's) —
 and nothing else (no batch size, no n_samples). All but the sample's own values make the pair's `record_key`: the
 samples of a pair share one record (`records.PairRecords`).
 `canonical` renders one sample alone: the reproducible path whose pixels and scores are what the dataset exports.
@@ -25,7 +26,8 @@ from typing import Any
 import torch
 
 from tasks.core import keys
-from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS, edited_word
+from tasks.core.edits import EDIT_TYPES, edited_word
+from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS
 from tasks.core.specs import model_specs
 from tasks.image import backends
 from tasks.image.backends import Diffusion
@@ -47,9 +49,10 @@ def load_models(params: GenerateParams) -> ImageModels:
 
 
 def sample_unit(params: GenerateParams, code: tuple[str, ...]) -> keys.Unit:
-    """What fixes a sample besides its own values, running `code` (the declaration's `"module:name"` entries); the
-    VAE runs where the diffusion model does."""
-    return keys.unit("generate", code, params, [spec for _, spec in model_specs(params)],
+    """What fixes a sample besides its own values, running `code` (the declaration's `"module:name"` entries) and
+    the chosen backend's class (its `BackendNeeds.entry`: no other backend's code); the VAE runs where the diffusion
+    model does."""
+    return keys.unit("generate", (*code, params.needs.entry), params, [spec for _, spec in model_specs(params)],
                      placed=(params.diffusion, params.clip))
 
 
@@ -105,14 +108,11 @@ def batcher(shared: str, batch_samples: int) -> Batcher:
     return Batcher(batch_samples)
 
 
-SUBJECT_TYPES = ("noun", "swap")  # edits whose two spans name what each image shows (the both-subjects check; a
-# swap's: its two phrases, "dog on a couch" vs "couch on a dog", both words being in both images)
-
-
 def caption_texts(models: ImageModels, pair: dict, subject_prompt: str) -> torch.Tensor:
-    """Unit embeddings of C_o, C_c and, for a noun or swap edit, the subject prompts of its original and substitute."""
+    """Unit embeddings of C_o, C_c and, for an edit type whose spans name what each image shows (`Edit.subjects`),
+    the subject prompts of its original and substitute."""
     texts = [pair["caption"], pair["counterfactual"]]
-    if pair["edit_type"] in SUBJECT_TYPES:
+    if EDIT_TYPES[pair["edit_type"]].subjects:
         texts += [subject_prompt.format(word=edited_word(pair[k], pair["edit_type"]))
                   for k in ("original_word", "substitute")]
     return models.clip.embed_texts(texts)

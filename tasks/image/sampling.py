@@ -117,7 +117,7 @@ def render(diffusion: Diffusion, prompts: Any, samples: Sequence[Sample], steps:
     latents = randn_tensor(shape, generator=generators, device=device, dtype=dtype) * scheduler.init_noise_sigma
     noise = [randn_tensor(shape, generator=generators, device=device, dtype=dtype) for _ in range(steps)]
     shared = p2p.schedule([s.p2p_fraction for s in samples], steps, device)
-    context = diffusion.condition(prompts, n)
+    context = diffusion.condition(prompts, n, size)
     scales = torch.tensor([s.guidance_scale for s in samples], device=device, dtype=dtype).view(n, 1, 1, 1, 1)
     with diffusion.lock:
         for i, (t, step) in enumerate(zip(scheduler.timesteps, ancestral_steps(scheduler))):

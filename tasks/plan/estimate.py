@@ -96,13 +96,6 @@ def pass_spread(pilot: Sequence[Sequence[bool]]) -> dict:
             "all_pass": float(np.mean(rates == 1)), "none_pass": float(np.mean(rates == 0))}
 
 
-# cfgen's paired P2P sampler on one H100 80GB HBM3: SD v1.5's UNet shape (random weights) at 512 px, float16, 20
-# steps, 32 UNet rows per call, compile_unet auto (CUDA graphs), VAE decode included; `benchmarks/image_stage.py`,
-# 2026-11-27 (issue 46: stock diffusers 310 rows/s eager, 432 compiled). The reference until a run on the target
-# device replaces it; it holds for SD v1.5 at 512 px only.
-H100_SD15_512_ROWS_PER_SECOND = 432.0
-
-
 @dataclass(frozen=True)
 class Estimate:
     adaptive: bool
@@ -111,7 +104,7 @@ class Estimate:
     samples: float
     unet_rows: float
     gpu_hours: float              # the image stages' compute on this device, summed over workers
-    h100_hours: float             # the UNet rows at H100_SD15_512_ROWS_PER_SECOND
+    h100_hours: float             # the UNet rows at the backend's H100 rate (`BackendNeeds`)
     store_bytes: float            # pair records and canonical PNGs in the result store
     export_bytes: float           # the winners' PNGs: the selection folder and the exported dataset
     caption_wall_seconds: float   # the caption stages on `workers` workers
@@ -150,16 +143,18 @@ def estimate(measured: Measured, params: GenerateParams, workers: int, shard_siz
                        image_wall(measured, params, pairs, per_pair, accepted, workers))
     return Estimate(
         adaptive=adaptive, pairs=pairs, accepted=accepted, samples=samples,
-        unet_rows=unet_rows, h100_hours=unet_rows / H100_SD15_512_ROWS_PER_SECOND / 3600,
+        unet_rows=unet_rows, h100_hours=unet_rows / params.needs.h100_rows_per_second / 3600,
         gpu_hours=(samples * measured.sample_seconds + accepted * measured.canonical_seconds) / 3600,
         store_bytes=samples * measured.record_bytes + images, export_bytes=2 * images,
         caption_wall_seconds=captions, image_wall_seconds=image, wall_seconds=captions + image)
 
 
 def plan(measured: Measured, params: GenerateParams, workers: int, shard_size: int) -> dict:
-    """The measured costs (the pilot as its `pass_spread`) and both estimates, as JSON-ready values."""
+    """The measured costs (the pilot as its `pass_spread`), the backend's H100 rate and both estimates, as JSON-ready
+    values."""
     shown = {f.name: getattr(measured, f.name) for f in fields(measured) if f.name != "pilot"}
-    return {"workers": workers, "measured": {**shown, "pass_spread": pass_spread(measured.pilot)},
+    h100 = {"rows_per_second": params.needs.h100_rows_per_second, "reference": params.needs.reference}
+    return {"workers": workers, "measured": {**shown, "pass_spread": pass_spread(measured.pilot)}, "h100": h100,
             "estimates": {("on" if adaptive else "off"): asdict(estimate(measured, params, workers, shard_size,
                                                                           adaptive))
                           for adaptive in (False, True)}}

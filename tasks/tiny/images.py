@@ -3,7 +3,8 @@
 `build_tiny_diffusion` writes a Stable Diffusion v1 folder (unet/, vae/, text_encoder/, tokenizer/, scheduler/) whose
 tokenizer is the real CLIP BPE (open_clip's bundled merges), so 77-token truncation behaves as in the paper setup;
 its networks (`tiny_sd_modules`, shared with the inpainting stand-in) are a few channels wide and map 32x32 images to
-4x4 latents. `build_tiny_clip` writes an open_clip architecture JSON plus a safetensors checkpoint. Both are
+4x4 latents. `build_tiny_sdxl` writes an SDXL folder the same way, saved by `StableDiffusionXLPipeline` itself
+(`write_sdxl`: model_index.json, two text encoders and tokenizers). `build_tiny_clip` writes an open_clip architecture JSON plus a safetensors checkpoint. Both are
 deterministic in `seed`, and both are for tests and benchmarks only: their images and scores are noise.
 """
 
@@ -16,10 +17,16 @@ from pathlib import Path
 
 import open_clip
 import torch
-from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, UNet2DConditionModel
+from diffusers import (
+    AutoencoderKL,
+    EulerAncestralDiscreteScheduler,
+    EulerDiscreteScheduler,
+    StableDiffusionXLPipeline,
+    UNet2DConditionModel,
+)
 from open_clip.tokenizer import bytes_to_unicode
 from safetensors.torch import save_file
-from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection, CLIPTokenizer
 
 from tasks.core.specs import ClipSpec, ModelSpec
 
@@ -28,15 +35,16 @@ TINY_CLIP_NAME = "cfgen-tiny-clip"
 _TEXT_WIDTH = 32
 
 
-def clip_bpe_tokenizer() -> CLIPTokenizer:
-    """The SD/OpenAI CLIP tokenizer (49408 tokens, 77 positions) rebuilt from open_clip's bundled BPE merges."""
+def clip_bpe_tokenizer(pad: str = "<|endoftext|>") -> CLIPTokenizer:
+    """The SD/OpenAI CLIP tokenizer (49408 tokens, 77 positions) rebuilt from open_clip's bundled BPE merges, padding
+    with `pad` (SDXL's second tokenizer: "!")."""
     lines = gzip.decompress(importlib.resources.files("open_clip").joinpath("bpe_simple_vocab_16e6.txt.gz")
                             .read_bytes()).decode("utf-8").split("\n")
     merges = [tuple(line.split()) for line in lines[1:49152 - 256 - 2 + 1]]
     byte_chars = list(bytes_to_unicode().values())
     vocab = byte_chars + [c + "</w>" for c in byte_chars] + ["".join(m) for m in merges]
     vocab += ["<|startoftext|>", "<|endoftext|>"]
-    return CLIPTokenizer(vocab={t: i for i, t in enumerate(vocab)}, merges=merges, model_max_length=77)
+    return CLIPTokenizer(vocab={t: i for i, t in enumerate(vocab)}, merges=merges, model_max_length=77, pad_token=pad)
 
 
 SD_BETAS = dict(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", steps_offset=1,
@@ -52,6 +60,48 @@ def sd15_unet(width: int) -> dict:
     return dict(block_out_channels=(width, 2 * width, 4 * width, 4 * width), layers_per_block=2,
                 down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
                 up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3, attention_head_dim=8)
+
+
+TINY_SDXL_UNET = {"block_out_channels": (32, 64), "layers_per_block": 1, "attention_head_dim": (2, 4),
+                  "down_block_types": ("DownBlock2D", "CrossAttnDownBlock2D"),
+                  "up_block_types": ("CrossAttnUpBlock2D", "UpBlock2D"), "transformer_layers_per_block": (1, 2),
+                  "use_linear_projection": True, "addition_embed_type": "text_time", "addition_time_embed_dim": 8}
+
+
+def clip_text(width: int, layers: int, heads: int, act: str = "quick_gelu", projection: bool = False,
+              pad: int = 49407) -> CLIPTextModel:
+    """A random CLIP text encoder over the CLIP BPE vocabulary, 77 positions; `projection`: with its pooled
+    projection (`CLIPTextModelWithProjection`, `width` wide)."""
+    config = CLIPTextConfig(vocab_size=49408, hidden_size=width, intermediate_size=4 * width, num_hidden_layers=layers,
+                            num_attention_heads=heads, max_position_embeddings=77, hidden_act=act,
+                            projection_dim=width, bos_token_id=49406, eos_token_id=49407, pad_token_id=pad)
+    return (CLIPTextModelWithProjection if projection else CLIPTextModel)(config)
+
+
+def write_sdxl(out_dir: Path, unet: UNet2DConditionModel, vae: AutoencoderKL, text_encoder: CLIPTextModel,
+               text_encoder_2: CLIPTextModelWithProjection, zero_uncond: bool = True) -> ModelSpec:
+    """Save an SDXL folder with `StableDiffusionXLPipeline.save_pretrained` (its real layout and model_index.json):
+    the CLIP BPE tokenizers (the second padding with "!"), SDXL's Euler scheduler config, `zero_uncond` as
+    `force_zeros_for_empty_prompt`."""
+    StableDiffusionXLPipeline(
+        vae=vae, text_encoder=text_encoder, text_encoder_2=text_encoder_2, tokenizer=clip_bpe_tokenizer(),
+        tokenizer_2=clip_bpe_tokenizer("!"), unet=unet, scheduler=EulerDiscreteScheduler(**SD_BETAS),
+        force_zeros_for_empty_prompt=zero_uncond,
+    ).save_pretrained(out_dir)
+    return ModelSpec(id=str(out_dir))
+
+
+def build_tiny_sdxl(out_dir: Path, seed: int, zero_uncond: bool = True) -> ModelSpec:
+    """Write a tiny SDXL folder (`write_sdxl`) to `out_dir`: two 2-layer text encoders 32 wide (context 64, pooled
+    32), a 2-level UNet with SDXL's text-time embedding over 4x4 latents and the tiny 8x VAE; deterministic in
+    `seed`. Use it with `vae=None`, `size=TINY_IMAGE_SIZE` or any multiple of 8."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        unet = UNet2DConditionModel(sample_size=TINY_IMAGE_SIZE // 8, cross_attention_dim=2 * _TEXT_WIDTH,
+                                    projection_class_embeddings_input_dim=_TEXT_WIDTH + 6 * 8, **TINY_SDXL_UNET)
+        vae = tiny_sd_modules(seed)[1]
+        encoders = clip_text(_TEXT_WIDTH, 2, 4), clip_text(_TEXT_WIDTH, 2, 4, "gelu", projection=True, pad=0)
+    return write_sdxl(Path(out_dir), unet, vae, *encoders, zero_uncond=zero_uncond)
 
 
 def tiny_sd_modules(seed: int, unet: dict = TINY_UNET,

@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 
 from tasks.core import code, source
+from tasks.core.specs import ModelSpec
+from tasks.image import render
+from tasks.image.params import BACKEND_NEEDS, GenerateParams
 from tasks.stages import stage
 
-SAMPLE = stage("generate").entries  # a sample's render and measurement
+SAMPLE = (*stage("generate").entries, BACKEND_NEEDS["sd1"].entry)  # an SD v1 sample's render and measurement
 
 
 def sample_identity() -> code.Identity:
@@ -27,11 +30,12 @@ def replace(path: Path, old: str, new: str) -> None:
 
 def test_a_sample_follows_the_functions_it_runs_and_only_those():
     parts = sample_identity().parts
-    # render -> backends.chosen -> sd1.SD1 -> p2p.install -> P2PAttnProcessor -> share_maps: four modules away
+    # sd1.SD1 -> p2p.install -> P2PAttnProcessor -> share_maps; render -> scoring -> schemas
     assert {"tasks.image.p2p:share_maps", "tasks.image.p2p:P2PAttnProcessor", "tasks.image.sampling:render",
             "tasks.image.backends.sd1:SD1", "tasks.image.backends.sd1:load_diffusion",
             "tasks.image.scoring:ClipScorer", "tasks.core.schemas:SCORE_COLUMNS"} <= parts.keys()
     assert "tasks.image.sampling:plan_sample" not in parts  # the seeds are values of the key, not its code
+    assert not any(name.startswith(("tasks.image.backends.sdxl:", "tasks.image.params:")) for name in parts)
     generate = "tasks.image.params:GenerateParams"
     assert code.identity(generate).parts == {generate: "param definition"}
     assert not any(name.startswith(("tasks.text.", "tasks.release.", "tasks.core.params:", "tasks.image.params:"))
@@ -75,6 +79,26 @@ def test_an_edit_the_sampler_executes_changes_it_and_reverting_restores_it(proje
     assert sample_identity().key == base
     replace(project_copy / "tasks/core/schemas.py", '"clip_dir", )', '"clip_dir", "extra")')
     assert sample_identity().key != base
+
+
+def unit_code(backend: str) -> str:
+    """The code key of a `backend` sample as `render.sample_unit` builds it (a pinned revision: nothing fetched)."""
+    params = GenerateParams(backend=backend, diffusion=ModelSpec(id="org/model", revision="0" * 40), vae=None)
+    return render.sample_unit(params, stage("generate").code).code
+
+
+def test_a_sample_keys_its_own_backends_code_and_no_other_backends(project_copy):
+    """A backend change re-renders; another backend's code, or its declaration, does not."""
+    base = {name: unit_code(name) for name in BACKEND_NEEDS}
+    assert base["sd1"] != base["sdxl"]
+    replace(project_copy / "tasks/image/backends/sdxl.py", "states[0], pooled[0] = 0, 0", "states[0], pooled[0] = 0, 1")
+    assert unit_code("sd1") == base["sd1"] and unit_code("sdxl") != base["sdxl"]
+    edited_sdxl = unit_code("sdxl")
+    replace(project_copy / "tasks/image/backends/sd1.py", "[uncond, uncond, cond_o, cond_c]", "[uncond, uncond, cond_c, cond_o]")
+    assert unit_code("sd1") != base["sd1"] and unit_code("sdxl") == edited_sdxl
+    replace(project_copy / "tasks/image/params.py", "h100_rows_per_second=SDXL_1024_H100_ROWS_PER_SECOND",
+            "h100_rows_per_second=2 * SDXL_1024_H100_ROWS_PER_SECOND")
+    assert unit_code("sdxl") == edited_sdxl
 
 
 def test_an_edit_elsewhere_changes_nothing(project_copy):

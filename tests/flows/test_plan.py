@@ -93,4 +93,4 @@ def test_the_demo_plan_measures_each_stage_and_scales_its_sample_to_the_input(tm
     for text in ("caption pairs", "UNet rows", "GPU-hours", "H100-hours", "wall time", "free disk",
                  "covers the caption stages, generate and selection"):
         assert text in err
-    assert off["h100_hours"] == off["unet_rows"] / estimate.H100_SD15_512_ROWS_PER_SECOND / 3600
+    assert off["h100_hours"] == off["unet_rows"] / gen.needs.h100_rows_per_second / 3600

@@ -1,4 +1,5 @@
-"""Fixtures for the image-stage tests: tiny random SD + open_clip models built once per session, loaded for real."""
+"""Fixtures for the image-stage tests: tiny random SD v1, SDXL and open_clip models built once per session, loaded
+for real."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from PIL import Image
 
 from tasks.core.specs import ClipSpec, ModelSpec
 from tasks.image import generate, render
-from tasks.image.params import GenerateParams
+from tasks.image.params import GenerateParams, SelectionParams
 from tasks.image.records import PairRecords
 from tasks.stages import stage
-from tasks.tiny.images import TINY_IMAGE_SIZE, build_tiny_clip, build_tiny_diffusion
+from tasks.tiny.images import TINY_IMAGE_SIZE, build_tiny_clip, build_tiny_diffusion, build_tiny_sdxl
 
 PAIRS = pl.DataFrame({
     "caption_id": ["p0", "p1"], "image_id": ["i0", "i1"],
@@ -23,6 +24,9 @@ PAIRS = pl.DataFrame({
     "counterfactual": ["a cat sitting on a couch", "a red bus parked on the street"],
     "edit_type": ["noun", "noun"], "original_word": ["dog", "car"], "substitute": ["cat", "bus"],
 })
+
+PASS_ALL = SelectionParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=-1,
+                           min_subject_margin_o=None, min_subject_margin_c=None)
 
 
 def read_png(path) -> np.ndarray:
@@ -34,6 +38,18 @@ def read_png(path) -> np.ndarray:
 def tiny_specs(tmp_path_factory) -> tuple[ModelSpec, ClipSpec]:
     root = tmp_path_factory.mktemp("tiny_image_models")
     return build_tiny_diffusion(root / "sd", seed=0), build_tiny_clip(root / "clip", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_sdxl(tiny_specs, tmp_path_factory) -> tuple[ModelSpec, ClipSpec]:
+    """A tiny random SDXL folder (its own VAE) and the tiny CLIP."""
+    return build_tiny_sdxl(tmp_path_factory.mktemp("tiny_sdxl"), seed=0), tiny_specs[1]
+
+
+@pytest.fixture(scope="session", params=["sd1", "sdxl"])
+def backend_params(request, tiny_specs, tiny_sdxl) -> GenerateParams:
+    """Tiny-profile params (`make_params`) of each backend on its tiny model."""
+    return make_params(tiny_sdxl if request.param == "sdxl" else tiny_specs, backend=request.param)
 
 
 def make_params(specs: tuple[ModelSpec, ClipSpec], **overrides) -> GenerateParams:

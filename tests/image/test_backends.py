@@ -12,8 +12,7 @@ import pytest
 import torch
 
 from tasks.core.fields import keyed_dump
-from tasks.image import render
-from tasks.image.backends import BACKENDS
+from tasks.image import backends, render
 from tasks.image.params import BACKEND_NEEDS, GenerateParams
 from tasks.image.sampling import Sample
 from tests.image.fixtures import PAIRS
@@ -55,8 +54,12 @@ def test_sd1_renders_the_pixels_it_rendered_before_the_backend_protocol(tiny_par
 
 
 def test_each_backend_name_has_its_class_and_needs_and_is_keyed(tiny_params, image_models):
-    assert set(get_args(GenerateParams.model_fields["backend"].annotation)) == BACKENDS.keys() == BACKEND_NEEDS.keys()
+    assert set(get_args(GenerateParams.model_fields["backend"].annotation)) == BACKEND_NEEDS.keys() == {"sd1", "sdxl"}
+    for name, needs in BACKEND_NEEDS.items():
+        backend = backends.chosen(tiny_params.model_copy(update={"backend": name}))
+        assert f"{backend.__module__}:{backend.__qualname__}" == needs.entry
+        assert all(callable(getattr(backend, method)) for method in ("load", "encode", "condition", "denoise"))
     assert keyed_dump(tiny_params)["backend"] == "sd1"
     diffusion = image_models.diffusion
-    rows = diffusion.condition(diffusion.encode("a dog", "a cat"), 3)
+    rows = diffusion.condition(diffusion.encode("a dog", "a cat"), 3, tiny_params.size)
     assert rows.shape[0] == 3 * tiny_params.needs.rows_per_sample

@@ -17,12 +17,10 @@ from tasks.image.params import SelectionParams
 from tasks.image.records import PairRecords
 from tasks.image.sampling import Sample, plan_sample
 from tasks.stages import stage
-from tests.image.fixtures import PAIRS, make_params, screen
+from tests.image.fixtures import PAIRS, PASS_ALL, make_params, screen
 
 pytest_plugins = ["tests.image.fixtures"]
 
-PASS_ALL = SelectionParams(min_text_image_o=-1, min_text_image_c=-1, min_image_image=-1, min_clip_dir=-1,
-                           min_subject_margin_o=None, min_subject_margin_c=None)
 PASS_NONE = SelectionParams(min_clip_dir=1.0, min_image_image=1.0)
 SAMPLES = [Sample(101, 0.3, 7.5), Sample(202, 0.7, 15.0), Sample(303, 0.5, 10.0)]
 

@@ -91,7 +91,10 @@ def test_the_estimate_scales_the_sample_and_spreads_tasks_over_workers(tiny_spec
     assert off.accepted == pytest.approx(700 * (1 - 0.9**20))
     assert off.unet_rows == pytest.approx((off.samples + off.accepted) * 4 * 50)
     assert off.gpu_hours == pytest.approx((off.samples * 0.5 + off.accepted * 0.6) / 3600)
-    assert off.h100_hours == pytest.approx(off.unet_rows / estimate.H100_SD15_512_ROWS_PER_SECOND / 3600)
+    assert off.h100_hours == pytest.approx(off.unet_rows / 432.0 / 3600)  # SD v1.5's measured H100 rate
+    sdxl = estimate.estimate(measured(), params.model_copy(update={"backend": "sdxl"}), 1, 64, adaptive=False)
+    assert sdxl.unet_rows == off.unet_rows and sdxl.gpu_hours == off.gpu_hours  # same rows; this device measured
+    assert sdxl.h100_hours == pytest.approx(off.h100_hours * 6761.2 / 803.3)  # UNet GFLOPs at 1024 px / at 512 px
     on = estimate.estimate(measured(), params, 1, 64, adaptive=True)
     assert on.samples < off.samples and on.accepted == off.accepted and on.gpu_hours < off.gpu_hours
     fixed = 5.0 + 4.0 + 2 * 3.0

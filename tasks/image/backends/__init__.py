@@ -1,17 +1,17 @@
 """Image backends: the diffusion model family under the paired P2P sampler (`sampling.render`).
 
-A backend is a class registered in `BACKENDS` under its `generate.backend` name; what it asks of a run that is known
-without loading it (UNet rows per sample, its folder's components) is declared under the same name in
-`params.BACKEND_NEEDS`, where the plan and preflight read it. Its instances are loaded models: P2P processors
+A backend is a class declared, with what it asks of a run that is known without loading it (UNet rows per sample,
+its folder's components, its plan rate), under its `generate.backend` name in `params.BACKEND_NEEDS`, as a
+`"module:Class"` entry resolved only when chosen: no backend's code is reached from another's, so a sample's key
+(`render.sample_unit`) holds the chosen backend's code alone. Its instances are loaded models: P2P processors
 installed in the denoiser, which takes a sample's rows as adjacent (o, c) pairs (`p2p`'s batch contract).
 """
 
 from __future__ import annotations
 
+import pkgutil
 import threading
 from typing import TYPE_CHECKING, Any, Protocol
-
-from tasks.image.backends.sd1 import SD1
 
 if TYPE_CHECKING:
     import torch
@@ -46,8 +46,8 @@ class Diffusion(Protocol):
     def encode(self, caption: str, counterfactual: str) -> Any:
         """C_o, C_c and the unconditional prompt encoded: what `condition` reads."""
 
-    def condition(self, prompts: Any, n: int) -> Any:
-        """The denoiser's conditioning of `n` samples' rows, built once per render."""
+    def condition(self, prompts: Any, n: int, size: int) -> Any:
+        """The denoiser's conditioning of `n` samples' rows at `size` pixels, built once per render."""
 
     def denoise(self, rows: torch.Tensor, t: torch.Tensor, conditioning: Any,
                 shared: torch.Tensor | None) -> torch.Tensor:
@@ -57,9 +57,6 @@ class Diffusion(Protocol):
         """Images in [-1, 1] (N, 3, H, W) of denoised latents."""
 
 
-BACKENDS: dict[str, type[Diffusion]] = {"sd1": SD1}
-
-
 def chosen(params: GenerateParams) -> type[Diffusion]:
-    """The backend `generate.backend` names."""
-    return BACKENDS[params.backend]
+    """The backend `generate.backend` names, imported now."""
+    return pkgutil.resolve_name(params.needs.entry)

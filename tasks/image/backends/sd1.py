@@ -28,9 +28,9 @@ class Prompts:
 
 
 @load_once
-def load_tokenizer(spec: ModelSpec) -> CLIPTokenizer:
-    """The diffusion folder's tokenizer alone (cheap: prompt checks need no weights)."""
-    return CLIPTokenizer.from_pretrained(spec.local(), subfolder="tokenizer", **hub_kwargs(spec))
+def load_tokenizer(spec: ModelSpec, subfolder: str = "tokenizer") -> CLIPTokenizer:
+    """A tokenizer of the diffusion folder alone (cheap: prompt checks need no weights)."""
+    return CLIPTokenizer.from_pretrained(spec.local(), subfolder=subfolder, **hub_kwargs(spec))
 
 
 def token_counts(tokenizer: CLIPTokenizer, caption: str, counterfactual: str) -> tuple[tuple[int, int],
@@ -92,8 +92,8 @@ class SD1:
         states = self.text_encoder(ids.to(self.device))[0]
         return Prompts(states, *token_counts(tokenizer, caption, counterfactual))
 
-    def condition(self, prompts: Prompts, n: int) -> torch.Tensor:
-        """The encoder states of `n` samples' rows, `[uncond, uncond, C_o, C_c]` each."""
+    def condition(self, prompts: Prompts, n: int, size: int) -> torch.Tensor:
+        """The encoder states of `n` samples' rows, `[uncond, uncond, C_o, C_c]` each (any size)."""
         uncond, cond_o, cond_c = prompts.states
         return torch.stack([uncond, uncond, cond_o, cond_c]).repeat(n, 1, 1)
 
@@ -106,12 +106,11 @@ class SD1:
         return self.vae.decode(latents / self.scaling_factor).sample
 
 
-@load_once
-def load_diffusion(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool = False,
-                   compile_unet: str = "off") -> SD1:
-    """Components from `spec`'s SD v1 folder (id or path); `vae` replaces its vae/. fp32 on CPU (resolve_dtype).
-    `channels_last` stores the UNet and VAE convolutions NHWC; `compile_unet` (`sampling.compile_mode`) wraps the
-    UNet in `torch.compile`."""
+def load_parts(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool,
+               encoders: dict[str, type]) -> tuple[dict[str, torch.nn.Module], torch.device, torch.dtype]:
+    """The UNet, VAE (`vae` replaces the folder's vae/) and text `encoders` (subfolder -> class) of `spec`'s diffusers
+    folder (id or path), on its device and dtype (fp32 on CPU: resolve_dtype) in eval mode; `channels_last` stores
+    the UNet and VAE convolutions NHWC."""
     path, device, kwargs = spec.local(), resolve_device(spec), hub_kwargs(spec)
     dtype = resolve_dtype(spec, device)
     if vae is None:
@@ -119,12 +118,26 @@ def load_diffusion(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool =
     else:
         vae_model = AutoencoderKL.from_pretrained(vae.local(), dtype=dtype, **hub_kwargs(vae))
     unet = UNet2DConditionModel.from_pretrained(path, subfolder="unet", dtype=dtype, **kwargs)
-    text_encoder = CLIPTextModel.from_pretrained(path, subfolder="text_encoder", dtype=dtype, **kwargs)
-    for module in (unet, vae_model, text_encoder):
+    parts = {"unet": unet, "vae": vae_model, **{name: model.from_pretrained(path, subfolder=name, dtype=dtype, **kwargs)
+                                               for name, model in encoders.items()}}
+    for module in parts.values():
         module.to(device).eval().requires_grad_(False)
     if channels_last:
         unet.to(memory_format=torch.channels_last)
         vae_model.to(memory_format=torch.channels_last)
-    return SD1.assemble(load_tokenizer(spec), text_encoder, unet, vae_model,
-                        EulerAncestralDiscreteScheduler.from_pretrained(path, subfolder="scheduler", **kwargs),
-                        vae_model.config.scaling_factor, compile_mode(compile_unet, device), device, dtype)
+    return parts, device, dtype
+
+
+def load_scheduler(spec: ModelSpec) -> EulerAncestralDiscreteScheduler:
+    """The folder's scheduler config as Euler-ancestral (`sampling.render` steps it)."""
+    return EulerAncestralDiscreteScheduler.from_pretrained(spec.local(), subfolder="scheduler", **hub_kwargs(spec))
+
+
+@load_once
+def load_diffusion(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool = False,
+                   compile_unet: str = "off") -> SD1:
+    """Components from `spec`'s SD v1 folder (`load_parts`); `compile_unet` (`sampling.compile_mode`) wraps the UNet
+    in `torch.compile`."""
+    parts, device, dtype = load_parts(spec, vae, channels_last, {"text_encoder": CLIPTextModel})
+    return SD1.assemble(load_tokenizer(spec), parts["text_encoder"], parts["unet"], parts["vae"], load_scheduler(spec),
+                        parts["vae"].config.scaling_factor, compile_mode(compile_unet, device), device, dtype)
