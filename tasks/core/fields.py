@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
-from tasks.core.schemas import EDIT_TYPES
+from tasks.core.edits import EDIT_TYPES
 
 VAE_FACTOR = 8  # Stable Diffusion's VAE downsamples by 8: image sizes must be multiples of it
 PENN_TAGS = frozenset("CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT POS PRP PRP$ RB RBR RBS RP SYM TO UH VB "
@@ -70,7 +70,7 @@ def ordered(pair: tuple[float, float]) -> tuple[float, float]:
     return pair
 
 
-EditType = Literal[EDIT_TYPES]
+EditType = Literal[tuple(EDIT_TYPES)]
 PosTag = Annotated[str, AfterValidator(_penn_tag)]
 Cosine = Annotated[float, Field(ge=-1.0, le=1.0)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]

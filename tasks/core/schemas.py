@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from tasks.core.edits import EDIT_TYPES
+
 Schema = dict[str, pl.DataType]
-EDIT_TYPES = ("noun", "lexical", "quantifier", "insert", "delete", "swap")  # the values of `edit_type`
 
 # What every stage output holds, whichever schema has the column: a row that breaks it is in no file a stage wrote.
 REQUIRED = frozenset({  # never null
@@ -21,7 +22,7 @@ REQUIRED = frozenset({  # never null
     "image_c", "file_name", "width", "height", "category", "decision", "edited_caption", "fill", "image_0", "image_1",
     "id", "caption_0", "caption_1", "split"})
 CHECKS = (  # (columns, holds on every row, in words)
-    (("edit_type",), pl.col("edit_type").is_in(EDIT_TYPES), f"edit_type in {EDIT_TYPES}"),
+    (("edit_type",), pl.col("edit_type").is_in(list(EDIT_TYPES)), f"edit_type in {tuple(EDIT_TYPES)}"),
     (("caption", "start", "end"), pl.col("start").is_between(0, pl.col("end"))
      & (pl.col("end") <= pl.col("caption").str.len_chars()), "0 <= start <= end <= len(caption)"),
     (("position",), pl.col("position") >= 0, "position >= 0"),
@@ -133,14 +134,3 @@ TRUTH: Schema = {"caption_id": pl.String, "sample": pl.Int64, "edit_type": pl.St
                  "counterfactual": pl.String, **dict.fromkeys(TRUTH_PARTS, pl.Boolean),
                  "reason_o": pl.String, "reason_c": pl.String, "accurate": pl.Boolean, "minimal": pl.Boolean}
 TRUTH_SAMPLES: Schema = {**TRUTH, "accurate_no_p2p": pl.Boolean, "minimal_no_p2p": pl.Boolean}
-
-
-ARTICLES = ("a", "an")
-
-
-def edited_word(span: str, edit_type: str) -> str:
-    """The word(s) of an edit's `original_word` or `substitute` span, stripped, without the article the span takes
-    along when the edit makes a / an agree ("an apple" -> "apple"); a quantifier's article is its count, kept."""
-    words = span.strip()
-    first, _, rest = words.partition(" ")
-    return rest if edit_type != "quantifier" and first.lower() in ARTICLES and rest else words

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tasks.core.edits import edited_word
 from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
-from tasks.core.schemas import JUDGE_QUESTIONS, edited_word
+from tasks.core.schemas import JUDGE_QUESTIONS
 from tasks.core.specs import ModelSpec
 from tasks.judge.params import JudgeParams
 

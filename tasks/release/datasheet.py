@@ -13,8 +13,9 @@ from typing import Any
 
 import polars as pl
 
+from tasks.core.edits import described, edited_word
 from tasks.core.params import Params
-from tasks.core.schemas import ITM_DELTAS, edited_word
+from tasks.core.schemas import ITM_DELTAS
 from tasks.core.writing import write_text
 from tasks.release import ground_truth
 from tasks.release.card import DEMO_NOTICE
@@ -122,25 +123,11 @@ def _judge(result: Mapping[str, Any] | None) -> str:
                               "Best kappa"), questions))
 
 
-EDIT_TYPE_TEXT = {
-    "noun": "one noun swapped for a masked-LM fill (the paper's edit)",
-    "lexical": "one adjective or verb swapped for a masked-LM fill with the same part-of-speech tag",
-    "quantifier": "a count moved one step (a → two, two → three / a), its noun made to agree",
-    "insert": "an adjective inserted before a noun by the masked LM",
-    "delete": "an adjective or a prepositional phrase deleted",
-    "swap": "two nouns, or two adjectives, of one caption exchanged (a dog on a couch → a couch on a dog)",
-}
-
-
 def _edit_types(by_type: Mapping[str, Mapping[str, int]], types: list[str]) -> str:
-    rows = [(t, EDIT_TYPE_TEXT[t], *(by_type.get(t, {}).get(step, 0) for step in TYPE_STEPS)) for t in types]
+    rows = [(t, described(t)[0], *(by_type.get(t, {}).get(step, 0) for step in TYPE_STEPS)) for t in types]
     text = ("Edit types (rows of each at every step: sites, candidates and similarity survivors compete within a "
             "caption, one C_c per caption):\n\n" + markdown_table(("Type", "Edit", *TYPE_STEPS), rows))
-    if "quantifier" in types:
-        text += ("\n\n**Counting edits** (`quantifier`): the paper's error analysis attributes 6% of its errors to a "
-                 "wrong number of objects, and diffusion models often miscount, so check these pairs before use; "
-                 "a changed count can also leave a verb disagreeing with its subject.")
-    return text
+    return "\n\n".join([text, *(caveat for t in types if (caveat := described(t)[1]))])
 
 
 def _limitations(params: Mapping[str, Any]) -> list[str]:

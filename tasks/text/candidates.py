@@ -1,14 +1,7 @@
-"""Candidates: each edit site's rewrites of its span, by edit type.
-
-  noun, lexical  the site masked, top-k fills of a masked LM (the paper's method); a fill must keep the caption's
-                 token count and be tagged `keep_tags` (noun) or exactly as the word it replaces (lexical)
-  insert         a mask before the noun, top-k fills tagged `insert_tags` in place and known to WordNet as an
-                 adjective, one token more
-  quantifier     the counting word one step up and one down in `numbers` (a / an = the first), the head noun made
-                 plural or singular to agree (`inflect`); a reject where no count comes out right (`quantity_noun`:
-                 a lot of; `ambiguous_head`; `not_a_counted_noun`: one grazing; `not_a_count`: a number off the list)
-  delete         the span removed
-  swap           the span's two words exchanged (`swaps.exchange`: nouns, or adjectives where the site is tagged JJ)
+"""Candidates: each edit site's rewrites of its span, by edit type (`tasks.core.edits`, its behaviours in
+`tasks.text.edits.<type>`): a masked-LM type masks the site and keeps the top-k fills of a masked LM (the paper's
+method) that keep the caption's token count (one more for an insert) and pass its `check_fill`; a rule type's
+`rewrite` makes its rewrites, or gives the reason there are none.
 Every rewrite is applied in one place (`edit`), which makes the articles it leaves agree (`quantities.agree`: `an old
 hat` -> `a hat`, the article joining the edit), and every finished candidate is read whole (`caption_defect`): a new
 a / an disagreement, a repeated word (also among one noun's modifiers: `a small green small triangle`), a count its
@@ -31,12 +24,11 @@ import torch
 from transformers import AutoModelForMaskedLM, BatchEncoding, PreTrainedTokenizerBase
 
 from tasks.core import schemas
+from tasks.core.edits import EDIT_TYPES
 from tasks.core.loading import load_pretrained
-from tasks.text import grammar, tagging
+from tasks.text import edits, grammar, tagging
 from tasks.text.params import CandidatesParams
-from tasks.text.quantities import agree, disagreements, recounts, verb_agrees
-from tasks.text.sites import adjective
-from tasks.text.swaps import exchange
+from tasks.text.quantities import agree, disagreements
 
 SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
 _SITE_COLUMNS = ("caption_id", "image_id", "caption", "edit_type", "tag", "position", "start", "end", "original_word")
@@ -75,12 +67,9 @@ def load_models(params: CandidatesParams) -> MaskedLM:
     return MaskedLM(*load_pretrained(params.model, AutoModelForMaskedLM))
 
 
-MASKED_TYPES = ("noun", "lexical", "insert")  # filled by the masked LM
-
-
 def fill_text(site: dict, fill: str) -> str:
     """What a masked-LM fill rewrites the site's span to (an inserted word brings its space)."""
-    return fill + " " if site["edit_type"] == "insert" else fill
+    return fill + " " if EDIT_TYPES[site["edit_type"]].inserts else fill
 
 
 def masked_caption(site: dict, mask_token: str) -> str:
@@ -116,44 +105,29 @@ def reject_reason(word_start: bool, fill: str, site: dict, params: CandidatesPar
         return "same_word"
     edit_type = site["edit_type"]
     tokens = tagging.tokenize(edit(site, fill_text(site, fill))["candidate"])
-    if len(tokens) != site["n_tokens"] + (edit_type == "insert"):
+    if len(tokens) != site["n_tokens"] + EDIT_TYPES[edit_type].inserts:
         return "token_count_changed"
-    tag = tagging.tag_tokens(tokens)[site["position"]]
-    if edit_type == "noun" and tag not in params.keep_tags:
-        return "not_a_noun"
-    if edit_type == "lexical" and tag != site["tag"]:
-        return "tag_changed"
-    if edit_type == "insert" and (tag not in params.insert_tags or not adjective(fill)):
-        return "not_an_adjective"
-    return None
+    return edits.function(edit_type, "check_fill")(tagging.tag_tokens(tokens)[site["position"]], fill, site, params)
 
 
 def caption_defect(row: dict, params: CandidatesParams) -> str | None:
     """Why a finished candidate row, however its rewrite was made, is no C_c (read on the whole caption, not the
     edited word): an a / an disagreeing with its next word that C_o did not have, a word repeated right after itself
     or among one noun's modifiers (`a bicycle bicycle`, `grammar.repeats`), a recounted phrase its verb disagrees with
-    (`two dogs chases`), a noun given modifiers no one thing can be that C_o did not give it
+    (`two dogs chases`: a type's `rejects`), a noun given modifiers no one thing can be that C_o did not give it
     (`grammar.contradictions`: `a small large dog`, `a red blue car`, `a square circle`)."""
     caption, candidate = row["caption"], row["candidate"]
     if disagreements(candidate) > disagreements(caption):
         return "article_disagreement"
     if grammar.repeats(candidate) > grammar.repeats(caption):
         return "repeated_word"
-    if row["edit_type"] == "quantifier" and not verb_agrees(candidate, row["start"],
-                                                            row["start"] + len(row["substitute"]), params.numbers):
-        return "verb_disagreement"
+    if rejects := EDIT_TYPES[row["edit_type"]].rejects:
+        found = edits.function(row["edit_type"], "defects")(row, params.quantity_nouns, params.numbers)
+        if defect := next((d for d in rejects if found[d]), None):
+            return defect
     if grammar.contradictions(candidate) > grammar.contradictions(caption):
         return "contradictory_adjectives"
     return None
-
-
-def rule_rewrites(site: dict, params: CandidatesParams) -> tuple[list[str], str | None]:
-    """(the span rewrites of a quantifier, delete or swap site, None), or ([], the reason a quantifier has none)."""
-    if site["edit_type"] == "delete":
-        return [""], None
-    if site["edit_type"] == "swap":
-        return [exchange(site["caption"], site["start"], site["end"], adjective=site["tag"] == "JJ")], None
-    return recounts(site["caption"], site["start"], site["end"], params.numbers, params.quantity_nouns)
 
 
 def edit(site: dict, substitute: str) -> dict:
@@ -197,9 +171,9 @@ def masked_rewrites(sites: list[dict], params: CandidatesParams, mlm: MaskedLM) 
 def run(sites: pl.DataFrame, params: CandidatesParams, mlm: MaskedLM) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(candidates, rejects) for a `sites` frame, in its row order within each group (masked-LM types first)."""
     rows = list(sites.iter_rows(named=True))
-    kept, rejects = masked_rewrites([r for r in rows if r["edit_type"] in MASKED_TYPES], params, mlm)
-    for site in (r for r in rows if r["edit_type"] not in MASKED_TYPES):
-        rewrites, reason = rule_rewrites(site, params)
+    kept, rejects = masked_rewrites([r for r in rows if EDIT_TYPES[r["edit_type"]].masked], params, mlm)
+    for site in (r for r in rows if not EDIT_TYPES[r["edit_type"]].masked):
+        rewrites, reason = edits.function(site["edit_type"], "rewrite")(site, params)
         if reason is not None:
             rejects.append({**{k: site[k] for k in _SITE_COLUMNS}, "stage": "candidates", "reason": reason})
         kept.extend(_row(site, substitute, None) for substitute in rewrites)

@@ -6,9 +6,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from tasks.core.edits import EDIT_TYPES
 from tasks.core.fields import Cosine, EditType, PosTag, Unit, unkeyed
 from tasks.core.params import Section
-from tasks.core.schemas import EDIT_TYPES
 from tasks.core.specs import ItmSpec, ModelSpec
 
 

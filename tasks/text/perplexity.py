@@ -24,8 +24,8 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerBase
 from transformers.activations import GELUTanh, NewGELUActivation
 
 from tasks.core import schemas
+from tasks.core.edits import EDIT_TYPES
 from tasks.core.loading import load_pretrained
-from tasks.core.schemas import EDIT_TYPES
 from tasks.text.params import PerplexityParams
 
 SCHEMA, REJECTS_SCHEMA = schemas.COUNTERFACTUALS, schemas.COUNTERFACTUALS_REJECTS
@@ -175,7 +175,7 @@ def perplexities(lm: CausalLM, ids: list[list[int]], groups: list[Hashable], bat
 def drawn_type(caption_id: str, types: set[str], shares: dict[str, float]) -> str:
     """The edit type of a caption's C_c: a draw with weights `shares` among `types`, fixed by the caption id."""
     u = int.from_bytes(hashlib.blake2b(caption_id.encode(), digest_size=8).digest(), "big") / 2 ** 64
-    ordered = sorted(types & shares.keys(), key=EDIT_TYPES.index)
+    ordered = sorted(types & shares.keys(), key=list(EDIT_TYPES).index)
     weights = np.cumsum([shares[t] for t in ordered])
     return ordered[min(int(np.searchsorted(weights, u * weights[-1], side="right")), len(ordered) - 1)]
 

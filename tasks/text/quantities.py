@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from nltk.corpus import wordnet
 
-from tasks.core.schemas import ARTICLES
+from tasks.core.edits import ARTICLES
 from tasks.text.tagging import Token, tag_caption
 
 if TYPE_CHECKING:

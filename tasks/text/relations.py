@@ -24,8 +24,8 @@ from nltk.corpus import wordnet
 from nltk.corpus.reader.wordnet import ADJ, NOUN, VERB
 
 from tasks.core import schemas
+from tasks.core.edits import EDIT_TYPES, edited_word
 from tasks.core.errors import UserError
-from tasks.core.schemas import edited_word
 from tasks.text.params import RelationsParams
 
 SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
@@ -43,7 +43,6 @@ def load_models(params: RelationsParams) -> None:
                         f"{params.wordnet_version}")
 
 
-CHECKED_TYPES = ("noun", "lexical")
 _POS = {"NN": NOUN, "JJ": ADJ, "VB": VERB}  # by tag prefix; ADJ includes satellites (importing loads no WordNet)
 
 
@@ -97,7 +96,7 @@ def reason(original: str, substitute: str, params: RelationsParams, tag: str = "
 def run(frame: pl.DataFrame, params: RelationsParams, models: None = None):
     """(passing candidates, rejects) for a `candidates` frame."""
     reasons = pl.Series([reason(edited_word(o, edit_type), edited_word(s, edit_type), params, tag)
-                         if edit_type in CHECKED_TYPES else None for edit_type, tag, o, s
+                         if EDIT_TYPES[edit_type].relations else None for edit_type, tag, o, s
                          in frame.select("edit_type", "tag", "original_word", "substitute").iter_rows()],
                         dtype=pl.String)
     marked = frame.with_columns(reason=reasons, stage=pl.lit("relations"))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from tasks.core.schemas import ARTICLES
+from tasks.core.edits import ARTICLES
 from tasks.text.quantities import agree
 
 WORD = re.compile(r"[^\W_]+(?:-[^\W_]+)*")  # a unit swapped (its inner hyphens kept); `woman's` holds two

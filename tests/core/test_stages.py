@@ -14,6 +14,7 @@ import yaml
 
 from tasks.config import load_params
 from tasks.core.code import entry
+from tasks.core.edits import EDIT_TYPES
 from tasks.core.io import rejects_path
 from tasks.core.params import SHARED, section_names
 from tasks.stages import CAPTION_STEPS, Stage, TableStage, stages, steps
@@ -33,11 +34,13 @@ def test_the_data_stages_form_one_chain_in_dag_order_and_every_stage_follows_wha
 
 def test_a_declaration_names_its_logic_and_its_keys_read_it_by_name():
     sites = stages()["sites"]
+    from tasks.text import edits
     from tasks.text import sites as module
 
     assert sites.logic is module and sites.help.startswith("Edit sites: where each edit type")
-    assert sites.entries == ("tasks.text.sites:run", "tasks.text.sites:load_models") == (entry(module.run),
-                                                                                         entry(module.load_models))
+    assert sites.entries[:2] == ("tasks.text.sites:run", "tasks.text.sites:load_models") == (
+        entry(module.run), entry(module.load_models))
+    assert sites.entries[2:] == tuple(entry(edits.function(name, "sites")) for name in EDIT_TYPES)
 
 
 def test_a_declared_entry_naming_nothing_fails_where_it_is_declared(tmp_path):
@@ -45,7 +48,7 @@ def test_a_declared_entry_naming_nothing_fails_where_it_is_declared(tmp_path):
     with pytest.raises(ValueError, match="code entry tasks.text.sites:render_sites: tasks.text.sites defines no "):
         replace(stages()["sites"], code=("tasks.text.sites:render_sites",))
     with pytest.raises(ValueError, match="tasks.text.nowhere defines no run"):
-        replace(stages()["sites"], module="tasks.text.nowhere")
+        replace(stages()["relations"], module="tasks.text.nowhere")
 
 
 def test_reading_every_declaration_imports_no_stage_logic_and_no_model_library():
