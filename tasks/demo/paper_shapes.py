@@ -4,6 +4,8 @@ loads from: the same FLOPs, tensor shapes, dtypes and loading code as the paper'
 - `stable-diffusion-v1-5`: UNet (320/640/1280/1280, 768-wide cross-attention), its VAE, the CLIP ViT-L/14 text
   encoder, the real CLIP BPE tokenizer (`tasks.tiny.images.clip_bpe_tokenizer`) and its PNDM scheduler config;
 - `sd-vae-ft-mse`: the replacement VAE (same network, sample size 256);
+- `stable-diffusion-xl-base-1.0` (not in `build`: the SDXL rehearsal, `benchmarks/sdxl_rehearsal.py`, writes it):
+  `build_sdxl_base`, in `StableDiffusionXLPipeline`'s layout;
 - open_clip `ViT-L-14` and `ViT-B-32` checkpoints;
 - `roberta-base` and `gpt2-large` with a byte-level BPE trained on the given captions; the vocabulary stays at the
   published size (50,265 / 50,257) and ids past the trained tokenizer get a -1e4 MLM bias, so no fill names a token
@@ -24,9 +26,9 @@ import open_clip
 import torch
 from diffusers import AutoencoderKL, PNDMScheduler, UNet2DConditionModel
 from safetensors.torch import save_file
-from transformers import CLIPTextConfig, CLIPTextModel
+from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
 
-from tasks.tiny.images import SD_BETAS, clip_bpe_tokenizer, sd15_unet
+from tasks.tiny.images import SD_BETAS, clip_bpe_tokenizer, sd15_unet, write_sdxl
 from tasks.tiny.text import causal_lm, masked_lm, train_vocab
 
 ROBERTA_VOCAB, GPT2_VOCAB = 50265, 50257
@@ -35,12 +37,33 @@ SD15_TEXT = CLIPTextConfig(vocab_size=49408, hidden_size=768, intermediate_size=
                            num_attention_heads=12, max_position_embeddings=77, hidden_act="quick_gelu",
                            projection_dim=768, bos_token_id=49406, eos_token_id=49407, pad_token_id=49407)
 
+# SDXL 1.0 base (stabilityai/stable-diffusion-xl-base-1.0): its UNet's config (2.567 B parameters) and its second
+# text encoder, OpenCLIP ViT-bigG/14's text tower (its first is SD15_TEXT, CLIP ViT-L/14's)
+SDXL_UNET = {"sample_size": 128, "block_out_channels": (320, 640, 1280), "layers_per_block": 2,
+             "down_block_types": ("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
+             "up_block_types": ("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"),
+             "transformer_layers_per_block": (1, 2, 10), "attention_head_dim": (5, 10, 20),
+             "use_linear_projection": True, "cross_attention_dim": 2048, "addition_embed_type": "text_time",
+             "addition_time_embed_dim": 256, "projection_class_embeddings_input_dim": 2816}
+SDXL_TEXT_2 = CLIPTextConfig(vocab_size=49408, hidden_size=1280, intermediate_size=5120, num_hidden_layers=32,
+                             num_attention_heads=20, max_position_embeddings=77, hidden_act="gelu", projection_dim=1280,
+                             bos_token_id=49406, eos_token_id=49407, pad_token_id=0)
 
-def sd_vae(sample_size: int) -> AutoencoderKL:
-    """The SD v1 VAE (sd-vae-ft-mse has the same network, configured with sample size 256)."""
+
+def sd_vae(sample_size: int, **config) -> AutoencoderKL:
+    """The SD v1 VAE (sd-vae-ft-mse has the same network, configured with sample size 256; SDXL's too, with its
+    `config`)."""
     return AutoencoderKL(block_out_channels=(128, 256, 512, 512), down_block_types=("DownEncoderBlock2D",) * 4,
                          up_block_types=("UpDecoderBlock2D",) * 4, layers_per_block=2, latent_channels=4,
-                         norm_num_groups=32, sample_size=sample_size)
+                         norm_num_groups=32, sample_size=sample_size, **config)
+
+
+def build_sdxl_base(out: Path) -> None:
+    """SDXL 1.0 base at its published shapes (`write_sdxl`: zero unconditional embeddings), built one network at a
+    time in float32 and stored in float16; its VAE is SDXL's (scaling factor 0.13025, sample size 1024, force_upcast
+    as the original)."""
+    write_sdxl(out, UNet2DConditionModel(**SDXL_UNET).half(), sd_vae(1024, scaling_factor=0.13025).half(),
+               CLIPTextModel(SD15_TEXT).half(), CLIPTextModelWithProjection(SDXL_TEXT_2).half())
 
 
 def build_sd15(out: Path) -> None:

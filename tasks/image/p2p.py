@@ -9,8 +9,8 @@ Maps are shared in self-attention layers (attn1), as the paper does after Instru
 run as stock, so C_c's tokens steer the c row whatever their count, unless the backend passes `p2p_tokens` (SDXL,
 Prompt-to-Prompt's refinement edit): then a shared pair's c row attends with its own map whose columns of the tokens
 C_c shares with C_o (an alignment made once per caption pair: `tokens`) are the o row's map at the aligned tokens,
-`out_c = P_c' v_c`; an edited token keeps its own column. A sample shares at step i
-(0-based) of T iff `i < p2p_fraction · T`. The UNet call of step i gets that step's mask as the `p2p_shared`
+`out_c = P_c' v_c` (this map materialised: 77 columns); an edited token keeps its own column. A sample shares at
+step i (0-based) of T iff `i < p2p_fraction · T`. The UNet call of step i gets that step's mask as the `p2p_shared`
 cross-attention kwarg (`schedule`): a graph input, so a compiled UNet (CUDA graphs included) replays one graph for
 every sharing step and one for every stock step; the processors hold no state.
 """
