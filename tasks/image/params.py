@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from tasks.core.fields import VAE_FACTOR, Cosine, Seed, Unit, WordPrompt, ordered, unkeyed
 from tasks.core.params import Section
@@ -49,6 +49,12 @@ H100_SD15_512_ROWS_PER_SECOND = 432.0
 # Not measured on an H100: 51 rows/s until a run there replaces it.
 SDXL_1024_H100_ROWS_PER_SECOND = H100_SD15_512_ROWS_PER_SECOND * 803.3 / 6761.2
 
+# SD 3.5 Medium at 1024 px (4096 image + 333 text tokens): derived as SDXL's, the SD v1.5 rate times the ratio of
+# GFLOPs per row, SD v1.5's UNet at 512 px (803.3) over SD 3.5 Medium's transformer (11249.6; SD3 Medium's: 8904.3),
+# counted by `torch.utils.flop_counter` on the published config built on the meta device, 2026-11-28.
+# Not measured on an H100: 31 rows/s until a run there replaces it.
+SD35_MEDIUM_1024_H100_ROWS_PER_SECOND = H100_SD15_512_ROWS_PER_SECOND * 803.3 / 11249.6
+
 BACKEND_NEEDS = {
     "sd1": BackendNeeds("tasks.image.backends.sd1:SD1",
                         rows_per_sample=4,  # the o/c pair x (uncond, cond): classifier-free guidance
@@ -56,6 +62,14 @@ BACKEND_NEEDS = {
                                     "scheduler": ("scheduler_config.json",)},
                         h100_rows_per_second=H100_SD15_512_ROWS_PER_SECOND,
                         reference="SD v1.5 at 512 px, measured 2026-11-27"),
+    "sd3": BackendNeeds("tasks.image.backends.sd3:SD3",
+                        rows_per_sample=4,  # as sd1: the o/c pair x (uncond, cond)
+                        # the required ones: text_encoder_3/ and tokenizer_3/ (T5) are optional (zeros without them)
+                        components={"transformer": ("config.json",), "text_encoder": CLIP_TEXT,
+                                    "text_encoder_2": CLIP_TEXT, "tokenizer": CLIP_TOKENIZER,
+                                    "tokenizer_2": CLIP_TOKENIZER, "scheduler": ("scheduler_config.json",)},
+                        h100_rows_per_second=SD35_MEDIUM_1024_H100_ROWS_PER_SECOND,
+                        reference="SD 3.5 Medium at 1024 px, from SD v1.5's rate by denoiser FLOPs"),
     "sdxl": BackendNeeds("tasks.image.backends.sdxl:SDXL",
                          rows_per_sample=4,  # as sd1: the o/c pair x (uncond, cond)
                          components={"unet": ("config.json",), "text_encoder": CLIP_TEXT, "text_encoder_2": CLIP_TEXT,
@@ -69,22 +83,25 @@ BACKEND_NEEDS = {
 class GenerateParams(Section):
     """Paired Prompt-to-Prompt sampling. `guidance_scale` and `p2p_fraction` are U(lo, hi) ranges drawn per sample."""
 
-    backend: Literal["sd1", "sdxl"] = Field("sd1", description="the diffusion model family `diffusion` is "
-                                                             "(`BACKEND_NEEDS`): sd1 is Stable Diffusion v1, sdxl "
-                                                             "SDXL")
+    backend: Literal["sd1", "sdxl", "sd3"] = Field("sd1", description="the diffusion model family `diffusion` is "
+                                                                    "(`BACKEND_NEEDS`): sd1 is Stable Diffusion v1, "
+                                                                    "sdxl SDXL, sd3 SD3 / SD3.5 (flow matching)")
     diffusion: ModelSpec = ModelSpec(id="stable-diffusion-v1-5/stable-diffusion-v1-5")
     vae: ModelSpec | None = Field(ModelSpec(id="stabilityai/sd-vae-ft-mse"),
                                   description="replaces the diffusion folder's vae/ (None keeps it); only its id and "
                                               "revision count: it runs on the diffusion spec's device and dtype")
     clip: ClipSpec = ClipSpec()
     size: int = Field(512, ge=VAE_FACTOR, multiple_of=VAE_FACTOR, description="image height and width in pixels")
-    steps: int = Field(100, ge=1, le=1000, description="Euler-ancestral steps (at most SD's 1000 training steps: "
+    steps: int = Field(100, ge=1, le=1000, description="denoising steps (at most SD's 1000 training steps: "
                                                      "every step's noise is drawn before the first)")
     n_samples: int = unkeyed(100, "samples (seeds) per caption pair; each sample is cached alone", ge=1)
     guidance_scale: Annotated[tuple[float, float], AfterValidator(ordered)] = (7.5, 15.0)
     p2p_fraction: Annotated[tuple[Unit, Unit], AfterValidator(ordered)] = (0.1, 0.9)
     subject_prompt: WordPrompt = Field("a photo of a {word}", description="the both-subjects check's CLIP prompt for a "
                                                                     "swapped noun (`{word}`: C_o's or C_c's)")
+    p2p_layers: tuple[Annotated[int, Field(ge=0)], ...] | None = Field(
+        None, description="sd3 only: the joint transformer blocks whose attention shares (Stable Flow's 'vital "
+                          "layers', `joint_p2p`); None: every block")
     seed: Seed = 0
     batch_samples: int = unkeyed(4, "samples per UNet call (the backend's `rows_per_sample` rows each); after a "
                                     "CUDA OOM the halved size is kept for the rest of the process", ge=1)
@@ -99,6 +116,13 @@ class GenerateParams(Section):
                                    ge=0, le=255)
     clip_batch_size: int = unkeyed(32, "images per CLIP forward pass", ge=1)
     adaptive: AdaptiveParams = unkeyed(AdaptiveParams(), "when to stop sampling a pair; each sample is cached alone")
+
+    @model_validator(mode="after")
+    def _layers_of_sd3(self) -> GenerateParams:
+        if self.p2p_layers is not None and self.backend != "sd3":
+            raise ValueError(f"generate.p2p_layers is sd3's (joint attention): backend {self.backend} shares in every "
+                             "attention layer")
+        return self
 
     @property
     def needs(self) -> BackendNeeds:

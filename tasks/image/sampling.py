@@ -1,5 +1,7 @@
-"""Paired sampling: (I_o, I_c) per seed with Euler-ancestral steps and Prompt-to-Prompt sharing, on any image backend
-(`backends.Diffusion`: it encodes the prompts, conditions and runs the denoiser, decodes).
+"""Paired sampling: (I_o, I_c) per seed with Prompt-to-Prompt sharing, on any image backend (`backends.Diffusion`:
+it encodes the prompts, conditions and runs the denoiser, decodes), stepped as the backend's `steps` directs:
+Euler-ancestral ε-prediction (SD v1, SDXL: `ancestral_steps`) or flow-matching Euler (SD3: `flow_steps`, no noise
+after the initial latent).
 
 Per sample: two generators seeded identically (one per image) draw the initial latent and the ancestral noise of
 every step in lockstep, so both images start from the same latent and get the same noise; classifier-free guidance
@@ -9,7 +11,7 @@ reproducible path (same device, dtype, compile mode and software stack => same p
 
 The render loop does no host work per step: the P2P sharing schedule, the conditioning and every step's ancestral
 noise (drawn from each sample's generators in the scheduler's order, so the pixels are the scheduler's) exist before
-the first denoiser call, and each step is the scheduler's Euler-ancestral update on tensors (`AncestralStep`), so a
+the first denoiser call, and each step is the scheduler's update on tensors (`AncestralStep`, `FlowStep`), so a
 compiled denoiser's CUDA graph replays back to back.
 """
 
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from diffusers import EulerAncestralDiscreteScheduler
+from diffusers import EulerAncestralDiscreteScheduler, FlowMatchEulerDiscreteScheduler
 from diffusers.utils.torch_utils import randn_tensor
 
 from tasks.image import p2p
@@ -79,6 +81,7 @@ class AncestralStep:
 
     sigma: torch.Tensor
     sigma_to: torch.Tensor
+    noisy = True  # takes noise drawn for it
 
     def scale_input(self, sample: torch.Tensor) -> torch.Tensor:
         return sample / ((self.sigma ** 2 + 1) ** 0.5)
@@ -102,29 +105,58 @@ def ancestral_steps(scheduler: EulerAncestralDiscreteScheduler) -> list[Ancestra
     return [AncestralStep(sigmas[i], sigmas[i + 1]) for i in range(len(scheduler.timesteps))]
 
 
+@dataclass(frozen=True)
+class FlowStep:
+    """One step of `FlowMatchEulerDiscreteScheduler` (velocity prediction, deterministic): `x + (σ_next − σ)·v` in
+    float32 with the scheduler's operations in its order, so a render equals one stepped by `scheduler.step` bit for
+    bit; the denoiser's input is the latent itself."""
+
+    sigma: torch.Tensor
+    sigma_to: torch.Tensor
+    noisy = False
+
+    def scale_input(self, sample: torch.Tensor) -> torch.Tensor:
+        return sample
+
+    def __call__(self, velocity: torch.Tensor, sample: torch.Tensor, noise: None = None) -> torch.Tensor:
+        return (sample.to(torch.float32) + (self.sigma_to - self.sigma) * velocity).to(velocity.dtype)
+
+
+def flow_steps(scheduler: FlowMatchEulerDiscreteScheduler) -> list[FlowStep]:
+    """The steps of a scheduler after `set_timesteps` (its `shift` applied there), in order."""
+    if scheduler.config.stochastic_sampling or scheduler.config.use_dynamic_shifting:
+        raise ValueError("the flow-matching scheduler samples stochastically or shifts dynamically: neither runs")
+    sigmas = scheduler.sigmas.cpu()
+    return [FlowStep(sigmas[i], sigmas[i + 1]) for i in range(len(scheduler.timesteps))]
+
+
+
 @torch.inference_mode()
 def render(diffusion: Diffusion, prompts: Any, samples: Sequence[Sample], steps: int, size: int) -> Rendered:
     """Denoise S samples (`prompts`: the backend's `encode`) in denoiser batches of 4S rows
     (`[uncond·C_o, uncond·C_c, cond·C_o, cond·C_c]` per sample)."""
     n, device, dtype = len(samples), diffusion.device, diffusion.dtype
-    scheduler = EulerAncestralDiscreteScheduler.from_config(diffusion.scheduler.config)
+    scheduler = type(diffusion.scheduler).from_config(diffusion.scheduler.config)
     scheduler.set_timesteps(steps, device=device)
+    updates = diffusion.steps(scheduler)
     generators = [torch.Generator(device).manual_seed(s.seed) for s in samples for _ in range(2)]
     if size % diffusion.latent_factor:
         raise ValueError(f"generate.size={size} is not a multiple of the VAE factor {diffusion.latent_factor}")
     side = size // diffusion.latent_factor
     shape = (2 * n, diffusion.latent_channels, side, side)
-    latents = randn_tensor(shape, generator=generators, device=device, dtype=dtype) * scheduler.init_noise_sigma
-    noise = [randn_tensor(shape, generator=generators, device=device, dtype=dtype) for _ in range(steps)]
+    initial = getattr(scheduler, "init_noise_sigma", 1.0)  # flow matching has none: it starts at σ = 1, pure noise
+    latents = randn_tensor(shape, generator=generators, device=device, dtype=dtype) * initial
+    noise = [randn_tensor(shape, generator=generators, device=device, dtype=dtype) if step.noisy else None
+             for step in updates]
     shared = p2p.schedule([s.p2p_fraction for s in samples], steps, device)
     context = diffusion.condition(prompts, n, size)
     scales = torch.tensor([s.guidance_scale for s in samples], device=device, dtype=dtype).view(n, 1, 1, 1, 1)
     with diffusion.lock:
-        for i, (t, step) in enumerate(zip(scheduler.timesteps, ancestral_steps(scheduler))):
+        for i, (t, step) in enumerate(zip(scheduler.timesteps, updates)):
             x = step.scale_input(latents).unflatten(0, (n, 1, 2)).expand(-1, 2, -1, -1, -1, -1)
-            eps = diffusion.denoise(x.flatten(0, 2), t, context, shared[i]).unflatten(0, (n, 2, 2))
-            eps = (eps[:, 0] + scales * (eps[:, 1] - eps[:, 0])).flatten(0, 1).to(latents.dtype)
-            latents = step(eps, latents, noise[i])
+            out = diffusion.denoise(x.flatten(0, 2), t, context, shared[i]).unflatten(0, (n, 2, 2))
+            out = (out[:, 0] + scales * (out[:, 1] - out[:, 0])).flatten(0, 1).to(latents.dtype)
+            latents = step(out, latents, noise[i])
     decoded = diffusion.decode(latents).float()
     finite = torch.isfinite(decoded).flatten(1).all(1).view(n, 2).all(1)
     pixels = (decoded.nan_to_num(0.0) / 2 + 0.5).clamp(0, 1).mul(255).round().to(torch.uint8)

@@ -87,8 +87,8 @@ def reads_processor(spec: ModelSpec, config: dict) -> bool:
 
 
 def _lacking_component(spec: ModelSpec, folder: Path, components: Mapping[str, tuple[str, ...]]) -> str | None:
-    """What a diffusers folder (a `unet/` in it) lacks of the `components` its loader reads besides the VAE
-    (`generate.vae` may replace vae/; a missing one is the loader's line); None when nothing."""
+    """What a diffusers folder (a `unet/` or `transformer/` in it) lacks of the `components` its loader reads besides
+    the VAE (`generate.vae` may replace vae/; a missing one is the loader's line); None when nothing."""
     for component, files in components.items():
         if not any((folder / component / name).is_file() for name in files):
             return f"model folder {spec.id} has no {component}/ ({' or '.join(files)}): its loader reads " \
@@ -101,7 +101,7 @@ def _lacking(spec: ModelSpec, folder: Path, components: Mapping[str, tuple[str, 
     config.json a config that parses, a tokenizer (a transformers model: its config has a `model_type`; a diffusers
     VAE's has none), a processor config (image-text models); a folder with neither, that it holds no model; None when
     nothing (or no such folder: a hub id)."""
-    if (folder / "unet").is_dir():
+    if (folder / "unet").is_dir() or (folder / "transformer").is_dir():
         return _lacking_component(spec, folder, components)
     if not (folder / "config.json").is_file():
         return f"model folder {spec.id} has no config.json (nor unet/): no model is saved there" \

@@ -4,8 +4,9 @@
 tokenizer is the real CLIP BPE (open_clip's bundled merges), so 77-token truncation behaves as in the paper setup;
 its networks (`tiny_sd_modules`, shared with the inpainting stand-in) are a few channels wide and map 32x32 images to
 4x4 latents. `build_tiny_sdxl` writes an SDXL folder the same way, saved by `StableDiffusionXLPipeline` itself
-(`write_sdxl`: model_index.json, two text encoders and tokenizers). `build_tiny_clip` writes an open_clip architecture JSON plus a safetensors checkpoint. Both are
-deterministic in `seed`, and both are for tests and benchmarks only: their images and scores are noise.
+(`write_sdxl`: model_index.json, two text encoders and tokenizers), `build_tiny_sd3` an SD3 one by
+`StableDiffusion3Pipeline` (no T5). `build_tiny_clip` writes an open_clip architecture JSON plus a safetensors
+checkpoint. All are deterministic in `seed`, and for tests and benchmarks only: their images and scores are noise.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from diffusers import (
     AutoencoderKL,
     EulerAncestralDiscreteScheduler,
     EulerDiscreteScheduler,
+    FlowMatchEulerDiscreteScheduler,
+    SD3Transformer2DModel,
+    StableDiffusion3Pipeline,
     StableDiffusionXLPipeline,
     UNet2DConditionModel,
 )
@@ -104,6 +108,36 @@ def build_tiny_sdxl(out_dir: Path, seed: int, zero_uncond: bool = True) -> Model
     return write_sdxl(Path(out_dir), unet, vae, *encoders, zero_uncond=zero_uncond)
 
 
+def tiny_vae(latent_channels: int = 4, **config) -> AutoencoderKL:
+    """A random 8x VAE a few channels wide (`config`: e.g. SD3's `shift_factor`, `scaling_factor`)."""
+    return AutoencoderKL(block_out_channels=(8, 8, 8, 8), down_block_types=("DownEncoderBlock2D",) * 4,
+                         up_block_types=("UpDecoderBlock2D",) * 4, latent_channels=latent_channels, norm_num_groups=4,
+                         layers_per_block=1, sample_size=TINY_IMAGE_SIZE, **config)
+
+
+def build_tiny_sd3(out_dir: Path, seed: int) -> ModelSpec:
+    """Write a tiny SD3 folder with `StableDiffusion3Pipeline.save_pretrained` (its real layout and
+    model_index.json), without T5 (text_encoder_3/ and tokenizer_3/ null: the pipeline's zeros): two CLIP text
+    encoders with projections 32 wide (joint states 32, pooled 64), a 2-block MM-DiT (SD3.5's dual attention and q/k
+    RMS norms in block 0) over 4x4x16 latents in 2x2 patches, a 16-channel 8x VAE with SD3's shift and scale, SD3's
+    flow-matching scheduler (shift 3); deterministic in `seed`. Use it with `vae=None`, `size=TINY_IMAGE_SIZE`."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        transformer = SD3Transformer2DModel(
+            sample_size=TINY_IMAGE_SIZE // 8, patch_size=2, in_channels=16, out_channels=16, num_layers=2,
+            attention_head_dim=8, num_attention_heads=4, joint_attention_dim=_TEXT_WIDTH,
+            caption_projection_dim=_TEXT_WIDTH, pooled_projection_dim=2 * _TEXT_WIDTH, pos_embed_max_size=8,
+            dual_attention_layers=(0,), qk_norm="rms_norm")
+        vae = tiny_vae(16, shift_factor=0.0609, scaling_factor=1.5305)
+        encoders = clip_text(_TEXT_WIDTH, 2, 4, projection=True), clip_text(_TEXT_WIDTH, 2, 4, "gelu", True, pad=0)
+    StableDiffusion3Pipeline(
+        transformer=transformer, scheduler=FlowMatchEulerDiscreteScheduler(shift=3.0), vae=vae,
+        text_encoder=encoders[0], tokenizer=clip_bpe_tokenizer(), text_encoder_2=encoders[1],
+        tokenizer_2=clip_bpe_tokenizer("!"), text_encoder_3=None, tokenizer_3=None,
+    ).save_pretrained(out_dir)
+    return ModelSpec(id=str(out_dir))
+
+
 def tiny_sd_modules(seed: int, unet: dict = TINY_UNET,
                     text_width: int = _TEXT_WIDTH) -> tuple[UNet2DConditionModel, AutoencoderKL, CLIPTextModel]:
     """The random networks of a tiny SD v1 model, seeded by `seed`: a UNet shaped by `unet` over 4x4 latents, an 8x
@@ -112,11 +146,7 @@ def tiny_sd_modules(seed: int, unet: dict = TINY_UNET,
         torch.manual_seed(seed)
         return (
             UNet2DConditionModel(sample_size=TINY_IMAGE_SIZE // 8, cross_attention_dim=text_width, **unet),
-            AutoencoderKL(
-                block_out_channels=(8, 8, 8, 8), down_block_types=("DownEncoderBlock2D",) * 4,
-                up_block_types=("UpDecoderBlock2D",) * 4, latent_channels=4, norm_num_groups=4, layers_per_block=1,
-                sample_size=TINY_IMAGE_SIZE,
-            ),
+            tiny_vae(),
             CLIPTextModel(CLIPTextConfig(
                 vocab_size=49408, hidden_size=text_width, intermediate_size=2 * text_width, num_hidden_layers=2,
                 num_attention_heads=4, max_position_embeddings=77, bos_token_id=49406, eos_token_id=49407,

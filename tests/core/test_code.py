@@ -35,7 +35,9 @@ def test_a_sample_follows_the_functions_it_runs_and_only_those():
             "tasks.image.backends.sd1:SD1", "tasks.image.backends.sd1:load_diffusion",
             "tasks.image.scoring:ClipScorer", "tasks.core.schemas:SCORE_COLUMNS"} <= parts.keys()
     assert "tasks.image.sampling:plan_sample" not in parts  # the seeds are values of the key, not its code
-    assert not any(name.startswith(("tasks.image.backends.sdxl:", "tasks.image.params:")) for name in parts)
+    assert not any(name.startswith(("tasks.image.backends.sdxl:", "tasks.image.backends.sd3:", "tasks.image.joint_p2p:",
+                                    "tasks.image.sampling:flow_steps", "tasks.image.params:")) for name in parts)
+    assert "tasks.image.sampling:ancestral_steps" in parts  # sd1's steps, reached through SD1.steps
     generate = "tasks.image.params:GenerateParams"
     assert code.identity(generate).parts == {generate: "param definition"}
     assert not any(name.startswith(("tasks.text.", "tasks.release.", "tasks.core.params:", "tasks.image.params:"))
@@ -87,18 +89,25 @@ def unit_code(backend: str) -> str:
     return render.sample_unit(params, stage("generate").code).code
 
 
-def test_a_sample_keys_its_own_backends_code_and_no_other_backends(project_copy):
+OWN_CODE = {  # per backend: an edit to code only its samples run
+    "sd1": ("backends/sd1.py", "[uncond, uncond, cond_o, cond_c]", "[uncond, uncond, cond_c, cond_o]"),
+    "sdxl": ("backends/sdxl.py", "states[0], pooled[0] = 0, 0", "states[0], pooled[0] = 0, 1"),
+    "sd3": ("joint_p2p.py", "torch.where(mask, x[:, 0], x[:, 1])", "torch.where(mask, x[:, 1], x[:, 0])"),
+}
+
+
+@pytest.mark.parametrize("edited", sorted(OWN_CODE))
+def test_a_sample_keys_its_own_backends_code_and_no_other_backends(project_copy, edited):
     """A backend change re-renders; another backend's code, or its declaration, does not."""
+    assert OWN_CODE.keys() == BACKEND_NEEDS.keys()
     base = {name: unit_code(name) for name in BACKEND_NEEDS}
-    assert base["sd1"] != base["sdxl"]
-    replace(project_copy / "tasks/image/backends/sdxl.py", "states[0], pooled[0] = 0, 0", "states[0], pooled[0] = 0, 1")
-    assert unit_code("sd1") == base["sd1"] and unit_code("sdxl") != base["sdxl"]
-    edited_sdxl = unit_code("sdxl")
-    replace(project_copy / "tasks/image/backends/sd1.py", "[uncond, uncond, cond_o, cond_c]", "[uncond, uncond, cond_c, cond_o]")
-    assert unit_code("sd1") != base["sd1"] and unit_code("sdxl") == edited_sdxl
+    assert len(set(base.values())) == len(base)
+    replace(project_copy / "tasks/image" / OWN_CODE[edited][0], *OWN_CODE[edited][1:])
+    assert {name: unit_code(name) != base[name] for name in base} == {name: name == edited for name in base}
+    edited_keys = {name: unit_code(name) for name in base}
     replace(project_copy / "tasks/image/params.py", "h100_rows_per_second=SDXL_1024_H100_ROWS_PER_SECOND",
             "h100_rows_per_second=2 * SDXL_1024_H100_ROWS_PER_SECOND")
-    assert unit_code("sdxl") == edited_sdxl
+    assert {name: unit_code(name) for name in base} == edited_keys
 
 
 def test_an_edit_elsewhere_changes_nothing(project_copy):

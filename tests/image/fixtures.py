@@ -1,5 +1,5 @@
-"""Fixtures for the image-stage tests: tiny random SD v1, SDXL and open_clip models built once per session, loaded
-for real."""
+"""Fixtures for the image-stage tests: tiny random SD v1, SDXL, SD3 and open_clip models built once per session,
+loaded for real."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tasks.image import generate, render
 from tasks.image.params import GenerateParams, SelectionParams
 from tasks.image.records import PairRecords
 from tasks.stages import stage
-from tasks.tiny.images import TINY_IMAGE_SIZE, build_tiny_clip, build_tiny_diffusion, build_tiny_sdxl
+from tasks.tiny.images import TINY_IMAGE_SIZE, build_tiny_clip, build_tiny_diffusion, build_tiny_sd3, build_tiny_sdxl
 
 PAIRS = pl.DataFrame({
     "caption_id": ["p0", "p1"], "image_id": ["i0", "i1"],
@@ -46,10 +46,17 @@ def tiny_sdxl(tiny_specs, tmp_path_factory) -> tuple[ModelSpec, ClipSpec]:
     return build_tiny_sdxl(tmp_path_factory.mktemp("tiny_sdxl"), seed=0), tiny_specs[1]
 
 
-@pytest.fixture(scope="session", params=["sd1", "sdxl"])
-def backend_params(request, tiny_specs, tiny_sdxl) -> GenerateParams:
+@pytest.fixture(scope="session")
+def tiny_sd3(tiny_specs, tmp_path_factory) -> tuple[ModelSpec, ClipSpec]:
+    """A tiny random SD3 folder (no T5) and the tiny CLIP."""
+    return build_tiny_sd3(tmp_path_factory.mktemp("tiny_sd3"), seed=0), tiny_specs[1]
+
+
+@pytest.fixture(scope="session", params=["sd1", "sdxl", "sd3"])
+def backend_params(request) -> GenerateParams:
     """Tiny-profile params (`make_params`) of each backend on its tiny model."""
-    return make_params(tiny_sdxl if request.param == "sdxl" else tiny_specs, backend=request.param)
+    specs = request.getfixturevalue({"sd1": "tiny_specs", "sdxl": "tiny_sdxl", "sd3": "tiny_sd3"}[request.param])
+    return make_params(specs, backend=request.param)
 
 
 def make_params(specs: tuple[ModelSpec, ClipSpec], **overrides) -> GenerateParams:

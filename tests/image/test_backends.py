@@ -54,11 +54,13 @@ def test_sd1_renders_the_pixels_it_rendered_before_the_backend_protocol(tiny_par
 
 
 def test_each_backend_name_has_its_class_and_needs_and_is_keyed(tiny_params, image_models):
-    assert set(get_args(GenerateParams.model_fields["backend"].annotation)) == BACKEND_NEEDS.keys() == {"sd1", "sdxl"}
+    assert set(get_args(GenerateParams.model_fields["backend"].annotation)) == BACKEND_NEEDS.keys() == {"sd1", "sdxl",
+                                                                                                     "sd3"}
     for name, needs in BACKEND_NEEDS.items():
         backend = backends.chosen(tiny_params.model_copy(update={"backend": name}))
         assert f"{backend.__module__}:{backend.__qualname__}" == needs.entry
-        assert all(callable(getattr(backend, method)) for method in ("load", "encode", "condition", "denoise"))
+        assert all(callable(getattr(backend, method)) for method in ("load", "steps", "encode", "condition",
+                                                                         "denoise"))
     assert keyed_dump(tiny_params)["backend"] == "sd1"
     diffusion = image_models.diffusion
     rows = diffusion.condition(diffusion.encode("a dog", "a cat"), 3, tiny_params.size)

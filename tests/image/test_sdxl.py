@@ -117,7 +117,7 @@ def test_batches_render_what_a_canonical_render_does(sdxl_params, sdxl):
 
 def test_a_pair_of_each_backend_goes_through_generate_and_selection(backend_params, tmp_path):
     models = render.load_models(backend_params)
-    assert type(models.diffusion).__name__ == {"sd1": "SD1", "sdxl": "SDXL"}[backend_params.backend]
+    assert type(models.diffusion).__name__ == {"sd1": "SD1", "sdxl": "SDXL", "sd3": "SD3"}[backend_params.backend]
     scores, _, rendered = screen(PAIRS.head(1), backend_params, models)
     assert rendered == scores.height == 4 and scores["unet_evals"].to_list() == [4 * 3] * 4
 

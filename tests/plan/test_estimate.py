@@ -95,6 +95,8 @@ def test_the_estimate_scales_the_sample_and_spreads_tasks_over_workers(tiny_spec
     sdxl = estimate.estimate(measured(), params.model_copy(update={"backend": "sdxl"}), 1, 64, adaptive=False)
     assert sdxl.unet_rows == off.unet_rows and sdxl.gpu_hours == off.gpu_hours  # same rows; this device measured
     assert sdxl.h100_hours == pytest.approx(off.h100_hours * 6761.2 / 803.3)  # UNet GFLOPs at 1024 px / at 512 px
+    sd3 = estimate.estimate(measured(), params.model_copy(update={"backend": "sd3"}), 1, 64, adaptive=False)
+    assert sd3.h100_hours == pytest.approx(off.h100_hours * 11249.6 / 803.3)  # SD 3.5 Medium's transformer's
     on = estimate.estimate(measured(), params, 1, 64, adaptive=True)
     assert on.samples < off.samples and on.accepted == off.accepted and on.gpu_hours < off.gpu_hours
     fixed = 5.0 + 4.0 + 2 * 3.0

@@ -26,7 +26,7 @@ class Diffusion(Protocol):
     time on the device, as a compiled denoiser's CUDA graphs require)."""
 
     denoiser: torch.nn.Module  # called once per denoising step (what a UNet-time hook wraps)
-    scheduler: SchedulerMixin  # its config makes the render's Euler-ancestral scheduler
+    scheduler: SchedulerMixin  # its kind and config make the render's scheduler, which `steps` reads
     compile_mode: str | None
     device: torch.device
     dtype: torch.dtype
@@ -37,6 +37,11 @@ class Diffusion(Protocol):
     @classmethod
     def load(cls, params: GenerateParams) -> Diffusion:
         """The models `params` name (`generate.diffusion`, `vae`, placement, compile mode), loaded once per process."""
+
+    @staticmethod
+    def steps(scheduler: SchedulerMixin) -> list[Any]:
+        """The render's updates of a scheduler after `set_timesteps`, in order (`sampling.AncestralStep` or
+        `FlowStep`): `scale_input`, `noisy` (takes noise drawn for it), called as `step(prediction, latents, noise)`."""
 
     @classmethod
     def token_counts(cls, spec: ModelSpec, caption: str,
@@ -51,7 +56,8 @@ class Diffusion(Protocol):
 
     def denoise(self, rows: torch.Tensor, t: torch.Tensor, conditioning: Any,
                 shared: torch.Tensor | None) -> torch.Tensor:
-        """ε of every row at timestep `t`, P2P sharing per row pair as `shared` (`p2p.schedule`) directs."""
+        """The prediction (ε or velocity, as the scheduler's kind steps it) of every row at timestep `t`, P2P sharing
+        per row pair as `shared` (`p2p.schedule`) directs."""
 
     def decode(self, latents: torch.Tensor) -> torch.Tensor:
         """Images in [-1, 1] (N, 3, H, W) of denoised latents."""

@@ -4,8 +4,10 @@ an 8x VAE, and the folder's Euler-ancestral ε-prediction scheduler. A sample's 
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, UNet2DConditionModel
@@ -15,7 +17,7 @@ from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dt
 from tasks.core.specs import ModelSpec
 from tasks.image import p2p
 from tasks.image.params import GenerateParams
-from tasks.image.sampling import compile_mode
+from tasks.image.sampling import ancestral_steps, compile_mode
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class SD1:
     latent_factor: int
     scaling_factor: float
     lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+    steps = staticmethod(ancestral_steps)
 
     @classmethod
     def assemble(cls, tokenizer: CLIPTokenizer, text_encoder: torch.nn.Module, unet: torch.nn.Module,
@@ -106,19 +109,21 @@ class SD1:
         return self.vae.decode(latents / self.scaling_factor).sample
 
 
-def load_parts(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool,
-               encoders: dict[str, type]) -> tuple[dict[str, torch.nn.Module], torch.device, torch.dtype]:
-    """The UNet, VAE (`vae` replaces the folder's vae/) and text `encoders` (subfolder -> class) of `spec`'s diffusers
-    folder (id or path), on its device and dtype (fp32 on CPU: resolve_dtype) in eval mode; `channels_last` stores
-    the UNet and VAE convolutions NHWC."""
+def load_parts(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool, encoders: dict[str, type],
+               denoiser: tuple[str, type] = ("unet", UNet2DConditionModel),
+               ) -> tuple[dict[str, torch.nn.Module], torch.device, torch.dtype]:
+    """The `denoiser` (subfolder, class), VAE (`vae` replaces the folder's vae/) and text `encoders` (subfolder ->
+    class) of `spec`'s diffusers folder (id or path), on its device and dtype (fp32 on CPU: resolve_dtype) in eval
+    mode; `channels_last` stores the denoiser's and VAE's convolutions NHWC."""
     path, device, kwargs = spec.local(), resolve_device(spec), hub_kwargs(spec)
     dtype = resolve_dtype(spec, device)
     if vae is None:
         vae_model = AutoencoderKL.from_pretrained(path, subfolder="vae", dtype=dtype, **kwargs)
     else:
         vae_model = AutoencoderKL.from_pretrained(vae.local(), dtype=dtype, **hub_kwargs(vae))
-    unet = UNet2DConditionModel.from_pretrained(path, subfolder="unet", dtype=dtype, **kwargs)
-    parts = {"unet": unet, "vae": vae_model, **{name: model.from_pretrained(path, subfolder=name, dtype=dtype, **kwargs)
+    folder, kind = denoiser
+    unet = kind.from_pretrained(path, subfolder=folder, dtype=dtype, **kwargs)
+    parts = {folder: unet, "vae": vae_model, **{name: model.from_pretrained(path, subfolder=name, dtype=dtype, **kwargs)
                                                for name, model in encoders.items()}}
     for module in parts.values():
         module.to(device).eval().requires_grad_(False)
@@ -126,6 +131,12 @@ def load_parts(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool,
         unet.to(memory_format=torch.channels_last)
         vae_model.to(memory_format=torch.channels_last)
     return parts, device, dtype
+
+
+def model_index(spec: ModelSpec) -> dict:
+    """The folder's model_index.json ({} without one: a hub id not yet fetched)."""
+    index = Path(spec.local()) / "model_index.json"
+    return json.loads(index.read_text()) if index.is_file() else {}
 
 
 def load_scheduler(spec: ModelSpec) -> EulerAncestralDiscreteScheduler:

@@ -10,10 +10,8 @@ an fp16 VAE whose config sets `force_upcast` decodes in fp32 (sdxl-vae-fp16-fix 
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 from diffusers import EulerAncestralDiscreteScheduler
@@ -22,9 +20,9 @@ from transformers import CLIPTextModel, CLIPTextModelWithProjection, CLIPTokeniz
 from tasks.core.loading import load_once
 from tasks.core.specs import ModelSpec
 from tasks.image import p2p
-from tasks.image.backends.sd1 import load_parts, load_scheduler, load_tokenizer, token_counts
+from tasks.image.backends.sd1 import load_parts, load_scheduler, load_tokenizer, model_index, token_counts
 from tasks.image.params import GenerateParams
-from tasks.image.sampling import compile_mode
+from tasks.image.sampling import ancestral_steps, compile_mode
 
 
 @dataclass(frozen=True)
@@ -66,6 +64,7 @@ class SDXL:
     latent_channels: int
     latent_factor: int
     lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+    steps = staticmethod(ancestral_steps)
 
     @classmethod
     def load(cls, params: GenerateParams) -> SDXL:
@@ -116,8 +115,7 @@ class SDXL:
 
 def zeros_for_empty_prompt(spec: ModelSpec) -> bool:
     """model_index.json's `force_zeros_for_empty_prompt` (True without one or the key, as the pipeline's default)."""
-    index = Path(spec.local()) / "model_index.json"
-    return json.loads(index.read_text()).get("force_zeros_for_empty_prompt", True) if index.is_file() else True
+    return model_index(spec).get("force_zeros_for_empty_prompt", True)
 
 
 @load_once
