@@ -50,9 +50,9 @@ def load_models(params: GenerateParams) -> ImageModels:
 
 def sample_unit(params: GenerateParams, code: tuple[str, ...]) -> keys.Unit:
     """What fixes a sample besides its own values, running `code` (the declaration's `"module:name"` entries) and
-    the chosen backend's class (its `BackendNeeds.entry`: no other backend's code); the VAE runs where the diffusion
-    model does."""
-    return keys.unit("generate", (*code, params.needs.entry), params, [spec for _, spec in model_specs(params)],
+    the chosen backend's class (its `BackendNeeds.entry`: no other backend's code), imported here, so a stage imports
+    its backend whether or not its cache held every sample; the VAE runs where the diffusion model does."""
+    return keys.unit("generate", (*code, backends.chosen(params)), params, [spec for _, spec in model_specs(params)],
                      placed=(params.diffusion, params.clip))
 
 

@@ -102,7 +102,9 @@ def test_a_sample_keys_its_own_backends_code_and_no_other_backends(project_copy,
     assert OWN_CODE.keys() == BACKEND_NEEDS.keys()
     base = {name: unit_code(name) for name in BACKEND_NEEDS}
     assert len(set(base.values())) == len(base)
-    replace(project_copy / "tasks/image" / OWN_CODE[edited][0], *OWN_CODE[edited][1:])
+    path = project_copy / "tasks/image" / OWN_CODE[edited][0]
+    replace(path, *OWN_CODE[edited][1:])
+    source.IMPORTED.pop(path, None)  # as a fresh process, which imports the edited file (its key: what it runs)
     assert {name: unit_code(name) != base[name] for name in base} == {name: name == edited for name in base}
     edited_keys = {name: unit_code(name) for name in base}
     replace(project_copy / "tasks/image/params.py", "h100_rows_per_second=SDXL_1024_H100_ROWS_PER_SECOND",

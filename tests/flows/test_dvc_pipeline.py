@@ -375,8 +375,9 @@ MODEL_LIBRARIES = ("torch", "transformers", "diffusers", "open_clip", "sentence_
 STAGE_MODULES = {"tasks/text/relations.py": "relations", "tasks/image/generate.py": "generate",
                  "flows/image/generate.py": "generate", "tasks/image/selection.py": "selection",
                  "flows/image/selection.py": "selection", "tasks/release/mixtures.py": "mixtures",
-                 "flows/release/export.py": "export", "tasks/release/gallery.py": "gallery"}
-"""A stage's own modules: an edit of one stales that stage alone."""
+                 "flows/release/export.py": "export", "tasks/release/gallery.py": "gallery",
+                 "tasks/text/edits/swap.py": {"sites", "candidates"}}
+"""A stage's own modules: an edit of one stales that stage alone (an edit type's module: the two steps running it)."""
 SECTION_MODULES = ("tasks/judge/params.py", "tasks/validation/params.py", "tasks/text/params.py")
 """Params-section modules: an edit of one stales exactly the stages whose declarations read a section it defines."""
 
