@@ -36,12 +36,12 @@ from tasks.image.params import GenerateParams
 from tasks.image.thresholds import subjects_failure
 from tasks.toyworld import summary, truth
 
-CODE = (truth.pair_truth, backends.chosen)  # the backend `check_pair` loads and renders with
-
 
 def truth_unit(params: GenerateParams) -> keys.Unit:
+    """A pair's truth: `truth.pair_truth` run with the chosen backend's class (imported here), which `check_pair`
+    loads and renders with."""
     models = [spec for spec in (params.diffusion, params.vae) if spec is not None]
-    return keys.unit("truth", CODE, params, models)
+    return keys.unit("truth", (truth.pair_truth, backends.chosen(params)), params, models)
 
 
 @unit_task

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from flows.truth import truth_unit
 from tasks.core import code, source
 from tasks.core.specs import ModelSpec
 from tasks.image import render
@@ -83,10 +84,11 @@ def test_an_edit_the_sampler_executes_changes_it_and_reverting_restores_it(proje
     assert sample_identity().key != base
 
 
-def unit_code(backend: str) -> str:
-    """The code key of a `backend` sample as `render.sample_unit` builds it (a pinned revision: nothing fetched)."""
+def unit_code(backend: str) -> tuple[str, str]:
+    """The code keys of a `backend` sample and of its truth, as `render.sample_unit` and `truth_unit` build them (a
+    pinned revision: nothing fetched)."""
     params = GenerateParams(backend=backend, diffusion=ModelSpec(id="org/model", revision="0" * 40), vae=None)
-    return render.sample_unit(params, stage("generate").code).code
+    return render.sample_unit(params, stage("generate").code).code, truth_unit(params).code
 
 
 OWN_CODE = {  # per backend: an edit to code only its samples run
@@ -101,11 +103,12 @@ def test_a_sample_keys_its_own_backends_code_and_no_other_backends(project_copy,
     """A backend change re-renders; another backend's code, or its declaration, does not."""
     assert OWN_CODE.keys() == BACKEND_NEEDS.keys()
     base = {name: unit_code(name) for name in BACKEND_NEEDS}
-    assert len(set(base.values())) == len(base)
+    assert len({key for keys in base.values() for key in keys}) == 2 * len(base)
     path = project_copy / "tasks/image" / OWN_CODE[edited][0]
     replace(path, *OWN_CODE[edited][1:])
     source.IMPORTED.pop(path, None)  # as a fresh process, which imports the edited file (its key: what it runs)
-    assert {name: unit_code(name) != base[name] for name in base} == {name: name == edited for name in base}
+    assert {name: tuple(map(str.__ne__, unit_code(name), base[name])) for name in base} == {
+        name: (name == edited,) * 2 for name in base}
     edited_keys = {name: unit_code(name) for name in base}
     replace(project_copy / "tasks/image/params.py", "h100_rows_per_second=SDXL_1024_H100_ROWS_PER_SECOND",
             "h100_rows_per_second=2 * SDXL_1024_H100_ROWS_PER_SECOND")
