@@ -1,9 +1,3 @@
 """Orchestration only: Prefect flows over the stage logic in `tasks`, the `cfgen` CLI the DVC stages call, the
 temporary Prefect server, progress reporting, the scheduled deployment and dataset-version diffs.
 """
-
-from pathlib import Path
-
-from flows.engine.workspace import share_result_store
-
-share_result_store(Path.cwd())

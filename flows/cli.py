@@ -2,8 +2,9 @@
 
 Every command resolves `params.yaml` (or `--params-file`) with `-p key=value` overrides into one validated `Params`,
 checks its inputs, outputs and models, and only then starts work (and at most one Prefect server). A mistake in any
-of them is one line on stderr and exit code 2; `--verbose` shows the traceback. Stage modules are imported by the
-command that runs them, so a DVC stage executes only its own code.
+of them is one line on stderr and exit code 2; `--verbose` shows the traceback. Stage modules, the models'
+pre-flight and the metrics table are imported by the commands that use them, so a DVC stage executes only its own
+code and the CLI's.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ import typer
 from rich.logging import RichHandler
 from typer.core import TyperGroup
 
-from flows.engine.console import VERBOSE, console, report_table, stop_on_signals, user_errors
-from flows.options import ParamOption, ParamsFile
-from flows.preflight import check_models, check_source
+from flows.engine.console import VERBOSE, console, stop_on_signals, user_errors
 from tasks.config import PARAMS_FILE, load_params, use_project_environment
 from tasks.core import schemas
-from tasks.core.io import check_distinct, check_input, check_outputs
+from tasks.core.io import check_distinct, check_input, check_outputs, check_source
 from tasks.stages import CAPTION_STEPS, Stage, TableStage, skip_reason, stage, stage_names, stages
 
+ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
+                                                        "similarity.upper=0.9 (repeatable)")]
+ParamsFile = Annotated[Path, typer.Option("--params-file", help="the params file to read")]
 STEP_COMMANDS = (*CAPTION_STEPS, "generate")  # `cfgen NAME SOURCE OUTPUT`, built when invoked (`_step_command`)
 STAGES_PANEL = "Stages (each a DVC stage, in DAG order)"
 GROUPS = {"flows.commands:tools": ("plan", "tiny-models", "synthetic-coco", "toy-world"),
@@ -99,9 +101,11 @@ def table_command(name: str):
             params = load_params(params_file, param or [], declared.sections)
             if declared.check is not None:
                 resolve_name(declared.check)(params)
-            from tasks.plan.preflight import running_sections
+            if declared.models:
+                from flows.preflight import check_models
+                from tasks.plan.preflight import running_sections
 
-            check_models(*running_sections(params, declared.models))
+                check_models(*running_sections(params, declared.models))
             from flows.runners import api_for, run_table
 
             with api_for(declared, params):
@@ -141,7 +145,10 @@ def captions(source: Path, output: Path, param: ParamOption = None, params_file:
         check_source(source)
         check_distinct(source, output, metrics)
         check_outputs(output, metrics)
+        from flows.preflight import check_models
+
         check_models(*(getattr(params, name) for name in CAPTION_STEPS if not skip_reason(name, params)))
+        from flows.engine.counters import report_table
         from flows.engine.sharding import task_runner
         from flows.runners import engine_api
         from flows.text import captions_flow
@@ -157,7 +164,8 @@ def ingest(source: Path, output: Path, metrics: MetricsOption = None) -> None:
         check_source(source)
         check_distinct(source, output, metrics)
         check_outputs(output, metrics)
-        from flows.text import ingest_task
+        from flows.engine.counters import report_table
+        from flows.ingest import ingest_task
 
         report_table([ingest_task.fn(source, output)], metrics)
 
@@ -174,7 +182,10 @@ def _step_command(name: str):
             check_distinct(source, output, metrics)
             check_outputs(output, metrics)
             if not skip_reason(name, params):
+                from flows.preflight import check_models
+
                 check_models(step.section(params))
+            from flows.engine.counters import report_table
             from flows.runners import api_for, run_step
 
             with api_for(step, params):
@@ -194,8 +205,11 @@ def selection(scores: Path, output: Path, selected_images: ImagesOption = None,
         check_input(scores, schemas.SAMPLES, "generate")
         check_distinct(scores, output, metrics)
         check_outputs(output, metrics)
+        from flows.preflight import check_models
+
         check_models(params.generate)
         images = selected_images or output.with_name(f"{output.stem}_images")  # never the pipeline's, unless told
+        from flows.engine.counters import report_table
         from flows.runners import api_for, run_step
 
         with api_for(step, params):

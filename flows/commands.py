@@ -9,11 +9,10 @@ from typing import Annotated
 import typer
 
 from flows.engine.console import OneLineUsage, console, user_errors
-from flows.options import ParamOption, ParamsFile
-from flows.preflight import check_source
+from flows.cli import ParamOption, ParamsFile
 from tasks.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
-from tasks.core.io import check_folder, check_outputs
+from tasks.core.io import check_folder, check_outputs, check_source
 from tasks.core.writing import write_json, write_text
 
 SEEDS = typer.Option(min=0, max=2**32 - 1, help="what every seeded generator takes (0 to 2**32-1)")

@@ -9,10 +9,11 @@ from typing import Annotated
 import typer
 
 from flows.engine.console import console, user_errors
-from flows.options import ParamOption, ParamsFile
-from flows.preflight import check_run_models, check_source, on_engine
+from flows.cli import ParamOption, ParamsFile
+from flows.preflight import check_run_models, on_engine
 from tasks.config import PARAMS_FILE, literal_overrides, load_params
 from tasks.core.errors import UserError
+from tasks.core.io import check_source
 
 dag = typer.Typer(add_completion=False)
 

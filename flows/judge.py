@@ -19,10 +19,9 @@ from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
 from flows.engine.caching import unit_task
-from flows.engine.console import console, report_table
-from flows.engine.counters import write_metrics
+from flows.engine.console import console
+from flows.engine.counters import report_table, stage_metrics, write_metrics
 from flows.engine.progress import StageProgress
-from flows.engine.sharding import stage_metrics
 from flows.engine.workspace import result_store
 from flows.validation import check_export, read_ratings
 from tasks.core import keys

@@ -1,20 +1,14 @@
-"""What every command checks before it starts work (and any server): its caption file, its models on this machine
-(as `cfgen plan` checks) and the engine its flows go through."""
+"""What a command checks before it starts work with models (and any server): its models on this machine (as `cfgen
+plan` checks) and the engine its flows go through. A stage without models never imports it."""
 
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 from typing import Any
 
 from tasks.core.errors import UserError
 from tasks.core.io import check_folder
 from tasks.core.params import Params
-
-
-def check_source(source: Path) -> None:
-    if not source.is_file():
-        raise UserError(f"caption file {source} does not exist")
 
 
 def check_models(*sections: Any) -> None:

@@ -29,7 +29,7 @@ def run_step(declared: Stage, params: Params, source: Path, output: Path, images
     """Data stage `declared` on `source`, written to `output` (selection: its winners' PNGs to `images`), on `runner`
     (None: the engine's)."""
     if declared.name == "ingest":
-        from flows.text import ingest_task
+        from flows.ingest import ingest_task
 
         return ingest_task.fn(source, output)
     runner = _runner(params, runner)
@@ -55,11 +55,15 @@ def run_table(declared: TableStage, params: Params, runner: TaskRunner | None = 
 @contextlib.contextmanager
 def engine_api(params: Params, sharded: bool = True) -> Iterator[None]:
     """One Prefect API for a command's flows (the running one, else a temporary one), the engine checked first when
-    they are sharded (`preflight.on_engine`)."""
+    they are sharded (`preflight.on_engine`; imported then only)."""
     from flows.engine.server import prefect_api
-    from flows.preflight import on_engine
 
-    with on_engine(params) if sharded else contextlib.nullcontext(), prefect_api():
+    with contextlib.ExitStack() as stack:
+        if sharded:
+            from flows.preflight import on_engine
+
+            stack.enter_context(on_engine(params))
+        stack.enter_context(prefect_api())
         yield
 
 

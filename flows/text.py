@@ -1,4 +1,5 @@
-"""Caption-engine flows: ingest -> sites -> saliency -> candidates -> relations -> similarity -> perplexity.
+"""Caption-engine flows: (ingest: `flows.ingest`) -> sites -> saliency -> candidates -> relations -> similarity ->
+perplexity.
 
 Each step is runnable alone (`stage_flow`, what the DVC stages call) on a parquet of the previous step's schema, and
 `captions_flow` chains them for any caption file. Every step writes its output, `<output>.rejects.parquet` and a
@@ -10,25 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.engine.sharding import run_sharded, stage_metrics
+from flows.engine.counters import stage_metrics
+from flows.engine.sharding import run_sharded
+from flows.ingest import ingest_task
 from tasks.core.fingerprints import content_hash
 from tasks.core.images import source_image_paths
 from tasks.core.io import read_frame, write_outputs
 from tasks.core.params import Params, PathsParams
 from tasks.stages import CAPTION_STEPS, skip_reason, stage
-
-
-@task
-def ingest_task(source: Path, output: Path) -> dict:
-    """Ingest needs no model and no shards: it reads the file once."""
-    from tasks.text.ingest import read_captions  # here: the other caption stages never run ingest's code
-
-    kept, rejects = read_captions(source)
-    write_outputs(kept, rejects, output)
-    return stage_metrics("ingest", kept.height + rejects.height, kept, rejects)
 
 
 def with_source_images(sites: pl.DataFrame, paths: PathsParams) -> pl.DataFrame:

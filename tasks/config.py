@@ -17,6 +17,7 @@ import difflib
 import json
 import os
 import sys
+import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args
@@ -172,7 +173,9 @@ def use_project_environment() -> None:
     """What the Makefile exports, for a `cfgen` run outside `make` (or a worker): offline Hugging Face libraries
     (models are fetched by the commands `cfgen plan` prints, never at run time) unless the variables say otherwise;
     without `NLTK_DATA`, `../shared/nltk_data` beside the project when present, else the project's `.nltk_data`.
-    Called before any Hugging Face library is imported (they read their variables once)."""
+    Called before any Hugging Face library or Prefect is imported (they read their variables once); in a DVC
+    experiment's copy, the result store is the workspace's (`share_result_store`)."""
+    share_result_store(Path.cwd())
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         os.environ.setdefault(name, "1")
     if os.environ.get("NLTK_DATA"):
@@ -181,3 +184,29 @@ def use_project_environment() -> None:
     os.environ["NLTK_DATA"] = str(shared if shared.is_dir() else ROOT / ".nltk_data")
     if "nltk" in sys.modules:  # it read NLTK_DATA as it was imported
         sys.modules["nltk"].data.path.insert(0, os.environ["NLTK_DATA"])
+
+
+EXPERIMENTS = (".dvc", "tmp", "exps")
+
+
+def experiment_workspace(path: Path) -> Path | None:
+    """The workspace whose temporary experiment copy holds `path`, or None."""
+    parts = path.parts
+    starts = [i for i in range(len(parts) - len(EXPERIMENTS)) if parts[i:i + len(EXPERIMENTS)] == EXPERIMENTS]
+    return Path(*parts[:starts[-1]]) if starts else None
+
+
+def share_result_store(cwd: Path) -> None:
+    """Point a relative Prefect result store at the workspace's when `cwd` is a DVC experiment's temporary copy
+    (`flows.engine.workspace`), before Prefect reads its settings."""
+    workspace = experiment_workspace(cwd)
+    if workspace is None:
+        return
+    store = os.environ.get("PREFECT_RESULTS_LOCAL_STORAGE_PATH")
+    if store is None:
+        config = cwd / "prefect.toml"
+        home = os.environ.get("PREFECT_HOME") or (tomllib.loads(config.read_text()).get("home") if config.is_file()
+                                                  else None)
+        store = os.path.join(home, "storage") if home else None
+    if store and not Path(store).expanduser().is_absolute():
+        os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(workspace / store)

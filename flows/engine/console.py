@@ -1,4 +1,4 @@
-"""The CLI's terminal side: stage metrics as a table, user errors and the storage's refusals as one line, SIGTERM and
+"""The CLI's terminal side: user errors and the storage's refusals as one line, SIGTERM and
 Ctrl-C as a clean exit within seconds."""
 
 from __future__ import annotations
@@ -10,16 +10,13 @@ import signal
 import threading
 import warnings
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from typer.core import TyperCommand
 
-from flows.engine.counters import write_metrics
 from tasks.core.errors import UserError
 
 STOP_GRACE_S = 5.0  # how long a stopped command may wait for its `with` blocks and atexit hooks
@@ -109,16 +106,3 @@ class OneLineUsage(TyperCommand):
 
 def show_json(result: Any) -> None:
     console.print_json(data=result)
-
-
-def report_table(metrics: list[dict], path: Path | None) -> None:
-    """Print a stage metrics table; with `path`, also write the metrics there (JSON: facts; counters in its run log,
-    `counters.write_metrics`)."""
-    table = Table("step", "rows in", "rows out", "rejects", "counters")
-    for m in metrics:
-        rejects = ", ".join(f"{k}={v}" for k, v in m["rejects"].items()) or "-"
-        counters = ", ".join(f"{k}={v}" for k, v in m.items() if k not in {"stage", "rows_in", "rows_out", "rejects"})
-        table.add_row(m["stage"], str(m["rows_in"]), str(m["rows_out"]), rejects, counters or "-")
-    console.print(table)
-    if path:
-        write_metrics(metrics[0] if len(metrics) == 1 else {m["stage"]: m for m in metrics}, path)

@@ -7,7 +7,6 @@ shards whose inputs changed and a killed run resumes from the shards it had fini
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,12 +50,6 @@ def task_runner(params: Params):
     check_api_reachable(engine.dask_address, PREFECT_API_URL.value() or "")
     pinned = all(spec.device != "auto" for _, spec in params.running_models()) if params.profile == "paper" else None
     return ClusterTaskRunner(engine.dask_address, engine.task_resources, pinned)
-
-
-def stage_metrics(stage: str, rows_in: int, kept: pl.DataFrame, rejects: pl.DataFrame, **extra: Any) -> dict:
-    reasons = Counter(rejects["reason"].to_list()) if "reason" in rejects.columns else Counter()
-    return {"stage": stage, "rows_in": rows_in, "rows_out": kept.height, "rejects": dict(sorted(reasons.items())),
-            **extra}
 
 
 @unit_task

@@ -16,8 +16,8 @@ from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import unmapped
 
+from flows.engine.counters import stage_metrics
 from flows.engine.progress import StageProgress
-from flows.engine.sharding import stage_metrics
 from flows.image import sample_records
 from tasks.core import keys
 from tasks.core.io import read_frame, write_outputs

@@ -18,8 +18,8 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import unmapped
 
+from flows.engine.counters import stage_metrics
 from flows.engine.progress import StageProgress
-from flows.engine.sharding import stage_metrics
 from flows.image import sample_records
 from tasks.core import keys
 from tasks.core.images import read_rgb

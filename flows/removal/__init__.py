@@ -11,8 +11,7 @@ from pathlib import Path
 import polars as pl
 from prefect import get_run_logger
 
-from flows.engine.counters import write_metrics
-from flows.engine.sharding import stage_metrics
+from flows.engine.counters import stage_metrics, write_metrics
 from tasks.core.io import write_outputs
 from tasks.core.params import Params
 

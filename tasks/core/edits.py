@@ -14,7 +14,7 @@ entries (`sites.types`, `judge.templates`, a `similarity.upper_by_type` bound if
 from __future__ import annotations
 
 import inspect
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 ARTICLES = ("a", "an")
 
@@ -77,6 +77,7 @@ class Swap(Edit):
 
 
 EDIT_TYPES: dict[str, type[Edit]] = {t.name: t for t in (Noun, Lexical, Quantifier, Insert, Delete, Swap)}
+EditType = Literal[tuple(EDIT_TYPES)]  # a params field naming one
 
 
 def described(name: str) -> tuple[str, str | None]:

@@ -57,6 +57,12 @@ def rejects_path(output: Path) -> Path:
     return output.with_suffix(".rejects.parquet")
 
 
+def check_source(source: Path) -> None:
+    """Raise a one-line `UserError` unless the caption file `source` (JSON or TSV, read by ingest) exists."""
+    if not Path(source).is_file():
+        raise UserError(f"caption file {source} does not exist")
+
+
 def check_input(path: Path, schema: dict[str, pl.DataType], produced_by: str) -> None:
     """Raise a one-line SchemaError unless `path` is a parquet file holding every column of `schema` (a publication
     of it a run left half done is completed first)."""
@@ -85,7 +91,7 @@ def _fits(actual: pl.DataType, expected: pl.DataType) -> bool:
 def read_frame(path: Path, schema: dict[str, pl.DataType], produced_by: str) -> pl.DataFrame:
     """The columns of `schema` from `path` (checked by `check_input`), cast to their types; read from one open file,
     so a publication renaming a new version in meanwhile is not half seen. A column of another type, a null where no
-    stage writes one (`schemas.REQUIRED`) or a row breaking `schemas.CHECKS` is a one-line SchemaError: the file is
+    stage writes one (`schemas.REQUIRED`) or a row breaking `schemas.checks` is a one-line SchemaError: the file is
     not what `produced_by` wrote."""
     check_input(path, schema, produced_by)
     with open(path, "rb") as file:
@@ -100,7 +106,7 @@ def read_frame(path: Path, schema: dict[str, pl.DataType], produced_by: str) -> 
         raise SchemaError(f"input {path}: values out of their columns' range (expected the output of `cfgen "
                           f"{produced_by}`)") from None
     broken = [(f"null {c}", pl.col(c).is_null()) for c in schema if c in schemas.REQUIRED] + \
-             [(words, ~rule) for columns, rule, words in schemas.CHECKS if set(columns) <= schema.keys()]
+             [(words, ~rule) for rule, words in schemas.checks(schema)]
     for words, breaks in broken:
         rows = frame.with_row_index().filter(breaks.fill_null(False))["index"]
         if len(rows):

@@ -12,12 +12,14 @@ from collections.abc import Iterable, Iterator
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, create_model, model_validator
 
-from tasks.core.fields import template, unkeyed
-from tasks.core.specs import ClipSpec, Frozen, ModelSpec, Rooted, model_specs
+from tasks.core.fields import Frozen, Rooted, template, unkeyed
+
+if TYPE_CHECKING:  # model specs are imported by the sections that hold models, and where models are asked for
+    from tasks.core.specs import ModelSpec
 
 PROFILES = ("demo", "paper")
 ImageName = template(image_id=139)  # formatted with an int id where it is all digits, else the id as text
@@ -141,6 +143,8 @@ class Params(Rooted):
 
     def running_models(self) -> Iterator[tuple[str, ModelSpec]]:
         """(params key, spec) of every model a run of these sections loads: each section's minus its `idle_models`."""
+        from tasks.core.specs import model_specs
+
         for name in self.sections:
             section = getattr(self, name)
             idle = {f"{name}.{field}" for field in section.idle_models()}
@@ -155,6 +159,8 @@ class Params(Rooted):
     @model_validator(mode="after")
     def _pinned(self) -> Params:
         if self.profile == "paper":
+            from tasks.core.specs import ClipSpec
+
             unpinned = [f"{key}: hub model {spec.id} has no pinned revision (the paper profile needs one)"
                         for key, spec in self.running_models() if not isinstance(spec, ClipSpec)
                         and spec.revision is None and not spec.id.startswith("pkg:") and not Path(spec.id).exists()]

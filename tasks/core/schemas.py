@@ -9,9 +9,9 @@ instead.
 
 from __future__ import annotations
 
-import polars as pl
+from collections.abc import Iterable, Iterator
 
-from tasks.core.edits import EDIT_TYPES
+import polars as pl
 
 Schema = dict[str, pl.DataType]
 
@@ -21,8 +21,7 @@ REQUIRED = frozenset({  # never null
     "original_word", "substitute", "tag", "n_tokens", "sample", "seed", "p2p_fraction", "guidance_scale", "image_o",
     "image_c", "file_name", "width", "height", "category", "decision", "edited_caption", "fill", "image_0", "image_1",
     "id", "caption_0", "caption_1", "split"})
-CHECKS = (  # (columns, holds on every row, in words)
-    (("edit_type",), pl.col("edit_type").is_in(list(EDIT_TYPES)), f"edit_type in {tuple(EDIT_TYPES)}"),
+CHECKS = (  # (columns, holds on every row, in words); and `edit_type` names a declared type (`checks`)
     (("caption", "start", "end"), pl.col("start").is_between(0, pl.col("end"))
      & (pl.col("end") <= pl.col("caption").str.len_chars()), "0 <= start <= end <= len(caption)"),
     (("position",), pl.col("position") >= 0, "position >= 0"),
@@ -32,6 +31,17 @@ CHECKS = (  # (columns, holds on every row, in words)
     (("guidance_scale",), pl.col("guidance_scale").is_finite(), "a finite guidance_scale"),
     (("width", "height"), (pl.col("width") > 0) & (pl.col("height") > 0), "width, height > 0"),
 )
+
+
+def checks(columns: Iterable[str]) -> Iterator[tuple[pl.Expr, str]]:
+    """(holds on every row, in words) of each check over `columns` only; the edit types are imported for a frame
+    with an `edit_type` column alone, so a stage writing none never runs their code."""
+    columns = set(columns)
+    if "edit_type" in columns:
+        from tasks.core.edits import EDIT_TYPES
+
+        yield pl.col("edit_type").is_in(list(EDIT_TYPES)), f"edit_type in {tuple(EDIT_TYPES)}"
+    yield from ((rule, words) for needs, rule, words in CHECKS if set(needs) <= columns)
 
 
 def rejects(schema: Schema) -> Schema:

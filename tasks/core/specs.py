@@ -3,57 +3,16 @@
 from __future__ import annotations
 
 import importlib.resources
-import types
-import typing
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, Field
 
 from tasks.core.errors import UserError
+from tasks.core.fields import Rooted
 
 PACKAGE_SCHEME = "pkg:"
-
-
-def admits_bool(annotation: Any) -> bool:
-    """Whether a field of this type may hold `True`/`False` (bool, Any, or a union or annotation with one)."""
-    if annotation is bool or annotation is Any:
-        return True
-    origin = typing.get_origin(annotation)
-    return (origin in (typing.Union, types.UnionType, typing.Annotated)
-            and any(admits_bool(arg) for arg in typing.get_args(annotation)))
-
-
-INT_LIMIT = 2**32  # no count, size or seed here comes near it; past it, libraries overflow or allocate without end
-
-
-class Frozen(BaseModel):
-    """Immutable, no unknown keys, no YAML `true`/`yes` read as the number 1, no integer of `INT_LIMIT` or more."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _plain_numbers(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for name, value in data.items():
-                field = cls.model_fields.get(name)
-                if isinstance(value, bool) and field is not None and not admits_bool(field.annotation):
-                    raise ValueError(f"{name} is {str(value).lower()} (a YAML boolean), expected "
-                                     f"{_shown(field.annotation)}")
-        return data
-
-    @field_validator("*")
-    @classmethod
-    def _within_int_limit(cls, value: Any) -> Any:
-        if type(value) is int and abs(value) >= INT_LIMIT:
-            raise ValueError(f"{value} is beyond ±2**32: more than any count, size or seed can be")
-        return value
-
-
-def _shown(annotation: Any) -> str:
-    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
 def resolve_path(value: str, root: Path | None = None) -> str:
@@ -68,23 +27,6 @@ def resolve_path(value: str, root: Path | None = None) -> str:
     if root is not None and not Path(value).is_absolute() and (root / value).exists():
         return str(root / value)
     return value
-
-
-class Rooted(Frozen):
-    """Remembers the folder its relative paths point into: the working directory params were loaded in (given as
-    validation context `root` by `load_params`; the project, where DVC runs every stage), against which data paths
-    resolve too. It travels with the object (pickled to a Dask worker on another host, in another directory) and is
-    in no dump, so in no cache key: a key never depends on where the project lives. Unset: the working directory."""
-
-    _root: Path | None = PrivateAttr(None)
-
-    def model_post_init(self, context: Any) -> None:
-        if isinstance(context, dict) and context.get("root") is not None:
-            self._root = Path(context["root"])
-
-    @property
-    def root(self) -> Path:
-        return self._root or Path.cwd()
 
 
 PLACEMENT = {"keyed": False}  # keyed as resolved where the model runs (`keys.placement`), never as written

@@ -9,9 +9,9 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from tasks.core.fields import VAE_FACTOR, Cosine, Seed, Unit, WordPrompt, ordered, unkeyed
+from tasks.core.fields import VAE_FACTOR, Cosine, Frozen, Seed, Unit, WordPrompt, ordered, unkeyed
 from tasks.core.params import Section
-from tasks.core.specs import ClipSpec, Frozen, ModelSpec
+from tasks.core.specs import ClipSpec, ModelSpec
 
 
 class AdaptiveParams(Frozen):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from tasks.core.fields import EditType, Unit, WordPrompt, unkeyed
+from tasks.core.edits import EditType
+from tasks.core.fields import Unit, WordPrompt, unkeyed
 from tasks.core.params import Section
 from tasks.core.schemas import JUDGE_QUESTIONS
 from tasks.core.specs import ModelSpec

@@ -6,8 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from tasks.core.edits import EDIT_TYPES
-from tasks.core.fields import Cosine, EditType, PosTag, Unit, unkeyed
+from tasks.core.edits import EDIT_TYPES, EditType
+from tasks.core.fields import Cosine, PosTag, Unit, unkeyed
 from tasks.core.params import Section
 from tasks.core.specs import ItmSpec, ModelSpec
 

@@ -81,8 +81,6 @@ class Determiner(Edit):
 
     name, masked = "determiner", False
 
-
-EDIT_TYPES["determiner"] = Determiner
 '''
 NEW_MODULE = '''
 from tasks.text.words import Site
@@ -113,11 +111,15 @@ def test_a_new_edit_type_is_its_class_its_module_and_its_params(tmp_path):
     project = tmp_path / "project"
     shutil.copytree(ROOT / "tasks", project / "tasks", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "params.yaml", project)
-    (project / "tasks/core/edits.py").write_text((project / "tasks/core/edits.py").read_text() + NEW_TYPE)
+    edits = project / "tasks/core/edits.py"
+    listed = "(Noun, Lexical, Quantifier, Insert, Delete, Swap)}"  # its line in EDIT_TYPES
+    text = edits.read_text().replace(listed, listed.replace("Swap)", "Swap, Determiner)"))
+    edits.write_text(text.replace("\n\nEDIT_TYPES: ", NEW_TYPE.rstrip() + "\n\n\nEDIT_TYPES: "))
     (project / "tasks/text/edits/determiner.py").write_text(textwrap.dedent(NEW_MODULE))
     out = subprocess.run([sys.executable, "-c", PROBE], cwd=project, capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": str(project), "NLTK_DATA": str(NLTK_DATA)})
-    assert out.stdout.strip().splitlines()[-1:] == ["['A dog on this couch.'] ['determiner', 'noun']"], out.stderr[-3000:]
+    expected = ["['A dog on this couch.'] ['determiner', 'noun']"]
+    assert out.stdout.strip().splitlines()[-1:] == expected, out.stderr[-3000:]
 
 
 @pytest.mark.parametrize(("span", "name", "word"), [(" a dog ", "quantifier", "a dog"), (" an apple", "noun", "apple"),

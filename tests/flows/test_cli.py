@@ -52,7 +52,7 @@ def assert_one_error(result: tuple[int, str, str, float], *needles: str, within:
 
 
 def one_row_parquet(path: Path, schema: dict[str, pl.DataType], **values) -> Path:
-    """One row holding `values` (a default for every other column, within `schemas.CHECKS`) with exactly `schema`'s
+    """One row holding `values` (a default for every other column, within `schemas.checks`) with exactly `schema`'s
     columns."""
     defaults = {pl.String: "x", pl.Int64: 0, pl.Float64: 0.0, pl.Boolean: False}
     values = {"edit_type": "noun", **values}

@@ -3,13 +3,16 @@
     python -m tests.tracing.code_deps TRACE REPO
 
 rewrites the code entries (`flows/`, `tasks/`) of every stage's `deps:` in this project's `dvc.yaml` and
-`demo/dvc.yaml` to what the stage imported in the traced copy REPO; its other deps (data) are kept, first. Every
+`demo/dvc.yaml` to what the stage imported in the traced copy REPO, less the modules that run nothing but a docstring
+(a package's `__init__.py` that only describes it: no edit to it changes what a stage computes, so none reruns one);
+its other deps (data) are kept, first. Every
 `deps:` is written in one canonical flow style, a line per package folder, so one stage reads in one screen; the
 DVC test prints this command, with its own TRACE and REPO, when a stage's code deps are wrong.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import sys
@@ -90,9 +93,15 @@ def traced(trace: Path) -> dict[str, dict[str, set[str]]]:
     return found
 
 
+def runs_code(module: Path) -> bool:
+    """Whether the module's body holds anything besides its docstring."""
+    body = ast.parse(module.read_bytes()).body
+    return len(body) > (1 if ast.get_docstring(ast.Module(body=body, type_ignores=[])) is not None else 0)
+
+
 def imported(trace: Path, repo: Path) -> dict[str, set[str]]:
-    """Per stage, the project modules its processes imported, relative to `repo`."""
-    return {name: {Path(m).relative_to(repo).as_posix() for m in seen["modules"]}
+    """Per stage, the project modules its processes imported that run code, relative to `repo`."""
+    return {name: {Path(m).relative_to(repo).as_posix() for m in seen["modules"] if runs_code(Path(m))}
             for name, seen in traced(trace).items()}
 
 

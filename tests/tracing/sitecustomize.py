@@ -5,7 +5,7 @@ DVC stage's process (`DVC_STAGE` set) and with `CFGEN_TRACE_DIR` set, it records
   (its Rust reader opens files unseen by Python);
 - every project module it imported (`tasks.*`, `flows.*`, however imported: an entry point's `load` too), as its
   source file;
-- every params key read: a field of the typed params (`tasks.core.specs.Frozen`) reached from `Params`, as its
+- every params key read: a field of the typed params (`tasks.core.fields.Frozen`) reached from `Params`, as its
   dotted path (`generate.steps`), the path carried from parent to child as attributes are read; leaves apart from
   sections (`generate.clip`: read whole when a spec is compared, dumped or hashed).
 
@@ -148,7 +148,7 @@ def _record_sources(polars) -> None:
             setattr(polars, name, wrap(getattr(polars, name)))
 
 
-PATCHES = {"tasks.core.specs": lambda module: _record(module.Frozen), "tasks.config": _loading,
+PATCHES = {"tasks.core.fields": lambda module: _record(module.Frozen), "tasks.config": _loading,
            "polars": _record_sources}
 
 
