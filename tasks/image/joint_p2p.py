@@ -21,12 +21,7 @@ import torch
 import torch.nn.functional as F
 from diffusers.models.attention_processor import Attention
 
-
-def share_rows(x: torch.Tensor, shared: torch.Tensor) -> torch.Tensor:
-    """`x` with each shared pair's c row replaced by its o row; rows are (o, c) pairs on dim 0."""
-    x = x.unflatten(0, (-1, 2))
-    mask = shared.view(-1, *([1] * (x.ndim - 2)))
-    return torch.stack([x[:, 0], torch.where(mask, x[:, 0], x[:, 1])], 1).flatten(0, 1)
+from tasks.image.p2p import share_rows
 
 
 def heads(attn: Attention, x: torch.Tensor) -> torch.Tensor:
@@ -74,7 +69,8 @@ def install(transformer: torch.nn.Module, layers: Sequence[int] | None) -> None:
     `layers` lists (None: all)."""
     blocks = range(len(transformer.transformer_blocks))
     if layers is not None and not set(layers) <= set(blocks):
-        raise ValueError(f"generate.p2p_layers {sorted(layers)} names blocks the transformer lacks (0..{len(blocks) - 1})")
+        raise ValueError(f"generate.p2p_layers {sorted(layers)} names blocks the transformer lacks "
+                         f"(0..{len(blocks) - 1})")
     chosen = set(blocks if layers is None else layers)
     transformer.set_attn_processor({name: JointP2PProcessor(int(name.split(".")[1]) in chosen)
                                     for name in transformer.attn_processors})

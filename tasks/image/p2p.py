@@ -36,15 +36,12 @@ def schedule(fractions: Sequence[float], steps: int, device: torch.device) -> li
     return [table[i] if any(row) else None for i, row in enumerate(active)]
 
 
-def share_maps(query: torch.Tensor, key: torch.Tensor, shared: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(query, key) with each shared pair's c row replaced by its o row; rows are (o, c) pairs on dim 0."""
-    mask = shared.view(-1, *([1] * (query.ndim - 1)))
-
-    def swap(x: torch.Tensor) -> torch.Tensor:
-        x = x.unflatten(0, (-1, 2))
-        return torch.stack([x[:, 0], torch.where(mask, x[:, 0], x[:, 1])], 1).flatten(0, 1)
-
-    return swap(query), swap(key)
+def share_rows(x: torch.Tensor, shared: torch.Tensor) -> torch.Tensor:
+    """`x` (queries, keys or values) with each shared pair's c row replaced by its o row; rows are (o, c) pairs on
+    dim 0."""
+    x = x.unflatten(0, (-1, 2))
+    mask = shared.view(-1, *([1] * (x.ndim - 2)))
+    return torch.stack([x[:, 0], torch.where(mask, x[:, 0], x[:, 1])], 1).flatten(0, 1)
 
 
 def tokens(original: Sequence[int], counterfactual: Sequence[int]) -> list[int]:
@@ -106,7 +103,7 @@ class P2PAttnProcessor:
         if attn.norm_k is not None:
             key = attn.norm_k(key)
         if p2p_shared is not None and not cross:
-            query, key = share_maps(query, key, p2p_shared)
+            query, key = (share_rows(x, p2p_shared) for x in (query, key))
         out = F.scaled_dot_product_attention(query, key, value, dropout_p=0.0, is_causal=False)
         if p2p_shared is not None and cross and p2p_tokens is not None:
             out = share_tokens(out, query, key, value, p2p_shared, p2p_tokens)

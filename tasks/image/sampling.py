@@ -130,7 +130,6 @@ def flow_steps(scheduler: FlowMatchEulerDiscreteScheduler) -> list[FlowStep]:
     return [FlowStep(sigmas[i], sigmas[i + 1]) for i in range(len(scheduler.timesteps))]
 
 
-
 @torch.inference_mode()
 def render(diffusion: Diffusion, prompts: Any, samples: Sequence[Sample], steps: int, size: int) -> Rendered:
     """Denoise S samples (`prompts`: the backend's `encode`) in denoiser batches of 4S rows

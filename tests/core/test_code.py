@@ -16,6 +16,7 @@ from tasks.image import render
 from tasks.image.params import BACKEND_NEEDS, GenerateParams
 from tasks.stages import stage
 
+RETURN_ROWS = "    return torch.stack([x[:, 0], torch.where(mask, x[:, 0], x[:, 1])], 1).flatten(0, 1)"  # share_rows's
 SAMPLE = (*stage("generate").entries, BACKEND_NEEDS["sd1"].entry)  # an SD v1 sample's render and measurement
 
 
@@ -31,8 +32,8 @@ def replace(path: Path, old: str, new: str) -> None:
 
 def test_a_sample_follows_the_functions_it_runs_and_only_those():
     parts = sample_identity().parts
-    # sd1.SD1 -> p2p.install -> P2PAttnProcessor -> share_maps; render -> scoring -> schemas
-    assert {"tasks.image.p2p:share_maps", "tasks.image.p2p:P2PAttnProcessor", "tasks.image.sampling:render",
+    # sd1.SD1 -> p2p.install -> P2PAttnProcessor -> share_rows; render -> scoring -> schemas
+    assert {"tasks.image.p2p:share_rows", "tasks.image.p2p:P2PAttnProcessor", "tasks.image.sampling:render",
             "tasks.image.backends.sd1:SD1", "tasks.image.backends.sd1:load_diffusion",
             "tasks.image.scoring:ClipScorer", "tasks.core.schemas:SCORE_COLUMNS"} <= parts.keys()
     assert "tasks.image.sampling:plan_sample" not in parts  # the seeds are values of the key, not its code
@@ -57,8 +58,8 @@ def test_a_renamed_entry_fails_loudly(project_copy):
 def test_comments_docstrings_formatting_and_param_definitions_change_nothing(project_copy):
     base = sample_identity().key
     p2p, params = project_copy / "tasks/image/p2p.py", project_copy / "tasks/core/params.py"
-    replace(p2p, '"""(query, key) with each shared pair', '"""Query and key, with every shared pair')
-    replace(p2p, "    return swap(query), swap(key)\n", "\n\n    return swap(query), swap(key)  # o rows as they are\n")
+    replace(p2p, '"""`x` (queries, keys or values) with each', '"""Queries, keys or values `x`, with every')
+    replace(p2p, RETURN_ROWS, f"\n\n{RETURN_ROWS}  # o rows as they are")
     replace(p2p, "Prompt-to-Prompt attention sharing", "Prompt-to-Prompt (Hertz et al.) attention sharing")
     replace(params, "assembles only the sections", "assembles just the sections")
     replace(project_copy / "tasks/removal/params.py", "class RemovalMasksParams(Section):",
@@ -72,8 +73,8 @@ def test_an_edit_the_sampler_executes_changes_it_and_reverting_restores_it(proje
     base = sample_identity().key
     p2p = project_copy / "tasks/image/p2p.py"
     original = p2p.read_text()
-    replace(p2p, "    mask = shared.view(-1, *([1] * (query.ndim - 1)))",
-            "    mask = shared.view(-1, *([1] * (query.ndim - 1))).bool()")
+    replace(p2p, "    mask = shared.view(-1, *([1] * (x.ndim - 2)))",
+            "    mask = shared.view(-1, *([1] * (x.ndim - 2))).bool()")
     assert sample_identity().key != base
     p2p.write_text(original)
     assert sample_identity().key == base
@@ -94,7 +95,7 @@ def unit_code(backend: str) -> tuple[str, str]:
 OWN_CODE = {  # per backend: an edit to code only its samples run
     "sd1": ("backends/sd1.py", "[uncond, uncond, cond_o, cond_c]", "[uncond, uncond, cond_c, cond_o]"),
     "sdxl": ("backends/sdxl.py", "states[0], pooled[0] = 0, 0", "states[0], pooled[0] = 0, 1"),
-    "sd3": ("joint_p2p.py", "torch.where(mask, x[:, 0], x[:, 1])", "torch.where(mask, x[:, 1], x[:, 0])"),
+    "sd3": ("joint_p2p.py", "for x in (query, key, value))", "for x in (query, key))"),
 }
 
 

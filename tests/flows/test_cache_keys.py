@@ -15,6 +15,7 @@ import pytest
 
 from flows.engine.counters import run_log
 from tests.conftest import ROOT
+from tests.core.test_code import RETURN_ROWS
 from tests.image.fixtures import PAIRS as PAIR_ROWS
 
 pytest_plugins = ["tests.image.fixtures"]
@@ -66,13 +67,13 @@ def test_only_what_a_sample_runs_or_calls_renders_again(project, tmp_path):
     edit(root / "tasks/core/params.py", "assembles only the sections", "assembles just the sections")  # a docstring
     edit(root / "tasks/removal/params.py", "class RemovalMasksParams(Section):",  # a comment, a param def
          "class RemovalMasksParams(Section):  # another stage's section\n    extra_knob: int = 3")
-    edit(root / "tasks/image/p2p.py", "    return swap(query), swap(key)", "\n    return swap(query), swap(key)  # ok")
+    edit(root / "tasks/image/p2p.py", RETURN_ROWS, f"\n{RETURN_ROWS}  # ok")
     assert rendered(project("similarity.upper=0.95", "removal_masks.alpha1=0.05")) == 0  # + other stages' params
 
     p2p = root / "tasks/image/p2p.py"
     before = p2p.read_text()
-    edit(p2p, "    mask = shared.view(-1, *([1] * (query.ndim - 1)))",
-         "    mask = shared.view(-1, *([1] * (query.ndim - 1))).bool()")  # inside the P2P processor
+    edit(p2p, "    mask = shared.view(-1, *([1] * (x.ndim - 2)))",
+         "    mask = shared.view(-1, *([1] * (x.ndim - 2))).bool()")  # inside the P2P processor
     assert rendered(project()) == 4
 
     site = tmp_path / "site" / "diffusers-99.0.0.dist-info"

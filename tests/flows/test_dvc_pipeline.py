@@ -710,9 +710,9 @@ def test_e_batch_sizes_and_n_samples_render_only_new_samples(repo):
 
 def test_f_code_edits_rerun_exactly_what_they_affect(repo):
     path, env = repo
-    p2p = path / "tasks/image/p2p.py"  # generate -> render -> sampling -> p2p.install -> processor -> share_maps
-    p2p.write_text(p2p.read_text().replace("    mask = shared.view(-1, *([1] * (query.ndim - 1)))",
-                                           "    mask = shared.view(-1, *([1] * (query.ndim - 1))).bool()"))
+    p2p = path / "tasks/image/p2p.py"  # generate -> render -> sampling -> p2p.install -> processor -> share_rows
+    p2p.write_text(p2p.read_text().replace("    mask = shared.view(-1, *([1] * (x.ndim - 2)))",
+                                           "    mask = shared.view(-1, *([1] * (x.ndim - 2))).bool()"))
     stages = timed_repro(path, env, "(f1) inside the P2P processor", "selection")
     assert stages == ["generate", "selection"]
     generated = metrics(path, "generate")

@@ -80,13 +80,12 @@ def test_sharing_keeps_the_layout_and_sharing_the_wrong_rows_does_not(diffusion,
     pairs = edited_pairs(24)
     shared, alone = layouts_kept(diffusion, pairs, 0.8), layouts_kept(diffusion, pairs, 0.0)
 
-    def wrong_rows(query: torch.Tensor, key: torch.Tensor, shared: torch.Tensor):
+    def wrong_rows(x: torch.Tensor, shared: torch.Tensor) -> torch.Tensor:
         """The mutant: a c row takes the o row of the other guidance half (unconditional <-> conditional)."""
-        q, k = (x.unflatten(0, (-1, 2)) for x in (query, key))
-        mask = shared.view(-1, *([1] * (query.ndim - 1)))
-        return tuple(torch.stack([x[:, 0], torch.where(mask, x[:, 0].roll(1, 0), x[:, 1])], 1).flatten(0, 1)
-                     for x in (q, k))
+        x = x.unflatten(0, (-1, 2))
+        mask = shared.view(-1, *([1] * (x.ndim - 2)))
+        return torch.stack([x[:, 0], torch.where(mask, x[:, 0].roll(1, 0), x[:, 1])], 1).flatten(0, 1)
 
-    monkeypatch.setattr(p2p, "share_maps", wrong_rows)
+    monkeypatch.setattr(p2p, "share_rows", wrong_rows)
     mutant = layouts_kept(diffusion, pairs, 0.8)
     assert shared > max(alone, mutant), (shared, alone, mutant)
