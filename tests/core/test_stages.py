@@ -124,6 +124,24 @@ def test_a_step_commands_help_comes_from_its_declaration_and_imports_no_stage_lo
     assert "Lexical-relation filter" in shown  # the first paragraph of tasks/text/relations.py's docstring
 
 
+SHARED_CODE = {  # what every stage runs: the CLI and its console, params, schemas, stage I/O, the manifest
+    "flows/cli.py", "flows/engine/console.py", "tasks/__init__.py", "tasks/config.py", "tasks/core/errors.py",
+    "tasks/core/fields.py", "tasks/core/io.py", "tasks/core/params.py", "tasks/core/schemas.py",
+    "tasks/core/source.py", "tasks/core/writing.py", "tasks/stages/__init__.py"}
+
+
+def test_the_code_every_dvc_stage_shares_is_the_cli_params_schemas_and_io():
+    """The code deps all 24 DVC stages share (as the DVC test's traced run holds them to what each imports): an edit
+    to a model pre-flight, the metrics table, the edit types or the model specs stales only the stages that run them.
+    A module that runs nothing but its docstring (`tasks/core/__init__.py`) is in no stage's deps."""
+    code = {file: [{d for d in stage["deps"] if code_deps.is_code(d)}
+                   for stage in yaml.safe_load((ROOT / file).read_text())["stages"].values()] for file in code_deps.FILES}
+    assert len(code["dvc.yaml"]) == 24 and set.intersection(*code["dvc.yaml"]) == SHARED_CODE
+    listed = set.union(*code["dvc.yaml"], *code["demo/dvc.yaml"])
+    assert all(code_deps.runs_code(ROOT / d) for d in listed)
+    assert "tasks/core/__init__.py" not in listed and not code_deps.runs_code(ROOT / "tasks/core/__init__.py")
+
+
 def test_each_dvc_stage_reads_in_one_screen_and_its_code_deps_are_rewritten_alone():
     """`dvc.yaml`'s deps are in the form `tests.tracing.code_deps` writes after a traced run, which changes a
     stage's code deps and nothing else; each stage's entry fits one screen (55 lines)."""
