@@ -73,6 +73,11 @@ def compile_mode(setting: str, device: torch.device) -> str | None:
     return None if setting == "off" else setting
 
 
+def compiled(denoiser: torch.nn.Module, mode: str | None) -> torch.nn.Module:
+    """`denoiser` under `torch.compile` in `mode` (`compile_mode`; None: eager, as it is)."""
+    return denoiser if mode is None else torch.compile(denoiser, mode=mode)
+
+
 @dataclass(frozen=True)
 class AncestralStep:
     """One step of `EulerAncestralDiscreteScheduler` (epsilon prediction) with its noise given, computed with the

@@ -17,7 +17,7 @@ from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dt
 from tasks.core.specs import ModelSpec
 from tasks.image import p2p
 from tasks.image.params import GenerateParams
-from tasks.image.sampling import ancestral_steps, compile_mode
+from tasks.image.sampling import ancestral_steps, compile_mode, compiled
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,23 @@ def token_counts(tokenizer: CLIPTokenizer, caption: str, counterfactual: str) ->
     return counts, tuple(n > tokenizer.model_max_length for n in counts)
 
 
+def latent_factor(vae: torch.nn.Module) -> int:
+    """How many pixels a latent spans per side: 2 per VAE down block after the first (8 for SD's)."""
+    return 2 ** (len(vae.config.block_out_channels) - 1)
+
+
+class ClipBound:
+    """A backend whose prompts are bound by the diffusion folder's CLIP tokenizer (77 tokens): `token_counts` from it
+    alone, no weights loaded."""
+
+    @classmethod
+    def token_counts(cls, spec: ModelSpec, caption: str,
+                     counterfactual: str) -> tuple[tuple[int, int], tuple[bool, bool]]:
+        return token_counts(load_tokenizer(spec), caption, counterfactual)
+
+
 @dataclass(frozen=True)
-class SD1:
+class SD1(ClipBound):
     """SD v1 components on one device/dtype, P2P processors installed in `unet` (compiled when `compile_mode` is
     set)."""
 
@@ -69,18 +84,13 @@ class SD1:
         processors, then `torch.compile` in `mode` (None: eager)."""
         p2p.install(unet)
         return cls(tokenizer=tokenizer, text_encoder=text_encoder,
-                   unet=unet if mode is None else torch.compile(unet, mode=mode), vae=vae, scheduler=scheduler,
-                   compile_mode=mode, device=device, dtype=dtype, latent_channels=unet.config.in_channels,
-                   latent_factor=2 ** (len(vae.config.block_out_channels) - 1), scaling_factor=scaling_factor)
+                   unet=compiled(unet, mode), vae=vae, scheduler=scheduler, compile_mode=mode, device=device,
+                   dtype=dtype, latent_channels=unet.config.in_channels, latent_factor=latent_factor(vae),
+                   scaling_factor=scaling_factor)
 
     @classmethod
     def load(cls, params: GenerateParams) -> SD1:
         return load_diffusion(params.diffusion, params.vae, params.channels_last, params.compile_unet)
-
-    @classmethod
-    def token_counts(cls, spec: ModelSpec, caption: str,
-                     counterfactual: str) -> tuple[tuple[int, int], tuple[bool, bool]]:
-        return token_counts(load_tokenizer(spec), caption, counterfactual)
 
     @property
     def denoiser(self) -> torch.nn.Module:

@@ -19,9 +19,9 @@ from transformers import CLIPTextModelWithProjection, CLIPTokenizer, T5EncoderMo
 from tasks.core.loading import hub_kwargs, load_once
 from tasks.core.specs import ModelSpec
 from tasks.image import joint_p2p
-from tasks.image.backends.sd1 import load_parts, load_tokenizer, model_index, token_counts
+from tasks.image.backends.sd1 import ClipBound, latent_factor, load_parts, load_tokenizer, model_index, token_counts
 from tasks.image.params import GenerateParams
-from tasks.image.sampling import compile_mode, flow_steps
+from tasks.image.sampling import compile_mode, compiled, flow_steps
 
 T5_TOKENS = 256  # the pipeline's default `max_sequence_length`
 
@@ -38,9 +38,10 @@ class Prompts:
 
 
 @dataclass(frozen=True)
-class SD3:
+class SD3(ClipBound):
     """SD3 components on one device/dtype, `joint_p2p` processors installed in `transformer` (compiled when
-    `compile_mode` is set); `t5`: (tokenizer, encoder), or None (zeros in its place)."""
+    `compile_mode` is set); `t5`: (tokenizer, encoder), or None (zeros in its place). CLIP's 77 tokens bind the
+    prompts (T5 reads 256)."""
 
     tokenizers: tuple[CLIPTokenizer, CLIPTokenizer]
     text_encoders: tuple[torch.nn.Module, torch.nn.Module]
@@ -61,11 +62,6 @@ class SD3:
     def load(cls, params: GenerateParams) -> SD3:
         return load_diffusion(params.diffusion, params.vae, params.p2p_layers, params.channels_last,
                               params.compile_unet)
-
-    @classmethod
-    def token_counts(cls, spec: ModelSpec, caption: str,
-                     counterfactual: str) -> tuple[tuple[int, int], tuple[bool, bool]]:
-        return token_counts(load_tokenizer(spec), caption, counterfactual)  # CLIP's 77 tokens bind (T5 reads 256)
 
     @property
     def denoiser(self) -> torch.nn.Module:
@@ -134,8 +130,6 @@ def load_diffusion(spec: ModelSpec, vae: ModelSpec | None, layers: tuple[int, ..
     return SD3(tokenizers=(load_tokenizer(spec), load_tokenizer(spec, "tokenizer_2")),
                text_encoders=(parts["text_encoder"], parts["text_encoder_2"]),
                t5=(t5_tokenizer, parts["text_encoder_3"]) if t5 else None,
-               transformer=transformer if mode is None else torch.compile(transformer, mode=mode), vae=vae_model,
-               scheduler=scheduler, compile_mode=mode, device=device, dtype=dtype,
-               latent_channels=transformer.config.in_channels,
-               latent_factor=2 ** (len(vae_model.config.block_out_channels) - 1),
-               text_width=transformer.config.joint_attention_dim)
+               transformer=compiled(transformer, mode), vae=vae_model, scheduler=scheduler, compile_mode=mode,
+               device=device, dtype=dtype, latent_channels=transformer.config.in_channels,
+               latent_factor=latent_factor(vae_model), text_width=transformer.config.joint_attention_dim)

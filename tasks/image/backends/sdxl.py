@@ -20,9 +20,10 @@ from transformers import CLIPTextModel, CLIPTextModelWithProjection, CLIPTokeniz
 from tasks.core.loading import load_once
 from tasks.core.specs import ModelSpec
 from tasks.image import p2p
-from tasks.image.backends.sd1 import load_parts, load_scheduler, load_tokenizer, model_index, token_counts
+from tasks.image.backends.sd1 import (ClipBound, latent_factor, load_parts, load_scheduler, load_tokenizer,
+                                      model_index, token_counts)
 from tasks.image.params import GenerateParams
-from tasks.image.sampling import ancestral_steps, compile_mode
+from tasks.image.sampling import ancestral_steps, compile_mode, compiled
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,9 @@ class Conditioning:
 
 
 @dataclass(frozen=True)
-class SDXL:
+class SDXL(ClipBound):
     """SDXL components on one device/dtype, P2P processors installed in `unet` (compiled when `compile_mode` is set);
-    `zero_uncond`: the folder's `force_zeros_for_empty_prompt`."""
+    `zero_uncond`: the folder's `force_zeros_for_empty_prompt`. Both tokenizers are one BPE of 77 tokens."""
 
     tokenizers: tuple[CLIPTokenizer, CLIPTokenizer]
     text_encoders: tuple[torch.nn.Module, torch.nn.Module]
@@ -69,11 +70,6 @@ class SDXL:
     @classmethod
     def load(cls, params: GenerateParams) -> SDXL:
         return load_diffusion(params.diffusion, params.vae, params.channels_last, params.compile_unet)
-
-    @classmethod
-    def token_counts(cls, spec: ModelSpec, caption: str,
-                     counterfactual: str) -> tuple[tuple[int, int], tuple[bool, bool]]:
-        return token_counts(load_tokenizer(spec), caption, counterfactual)  # both tokenizers: one BPE, 77 tokens
 
     @property
     def denoiser(self) -> torch.nn.Module:
@@ -132,7 +128,6 @@ def load_diffusion(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool =
     mode = compile_mode(compile_unet, device)
     return SDXL(tokenizers=(load_tokenizer(spec), load_tokenizer(spec, "tokenizer_2")),
                 text_encoders=(parts["text_encoder"], parts["text_encoder_2"]),
-                unet=unet if mode is None else torch.compile(unet, mode=mode), vae=vae_model,
-                scheduler=load_scheduler(spec), zero_uncond=zeros_for_empty_prompt(spec), compile_mode=mode,
-                device=device, dtype=dtype, latent_channels=unet.config.in_channels,
-                latent_factor=2 ** (len(vae_model.config.block_out_channels) - 1))
+                unet=compiled(unet, mode), vae=vae_model, scheduler=load_scheduler(spec),
+                zero_uncond=zeros_for_empty_prompt(spec), compile_mode=mode, device=device, dtype=dtype,
+                latent_channels=unet.config.in_channels, latent_factor=latent_factor(vae_model))
