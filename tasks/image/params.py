@@ -83,9 +83,9 @@ BACKEND_NEEDS = {
 class GenerateParams(Section):
     """Paired Prompt-to-Prompt sampling. `guidance_scale` and `p2p_fraction` are U(lo, hi) ranges drawn per sample."""
 
-    backend: Literal["sd1", "sdxl", "sd3"] = Field("sd1", description="the diffusion model family `diffusion` is "
-                                                                    "(`BACKEND_NEEDS`): sd1 is Stable Diffusion v1, "
-                                                                    "sdxl SDXL, sd3 SD3 / SD3.5 (flow matching)")
+    backend: Literal[tuple(BACKEND_NEEDS)] = Field("sd1", description="the diffusion model family `diffusion` is "
+                                                                     "(`BACKEND_NEEDS`): sd1 is Stable Diffusion v1, "
+                                                                     "sdxl SDXL, sd3 SD3 / SD3.5 (flow matching)")
     diffusion: ModelSpec = ModelSpec(id="stable-diffusion-v1-5/stable-diffusion-v1-5")
     vae: ModelSpec | None = Field(ModelSpec(id="stabilityai/sd-vae-ft-mse"),
                                   description="replaces the diffusion folder's vae/ (None keeps it); only its id and "
