@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, UNet2DConditionModel
@@ -40,6 +42,16 @@ def token_counts(tokenizer: CLIPTokenizer, caption: str, counterfactual: str) ->
     """Untruncated token counts of C_o and C_c, and whether each exceeds the tokenizer's limit (77 for SD)."""
     counts = tuple(len(ids) for ids in tokenizer([caption, counterfactual], verbose=False)["input_ids"])
     return counts, tuple(n > tokenizer.model_max_length for n in counts)
+
+
+def clip_states(tokenizers: Sequence[CLIPTokenizer], encoders: Sequence[torch.nn.Module], texts: list[str],
+                device: torch.device) -> tuple[list[torch.Tensor], torch.Tensor, list[Any]]:
+    """What SDXL and SD3 condition on, per CLIP encoder: its input ids of `texts` (padded and truncated to 77
+    tokens), and its outputs; with every encoder's penultimate states concatenated (len(texts), 77, sum of widths)."""
+    ids = [tokenizer(texts, padding="max_length", truncation=True, max_length=tokenizer.model_max_length,
+                     return_tensors="pt")["input_ids"] for tokenizer in tokenizers]
+    outs = [encoder(one.to(device), output_hidden_states=True) for encoder, one in zip(encoders, ids)]
+    return ids, torch.cat([out.hidden_states[-2] for out in outs], -1), outs
 
 
 def latent_factor(vae: torch.nn.Module) -> int:

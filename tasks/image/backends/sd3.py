@@ -19,7 +19,8 @@ from transformers import CLIPTextModelWithProjection, CLIPTokenizer, T5EncoderMo
 from tasks.core.loading import hub_kwargs, load_once
 from tasks.core.specs import ModelSpec
 from tasks.image import joint_p2p
-from tasks.image.backends.sd1 import ClipBound, latent_factor, load_parts, load_tokenizer, model_index, token_counts
+from tasks.image.backends.sd1 import (ClipBound, clip_states, latent_factor, load_parts, load_tokenizer, model_index,
+                                      token_counts)
 from tasks.image.params import GenerateParams
 from tasks.image.sampling import compile_mode, compiled, flow_steps
 
@@ -70,13 +71,8 @@ class SD3(ClipBound):
     @torch.inference_mode()
     def encode(self, caption: str, counterfactual: str) -> Prompts:
         """Prompts longer than CLIP's 77 tokens are truncated there and flagged."""
-        texts, states, pooled = ["", caption, counterfactual], [], []
-        for tokenizer, encoder in zip(self.tokenizers, self.text_encoders):
-            ids = tokenizer(texts, padding="max_length", truncation=True, max_length=tokenizer.model_max_length,
-                            return_tensors="pt")["input_ids"]
-            out = encoder(ids.to(self.device), output_hidden_states=True)
-            states.append(out.hidden_states[-2])
-            pooled.append(out[0])
+        texts = ["", caption, counterfactual]
+        _, clip, outs = clip_states(self.tokenizers, self.text_encoders, texts, self.device)
         if self.t5 is None:
             t5 = torch.zeros(3, T5_TOKENS, self.text_width, device=self.device, dtype=self.dtype)
         else:
@@ -84,9 +80,8 @@ class SD3(ClipBound):
             ids = tokenizer(texts, padding="max_length", max_length=T5_TOKENS, truncation=True,
                             add_special_tokens=True, return_tensors="pt")["input_ids"]
             t5 = encoder(ids.to(self.device))[0]
-        clip = torch.cat(states, -1)
         clip = torch.nn.functional.pad(clip, (0, t5.shape[-1] - clip.shape[-1]))
-        return Prompts(torch.cat([clip, t5], -2), torch.cat(pooled, -1),
+        return Prompts(torch.cat([clip, t5], -2), torch.cat([out[0] for out in outs], -1),
                        *token_counts(self.tokenizers[0], caption, counterfactual))
 
     def condition(self, prompts: Prompts, n: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:

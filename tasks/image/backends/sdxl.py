@@ -20,8 +20,8 @@ from transformers import CLIPTextModel, CLIPTextModelWithProjection, CLIPTokeniz
 from tasks.core.loading import load_once
 from tasks.core.specs import ModelSpec
 from tasks.image import p2p
-from tasks.image.backends.sd1 import (ClipBound, latent_factor, load_parts, load_scheduler, load_tokenizer,
-                                      model_index, token_counts)
+from tasks.image.backends.sd1 import (ClipBound, clip_states, latent_factor, load_parts, load_scheduler,
+                                      load_tokenizer, model_index, token_counts)
 from tasks.image.params import GenerateParams
 from tasks.image.sampling import ancestral_steps, compile_mode, compiled
 
@@ -78,13 +78,9 @@ class SDXL(ClipBound):
     @torch.inference_mode()
     def encode(self, caption: str, counterfactual: str) -> Prompts:
         """Prompts longer than 77 tokens are truncated and flagged."""
-        states, ids = [], []
-        for tokenizer, encoder in zip(self.tokenizers, self.text_encoders):
-            ids.append(tokenizer(["", caption, counterfactual], padding="max_length", truncation=True,
-                                 max_length=tokenizer.model_max_length, return_tensors="pt")["input_ids"])
-            out = encoder(ids[-1].to(self.device), output_hidden_states=True)
-            states.append(out.hidden_states[-2])
-        states, pooled = torch.cat(states, -1), out.text_embeds
+        ids, states, outs = clip_states(self.tokenizers, self.text_encoders, ["", caption, counterfactual],
+                                        self.device)
+        pooled = outs[-1].text_embeds
         if self.zero_uncond:
             states[0], pooled[0] = 0, 0
         columns = torch.tensor(p2p.tokens(ids[0][1].tolist(), ids[0][2].tolist()), device=self.device)
