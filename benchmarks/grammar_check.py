@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 from bench import ROOT, console, start, table
 
-from tasks.core.fields import EDIT_TYPES
+from tasks.core.edits import EDIT_TYPES
 from tasks.core.specs import ModelSpec
 from tasks.demo.params import TinyModelsParams
 from tasks.text import candidates, grammar, sites
@@ -37,7 +37,7 @@ def main(first: int = 0, count: int | None = None) -> None:
         models = build(captions["caption"].to_list(), Path(folder), TinyModelsParams())
         params = CandidatesParams(model=ModelSpec(id=str(models["mlm"])), batch_size=64)
         started = time.perf_counter()
-        found, _ = sites.run(captions, SitesParams(types=EDIT_TYPES))
+        found, _ = sites.run(captions, SitesParams(types=tuple(EDIT_TYPES)))
         kept, rejects = candidates.run(found, params, candidates.load_models(params))
         wall = time.perf_counter() - started
     result = table(f"Grammar check, COCO val2017 captions {first:,}-{first + captions.height:,} ({wall:.0f} s)",

@@ -73,7 +73,8 @@ class Swap(Edit):
     """two nouns, or two adjectives, of one caption exchanged (a dog on a couch → a couch on a dog)"""
 
     name, masked, subjects = "swap", False, True  # its two phrases: both words are in both images
-    defects = ("swap_not_exchanged", "swap_list_reorder", "swap_possessive", "swap_across_sentences")
+    defects = ("swap_not_exchanged", "swap_list_reorder", "swap_possessive", "swap_across_pronoun",
+               "swap_across_sentences")
 
 
 EDIT_TYPES: dict[str, type[Edit]] = {t.name: t for t in (Noun, Lexical, Quantifier, Insert, Delete, Swap)}

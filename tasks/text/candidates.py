@@ -28,7 +28,7 @@ from tasks.core.edits import EDIT_TYPES
 from tasks.core.loading import load_pretrained
 from tasks.text import edits, grammar, tagging
 from tasks.text.params import CandidatesParams
-from tasks.text.quantities import agree, disagreements
+from tasks.text.quantities import agree
 
 SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
 _SITE_COLUMNS = ("caption_id", "image_id", "caption", "edit_type", "tag", "position", "start", "end", "original_word")
@@ -112,12 +112,13 @@ def reject_reason(word_start: bool, fill: str, site: dict, params: CandidatesPar
 
 def caption_defect(row: dict, params: CandidatesParams) -> str | None:
     """Why a finished candidate row, however its rewrite was made, is no C_c (read on the whole caption, not the
-    edited word): an a / an disagreeing with its next word that C_o did not have, a word repeated right after itself
-    or among one noun's modifiers (`a bicycle bicycle`, `grammar.repeats`), a recounted phrase its verb disagrees with
-    (`two dogs chases`: a type's `rejects`), a noun given modifiers no one thing can be that C_o did not give it
-    (`grammar.contradictions`: `a small large dog`, `a red blue car`, `a square circle`)."""
+    edited word): an a / an of the edit disagreeing with its next word that C_o's span did not have
+    (`grammar.new_disagreements`), a word repeated right after itself or among one noun's modifiers (`a bicycle
+    bicycle`, `grammar.repeats`), a recounted phrase its verb disagrees with (`two dogs chases`: a type's `rejects`), a
+    noun given modifiers no one thing can be that C_o did not give it (`grammar.contradictions`: `a small large dog`,
+    `a red blue car`, `a square circle`)."""
     caption, candidate = row["caption"], row["candidate"]
-    if disagreements(candidate) > disagreements(caption):
+    if grammar.new_disagreements(row):
         return "article_disagreement"
     if grammar.repeats(candidate) > grammar.repeats(caption):
         return "repeated_word"

@@ -1,6 +1,8 @@
 """Grammar check of candidate rows: the defects a rule-made or masked-LM edit must not bring into C_c, counted.
 
-  article_disagreement    C_c has more a / an disagreeing with the next word's sound (inflect's rule) than C_o
+  article_disagreement    C_c's edit has an a / an disagreeing with the next word's sound (inflect's rule) that C_o's
+                          span did not have: the article before an edited or deleted word must be re-chosen (`in an
+                          photo` after deleting `old`, or `big` from `in an big photo`)
   repeated_word           C_c has more words repeated right after themselves, or among one noun's modifiers and the
                           noun, than C_o (`a bicycle bicycle`, `a small green small triangle`, `a square red square`)
   contradictory_adjectives  C_c gives a noun more modifiers that no one thing can be than C_o (`contradictions`:
@@ -13,6 +15,7 @@ Each rule reads C_o, the edit and WordNet / inflect only, not how the stages cho
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from functools import lru_cache
 from itertools import combinations
@@ -23,7 +26,7 @@ from nltk.corpus.reader.wordnet import Synset
 
 from tasks.core.edits import EDIT_TYPES
 from tasks.text import edits
-from tasks.text.quantities import disagreements
+from tasks.text.quantities import disagreeing
 from tasks.text.tagging import Token, tag_caption
 from tasks.text.words import WORDS
 
@@ -152,9 +155,17 @@ def contradictions(text: str) -> int:
                for modifiers, noun in _modifiers(text))
 
 
+def new_disagreements(row: dict) -> int:
+    """How many a / an of C_c's edit (`candidate[start:start + len(substitute)]`, the article before it and the word
+    after it included) disagree with their next word, beyond the same disagreeing pairs in C_o's span."""
+    start = row["start"]
+    made = disagreeing(row["candidate"], start, start + len(row["substitute"]))
+    return (Counter(made) - Counter(disagreeing(row["caption"], start, row["end"]))).total()
+
+
 def defects(row: dict, quantity_nouns: tuple[str, ...], numbers: tuple[str, ...]) -> list[str]:
     """The `DEFECTS` of one candidate row (a `candidates` schema dict)."""
-    found = {"article_disagreement": disagreements(row["candidate"]) > disagreements(row["caption"]),
+    found = {"article_disagreement": new_disagreements(row) > 0,
              "repeated_word": repeats(row["candidate"]) > repeats(row["caption"]),
              "contradictory_adjectives": contradictions(row["candidate"]) > contradictions(row["caption"])}
     if EDIT_TYPES[row["edit_type"]].defects:

@@ -59,9 +59,17 @@ def article(word: str) -> str:
     return _engine().a(word).split()[0]
 
 
-def disagreements(text: str) -> int:
-    """How many a / an in `text` disagree with the word after them."""
-    return sum(found.group(1).lower() != article(found.group(2)) for found in _ARTICLE_AND_WORD.finditer(text))
+def disagreeing(text: str, start: int = 0, end: int | None = None) -> list[str]:
+    """The a / an of `text` that disagree with the word after them, each as `article word` lower-cased, of those an
+    edit `text[start:end]` touches (the article, its word or the space between them inside it; an empty edit: the
+    article just before it and the word just after; default: the whole text)."""
+    end = len(text) if end is None else end
+
+    def touched(found: re.Match) -> bool:
+        return found.start() < end and found.end() > start if end > start else found.start() < start < found.end()
+
+    return [found.group(0).lower() for found in _ARTICLE_AND_WORD.finditer(text)
+            if found.group(1).lower() != article(found.group(2)) and touched(found)]
 
 
 def _word_ahead(text: str) -> str | None:
@@ -79,17 +87,17 @@ def _agreeing(old: str, word: str) -> str:
 
 def agree(caption: str, start: int, end: int, substitute: str) -> tuple[int, str]:
     """The edit `caption[start:end] -> substitute` as (start, substitute) with its articles agreeing: an article the
-    substitute opens with follows the word after it; the article just before the span, when it agreed with C_o's next
-    word and not with C_c's, is rewritten and becomes part of the edit (start moves back to it)."""
+    substitute opens with follows the word after it; the article just before the span is re-chosen for C_c's next
+    word whenever the edit changed that word (whether or not it agreed with C_o's: `in an big photo` loses `big` as
+    `in a photo`), and when rewritten becomes part of the edit (start moves back to it)."""
     if opening := _ARTICLE_OPENS.match(substitute):
         if word := _word_ahead(substitute[opening.end():] + caption[end:]):
             substitute = _agreeing(opening.group(1), word) + substitute[opening.end():]
     before = _ARTICLE_ENDS.search(caption, 0, start)
-    old_word, new_word = _word_ahead(caption[start:]), _word_ahead(substitute + caption[end:])
-    if before and old_word and new_word:
-        old = before.group(1)
-        if old.lower() == article(old_word) != article(new_word):
-            return before.start(), _agreeing(old, new_word) + before.group(2) + substitute
+    new_word = _word_ahead(substitute + caption[end:])
+    changed = new_word is not None and new_word != _word_ahead(caption[start:])
+    if before and changed and before.group(1).lower() != article(new_word):
+        return before.start(), _agreeing(before.group(1), new_word) + before.group(2) + substitute
     return start, substitute
 
 

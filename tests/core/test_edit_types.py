@@ -64,8 +64,8 @@ def test_a_behaviour_edit_rekeys_the_step_running_it_and_a_description_nothing(p
     replace(project_copy / "tasks/core/edits.py", "one noun swapped for a masked-LM fill",
             "one noun exchanged for a masked-LM fill")  # the datasheet's words: no code
     assert {name: identity(name) for name in base} == base
-    replace(project_copy / "tasks/text/edits/swap.py", 'SWAP_BARRIERS = ("CC", ",", ".", ":")',
-            'SWAP_BARRIERS = ("CC", ",", ".")')
+    replace(project_copy / "tasks/text/edits/swap.py", 'SWAP_BARRIERS = ("CC", ",", ".", ":", ',
+            'SWAP_BARRIERS = ("CC", ",", ".", ')
     assert {name: identity(name) == key for name, key in base.items()} == {
         "sites": False, "candidates": True, "relations": True, "generate": True}
     replace(project_copy / "tasks/text/edits/delete.py", 'return [""], None', 'return [" "], None')

@@ -367,7 +367,7 @@ def rewrites(caption: str, edit_type: str, params, mlm) -> list[tuple[int, str, 
     ("This is an advanced toilet.", [(8, "an advanced ", "a ", "This is a toilet.")]),
     ("An old hat.", [(0, "An old ", "A ", "A hat.")]),
     ("A large area.", [(0, "A large ", "An ", "An area.")]),
-    ("A man in an big hat.", [(12, "big ", "", "A man in an hat.")]),  # C_o disagreed: left as it was
+    ("A man in an big hat.", [(9, "an big ", "a ", "A man in a hat.")]),  # C_o disagreed: re-chosen all the same
 ])
 def test_a_delete_makes_the_article_agree_and_widens_the_edit_to_it(params, mlm, caption, rows):
     assert [r for r in rewrites(caption, "delete", params, mlm) if not r[1].startswith(" ")] == rows  # adjectives
@@ -377,6 +377,7 @@ def test_a_delete_makes_the_article_agree_and_widens_the_edit_to_it(params, mlm,
     ("A man rides a bike.", "umbrella", (12, "a bike", "an umbrella", "A man rides an umbrella.")),
     ("A man rides a bike.", "SUV", (12, "a bike", "an SUV", "A man rides an SUV.")),
     ("A man waits an minute.", "hour", (15, "minute", "hour", "A man waits an hour.")),  # C_o disagreed
+    ("A man waits an minute.", "day", (12, "an minute", "a day", "A man waits a day.")),  # ... re-chosen for C_c
     ("A man waits a minute.", "hour", (12, "a minute", "an hour", "A man waits an hour.")),
     ("A man sees an animal.", "unicorn", (11, "an animal", "a unicorn", "A man sees a unicorn.")),
 ])

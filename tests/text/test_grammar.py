@@ -34,7 +34,13 @@ KITCHEN = "a bunch of people in a kitchen start to prepare food"
     (row("A stone building.", "quantifier", "A stone building", "Two stone buildings"), []),  # a thing, not an act
     (row("This is an advanced toilet.", "delete", "advanced ", ""), ["article_disagreement"]),
     (row("This is an advanced toilet.", "delete", "an advanced ", "a "), []),
-    (row("A man in an big hat.", "delete", "big ", ""), []),  # C_o disagreed already: nothing new
+    (row("A man in an big hat.", "delete", "big ", ""), ["article_disagreement"]),  # the article is re-chosen
+    (row("A man in an big hat.", "delete", "an big ", "a "), []),
+    (row("A man in an old photo.", "delete", "old ", ""), ["article_disagreement"]),  # `in an photo`
+    (row("A man waits an minute.", "noun", "minute", "day"), ["article_disagreement"]),  # a fill after `an`
+    (row("An apple near a orange.", "noun", "apple", "pear"), ["article_disagreement"]),
+    (row("A bed on a old couch next to a cat.", "swap", "bed on a old couch next to a cat",
+         "cat on a old couch next to a bed"), []),  # C_o's own `a old`, untouched inside the span: nothing new
     (row("A man with a bike.", "noun", "a bike", "a umbrella"), ["article_disagreement"]),
     (row("a lot of computer screens", "quantifier", "a lot", "two lots"), ["quantity_noun_counted"]),
     (row("A couple sitting on a bench.", "quantifier", "A couple", "Two couples"), []),  # a couple: people
@@ -59,6 +65,13 @@ KITCHEN = "a bunch of people in a kitchen start to prepare food"
     (row("A sink with a vanity, toilet and shower.", "swap", "vanity, toilet", "toilet, vanity"),
      ["swap_list_reorder"]),
     (row("A dog's toy on a cat's bed.", "swap", "toy on a cat", "cat on a toy"), ["swap_possessive"]),
+    (row("A dog looking at it's cat on a couch.", "swap", "cat on a couch", "couch on a cat"), ["swap_possessive"]),
+    (row("A dog with its toy on a bed.", "swap", "dog with its toy on a bed", "bed with its toy on a dog"),
+     ["swap_possessive"]),  # a possessive between them (its: PRP$, no pronoun of a clause)
+    (row("A man's red car near a blue house.", "swap", "red car near a blue", "blue car near a red"),
+     ["swap_possessive"]),
+    (row("A cat on a bed as it is looking at a dog.", "swap", "cat on a bed as it is looking at a dog",
+         "dog on a bed as it is looking at a cat"), ["swap_across_pronoun"]),
     (row("A bed on the couch. A cat on the dog.", "swap", "couch. A cat", "cat. A couch"), ["swap_across_sentences"]),
     (row("A small red square.", "insert", "square", "large square"), ["contradictory_adjectives"]),
     (row("Three small green triangles.", "insert", "small", "large small"), ["contradictory_adjectives"]),

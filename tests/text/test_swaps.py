@@ -41,7 +41,11 @@ def swapped(caption: str) -> list[str]:
     ("A fire hydrant next to a dog.", []),  # a compound noun is no lone noun
     ("A woman's dog near a cat.", []),  # a possessor or a possessed noun moved: `a dog's woman`
     ("A dog's toy on a cat's bed.", []),
-    ("A man's red car near a blue house.", ["A man's red house near a blue car."]),  # nor a possessed adjective
+    ("A man's red car near a blue house.", []),  # a possessed phrase: `a man's red house`, nor its adjective
+    ("A dog looking at it's cat on a couch.", []),  # `it's` read as its: `it's couch on a cat`, `a couch ... dog`
+    ("A dog with its toy on a bed.", []),  # a possessive owns what follows it, and none is crossed
+    ("A cat on a bed as it is looking at a dog.", ["A bed on a cat as it is looking at a dog."]),  # `it` not crossed
+    ("A dog near a man's car by a tree.", []),  # a possessive they do not own between them
     ("A bathroom with a vanity, toilet and shower.", ["A vanity with a bathroom, toilet and shower."]),  # no list
     ("A dog on a rug. A cat on a couch.", ["A rug on a dog. A cat on a couch.",  # items reordered, no word moved
                                            "A dog on a rug. A couch on a cat."]),  # to another sentence
