@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 import pytest
 import torch
@@ -87,6 +89,26 @@ def test_fused_projections_share_exactly_like_separate_ones():
     assert attn.fused_projections
     torch.testing.assert_close(fused, separate, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(fused, explicit_attention(attn, hidden, hidden, shared.tolist()), rtol=1e-4, atol=1e-5)
+
+
+def test_the_processor_projects_with_the_fused_gemms(diffusion):
+    """In every attention layer of the loader's UNet, each call projects through its fused weights (`to_qkv` in
+    self-attention, `to_q` and `to_kv` in cross-attention); the separate projections they replaced never run."""
+    layers = [m for m in diffusion.unet.modules() if isinstance(m, Attention)]
+    calls: collections.Counter = collections.Counter()
+    handles = [getattr(layer, name).register_forward_hook(
+        lambda module, args, output, key=(layer.is_cross_attention, name): calls.update([key]))
+        for layer in layers for name in ("to_q", "to_k", "to_v", "to_qkv", "to_kv") if hasattr(layer, name)]
+    try:
+        prompts = diffusion.encode("a dog on a couch", "a cat on a couch")
+        render(diffusion, prompts, [Sample(5, 0.5, 9.0)], 2, TINY_IMAGE_SIZE)
+    finally:
+        for handle in handles:
+            handle.remove()
+    cross = sum(layer.is_cross_attention for layer in layers)
+    assert 0 < cross < len(layers)
+    assert calls == {(False, "to_qkv"): 2 * (len(layers) - cross), (True, "to_q"): 2 * cross,
+                     (True, "to_kv"): 2 * cross}  # one UNet call per step
 
 
 def test_real_unet_shares_per_sample_only_during_first_fraction(diffusion):

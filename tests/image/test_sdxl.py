@@ -61,6 +61,23 @@ def test_the_tokens_alignment_shares_equal_tokens_and_keeps_edited_ones():
     assert p2p.tokens([1, 5, 6, 2, 2], [1, 5, 8, 6, 2]) == [0, 1, 5 + 2, 2, 3]  # an insertion shifts the rest
 
 
+def test_encode_shares_the_cross_attention_maps_of_the_tokens_both_captions_hold_only(sdxl):
+    """The columns `encode` builds are `p2p.tokens` of C_o's and C_c's ids as the encoders read them (padded to 77):
+    an edited token keeps its own column (77 + j), an equal one takes the o map's; `condition` gives each o row every
+    token's own column and each c row those."""
+    diffusion = sdxl.diffusion
+    prompts = diffusion.encode(CAPTION, COUNTERFACTUAL)
+    tokenizer = diffusion.tokenizers[0]
+    ids = [tokenizer(text, padding="max_length", truncation=True, max_length=tokenizer.model_max_length).input_ids
+           for text in (CAPTION, COUNTERFACTUAL)]
+    want = p2p.tokens(*ids)
+    assert prompts.columns.tolist() == want and len(want) == 77
+    edited = [j for j, (o, c) in enumerate(zip(*ids)) if o != c]
+    assert edited and all(want[j] == 77 + j for j in edited)  # dog -> cat: the one column not shared
+    assert all(want[j] == j for j in range(77) if j not in edited)
+    assert diffusion.condition(prompts, 2, 32).columns.tolist() == [list(range(77)), want] * 2
+
+
 def explicit_cross(attn: Attention, hidden: torch.Tensor, context: torch.Tensor, columns: list[list[int]] | None):
     """Reference: softmax maps per row; each (o, c) pair's c map takes column j from `[map_o | map_c]` at
     `columns[pair][j]` (None: stock), times the c row's values."""
