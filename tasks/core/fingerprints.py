@@ -82,6 +82,20 @@ def fingerprint(spec: ModelSpec) -> str:
     return f"{spec.id}@{Path(snapshot).name}"
 
 
+def cached_file(spec: ModelSpec, name: str) -> Path | None:
+    """File `name` of `spec`'s local folder, else of the snapshot its revision resolves to in the local HF cache
+    (never the network); None where neither holds it."""
+    path = Path(spec.local()) / name
+    if path.is_file():
+        return path
+    if not is_hub_id(spec.id):
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(spec.id, name, cache_dir=hf_cache_dir(), revision=spec.revision)
+    return Path(found) if isinstance(found, str) else None
+
+
 def _open_clip():
     import open_clip
 

@@ -10,7 +10,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from tasks.core.errors import UserError
-from tasks.core.fields import Rooted
+from tasks.core.fields import Rooted, unkeyed
+from tasks.core.licenses import LICENSES
 
 PACKAGE_SCHEME = "pkg:"
 
@@ -33,14 +34,17 @@ PLACEMENT = {"keyed": False}  # keyed as resolved where the model runs (`keys.pl
 
 
 class ModelSpec(Rooted):
-    """A model's identity (hub id or local path + pinned revision) and where/how it runs. Keys and provenance use
-    `id` as written; `local()` is where this process loads a path from."""
+    """A model's identity (hub id or local path + pinned revision), where/how it runs and the license it comes under.
+    Keys and provenance use `id` as written; `local()` is where this process loads a path from."""
 
     id: str
     revision: str | None = None
     device: str = Field("auto", pattern=r"^(auto|cpu|mps|(cuda|xpu)(:\d+)?)$", json_schema_extra=PLACEMENT,
                         description="auto, cpu, mps, cuda or xpu (`cuda:1`: one device of several)")
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field("auto", json_schema_extra=PLACEMENT)
+    license: Literal[tuple(LICENSES)] | None = unkeyed(None, "the license the model comes under (a key of "
+                                                       "`licenses.LICENSES`; cfgen: the project's own); None: its "
+                                                       "model card's, else its image backend's")
 
     def local(self, value: str | None = None) -> str:
         """`value` (default: `id`; or this spec's `pretrained` / `config`) as this process loads it (`resolve_path`

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from tasks.core.fields import VAE_FACTOR, Cosine, Frozen, Seed, Unit, WordPrompt, ordered, unkeyed
+from tasks.core.licenses import LICENSES
 from tasks.core.params import Section
 from tasks.core.specs import ClipSpec, ModelSpec
 
@@ -28,13 +29,20 @@ class BackendNeeds:
     """What an image backend asks of a run, known without loading it: `entry`, its `backends.Diffusion` class
     (`"module:Class"`, resolved when chosen: a sample's key holds the chosen backend's code and no other's); UNet rows
     per sample per denoising step; the components of its diffusion folder that its loader reads besides vae/ (folder
-    -> files, one of which holds it); and the plan's reference rate, UNet rows/s on one H100 at `reference`."""
+    -> files, one of which holds it); the plan's reference rate, UNet rows/s on one H100 at `reference`; and the
+    license of the family's published weights (a key of `licenses.LICENSES`), which a diffusion spec naming none and
+    whose folder has no model card comes under."""
 
     entry: str
     rows_per_sample: int
     components: Mapping[str, tuple[str, ...]]
     h100_rows_per_second: float
     reference: str
+    license: str
+
+    def __post_init__(self) -> None:
+        if self.license not in LICENSES:
+            raise ValueError(f"backend license {self.license!r} is no key of licenses.LICENSES")
 
 
 CLIP_TEXT = ("config.json",)
@@ -61,7 +69,8 @@ BACKEND_NEEDS = {
                         components={"unet": ("config.json",), "text_encoder": CLIP_TEXT, "tokenizer": CLIP_TOKENIZER,
                                     "scheduler": ("scheduler_config.json",)},
                         h100_rows_per_second=H100_SD15_512_ROWS_PER_SECOND,
-                        reference="SD v1.5 at 512 px, measured 2026-11-27"),
+                        reference="SD v1.5 at 512 px, measured 2026-11-27",
+                        license="creativeml-openrail-m"),
     "sd3": BackendNeeds("tasks.image.backends.sd3:SD3",
                         rows_per_sample=4,  # as sd1: the o/c pair x (uncond, cond)
                         # the required ones: text_encoder_3/ and tokenizer_3/ (T5) are optional (zeros without them)
@@ -69,14 +78,16 @@ BACKEND_NEEDS = {
                                     "text_encoder_2": CLIP_TEXT, "tokenizer": CLIP_TOKENIZER,
                                     "tokenizer_2": CLIP_TOKENIZER, "scheduler": ("scheduler_config.json",)},
                         h100_rows_per_second=SD35_MEDIUM_1024_H100_ROWS_PER_SECOND,
-                        reference="SD 3.5 Medium at 1024 px, from SD v1.5's rate by denoiser FLOPs"),
+                        reference="SD 3.5 Medium at 1024 px, from SD v1.5's rate by denoiser FLOPs",
+                        license="stabilityai-ai-community"),
     "sdxl": BackendNeeds("tasks.image.backends.sdxl:SDXL",
                          rows_per_sample=4,  # as sd1: the o/c pair x (uncond, cond)
                          components={"unet": ("config.json",), "text_encoder": CLIP_TEXT, "text_encoder_2": CLIP_TEXT,
                                      "tokenizer": CLIP_TOKENIZER, "tokenizer_2": CLIP_TOKENIZER,
                                      "scheduler": ("scheduler_config.json",)},
                          h100_rows_per_second=SDXL_1024_H100_ROWS_PER_SECOND,
-                         reference="SDXL 1.0 at 1024 px, from SD v1.5's rate by UNet FLOPs"),
+                         reference="SDXL 1.0 at 1024 px, from SD v1.5's rate by UNet FLOPs",
+                         license="openrail++"),
 }
 
 

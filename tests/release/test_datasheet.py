@@ -8,9 +8,12 @@ import polars as pl
 import pytest
 
 from tasks.config import load_params
-from tasks.release import markdown
+from tasks.core.licenses import LICENSES, named
+from tasks.core.specs import ModelSpec
+from tasks.release import card, markdown
 from tasks.release.datasheet import altered_subjects, human_share, render_datasheet
-from tasks.release.params import DatasheetParams
+from tasks.release.params import DatasheetParams, ExportParams
+from tasks.release.provenance import license_of, model_licenses
 from tests.conftest import ROOT
 
 SWAPS = [("c0", "Man", "woman"), ("c1", "man", "Woman"), ("c2", "dog", "cat"), ("c3", "cat", "dog"),
@@ -26,6 +29,11 @@ PARAMS = {"profile": "demo", "candidates": {"model": {"id": "/home/someone/model
           "relations": {"reject": ["synonym", "hyponym"]}}
 MODELS = {"model_mlm": "/tmp/run/models/tiny/mlm@fp1234",
           "model_diffusion": "stable-diffusion-v1-5/stable-diffusion-v1-5@451f4fe"}
+LICENSED = {"mlm": named("cfgen"), "diffusion": named("creativeml-openrail-m")}
+SDXL_LICENSE = "https://huggingface.co/stabilityai/stable-diffusion-xl-base-1.0/blob/main/LICENSE.md"
+BACKEND_LICENSES = {"sd1": ("CreativeML OpenRAIL-M", "https://huggingface.co/spaces/CompVis/stable-diffusion-license"),
+                    "sdxl": ("CreativeML Open RAIL++-M", SDXL_LICENSE),
+                    "sd3": ("Stability AI Community License", "https://stability.ai/community-license-agreement")}
 
 
 def counterfactuals() -> pl.DataFrame:
@@ -34,7 +42,7 @@ def counterfactuals() -> pl.DataFrame:
 
 
 def sheet(**overrides) -> str:
-    args = dict(funnel=FUNNEL, stage_metrics=METRICS, params=PARAMS, models=MODELS,
+    args = dict(funnel=FUNNEL, stage_metrics=METRICS, params=PARAMS, models=MODELS, licenses=LICENSED,
                 table=altered_subjects(counterfactuals(), None), human_share=0.25, created="2026-03-04",
                 dp=DatasheetParams(top_subjects=3))
     return render_datasheet(**{**args, **overrides})
@@ -76,9 +84,10 @@ def test_datasheet_has_the_seven_sections_in_order_with_the_funnel_and_metrics()
     assert "407 instances" in text and "2026-03-04" in text and "25.0%" in text
     for stage, reason, count in [("similarity", "below_window", 314), ("selection", "no_sample_passed", 229)]:
         assert re.search(rf"^\| {stage} \| .* \| {reason} \| {count} \|$", text, flags=re.MULTILINE)
-    assert "| mlm | …/mlm@fp1234 |" in text
-    assert "| diffusion | stable-diffusion-v1-5/stable-diffusion-v1-5@451f4fe |" in text
-    assert "CC BY 4.0" in text and "OpenRAIL-M" in text
+    assert "| mlm | …/mlm@fp1234 | [Apache-2.0 (cfgen's own model)](https://www.apache.org/licenses/LICENSE-2.0) |" \
+        in text
+    assert "| diffusion | stable-diffusion-v1-5/stable-diffusion-v1-5@451f4fe | [CreativeML OpenRAIL-M](" in text
+    assert "CC BY 4.0" in text
 
 
 def test_datasheet_lists_every_param_and_the_top_subjects_only():
@@ -190,3 +199,63 @@ def test_the_judges_agreement_with_people_in_the_labeling_section():
     unlabelled = sheet(judge={**judge, "agreement": {**agreement, "pairs_compared": 0}})
     assert "its agreement is not measured" in unlabelled and "Cohen's kappa" not in unlabelled
     assert "VLM judge: off in this run" in sheet(judge={**judge, "enabled": False}) and "off in this run" in sheet()
+
+
+@pytest.mark.parametrize("backend", sorted(BACKEND_LICENSES))
+def test_the_datasheet_and_card_print_the_license_of_the_backend_that_ran(backend, tmp_path, monkeypatch):
+    """A diffusion spec naming no license, without a model card (an empty hub cache): its backend's, linked, in the
+    models table and the distribution section of the datasheet and of the card that embeds it."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    params = load_params(ROOT / "params.yaml", ["profile=paper", f"generate.backend={backend}",
+                                                "generate.diffusion.id=someone/a-diffusion-model"])
+    assert params.generate.diffusion.license is None
+    licenses = model_licenses(params)
+    name, url = BACKEND_LICENSES[backend]
+    assert licenses["diffusion"] == named(params.generate.needs.license) and licenses["diffusion"].name == name
+    models = {"model_mlm": "FacebookAI/roberta-base@e2da8e2", "model_diffusion": "someone/a-diffusion-model@0abc"}
+    text = card.dataset_card(sheet(models=models, licenses=licenses), 407, ExportParams())
+    assert f"| diffusion | someone/a-diffusion-model@0abc | [{name}]({url}) |" in text
+    assert f"| mlm | FacebookAI/roberta-base@e2da8e2 | [MIT](https://opensource.org/license/mit) |" in text
+    assert f"Generated images are subject to the license of the diffusion model that made them, [{name}]({url})" \
+        in text
+    assert all(other not in text for other, _ in BACKEND_LICENSES.values() if other != name)
+
+
+def test_every_model_of_the_demo_and_paper_runs_names_a_license(tmp_path, monkeypatch):
+    """The demo's models are the project's own but the sentence encoder (its packaged card: Apache-2.0); the
+    paper's are named by their specs, SD v1.5 by its backend."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    demo = model_licenses(load_params(ROOT / "params.yaml", []))
+    assert demo.pop("sentence_encoder") == LICENSES["apache-2.0"]
+    assert demo.keys() == {"mlm", "causal_lm", "diffusion", "clip", "judge"}
+    assert all(found.name == "Apache-2.0 (cfgen's own model)" for found in demo.values())
+    paper = model_licenses(load_params(ROOT / "params.yaml", ["profile=paper"]))
+    assert {role: found.name for role, found in paper.items()} == {
+        "mlm": "MIT", "sentence_encoder": "Apache-2.0", "causal_lm": "MIT", "diffusion": "CreativeML OpenRAIL-M",
+        "vae": "MIT", "clip": "MIT"}
+
+
+def test_a_model_card_names_the_license_before_the_backend(tmp_path, monkeypatch):
+    """README.md front matter: a known identifier, `other` with its name and link, none (the backend's), and a hub
+    model's card in the local cache; a spec's own license wins over all."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    folder = tmp_path / "model"
+    folder.mkdir()
+    spec = ModelSpec(id=str(folder))
+    for front, want in [("license: openrail++", LICENSES["openrail++"]),
+                        ("license: other\nlicense_name: stabilityai-ai-community\nlicense_link: LICENSE.md",
+                         LICENSES["stabilityai-ai-community"]),
+                        ("license: other\nlicense_name: a-new-one\nlicense_link: https://example.org/terms",
+                         named("a-new-one", "https://example.org/terms")),
+                        ("language: en", LICENSES["creativeml-openrail-m"])]:
+        (folder / "README.md").write_text(f"---\n{front}\n---\n# A model\n")
+        assert license_of(spec, "creativeml-openrail-m") == want, front
+    assert license_of(spec.model_copy(update={"license": "mit"}), "creativeml-openrail-m") == LICENSES["mit"]
+    snapshot = tmp_path / "hub" / "models--someone--model" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "README.md").write_text("---\nlicense: apache-2.0\n---\n")
+    (tmp_path / "hub" / "models--someone--model" / "refs").mkdir()
+    (tmp_path / "hub" / "models--someone--model" / "refs" / "main").write_text("0" * 40)
+    assert license_of(ModelSpec(id="someone/model"), "openrail++") == LICENSES["apache-2.0"]
+    unstated = license_of(ModelSpec(id="someone/other"))
+    assert unstated.url == "https://huggingface.co/someone/other" and "not stated" in unstated.name
