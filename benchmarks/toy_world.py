@@ -93,7 +93,8 @@ def edit_accuracy(pairs: int, steps: int, guidance: float, p2p_fraction: float, 
     record = json.loads((WEIGHTS / "train.json").read_text())
     trained = table("Training (cfgen toy-world train, CPU)", ["model", "steps", "wall s", "final loss"])
     for name, seconds in record["seconds"].items():
-        steps_key = {"vae": "vae_steps", "diffusion": "diffusion_steps", "clip": "clip_steps"}.get(name, "lm_steps")
+        steps_key = {"vae": "vae_steps", "parse": "parse_steps", "diffusion": "diffusion_steps",
+                     "clip": "clip_steps"}.get(name, "lm_steps")
         trained.add_row(name, str(record["schedule"][steps_key]), f"{seconds:.0f}",
                         f"{record['losses_per_50_steps'][name][-1]:.4f}")
     console.print(trained)
@@ -101,17 +102,21 @@ def edit_accuracy(pairs: int, steps: int, guidance: float, p2p_fraction: float, 
     console.print(f"weights: {size / 2 ** 20:.1f} MiB in {WEIGHTS.relative_to(ROOT)}")
 
 
-def diffusion_seconds(device: str, configs: list[tuple[int, str, int]], steps: int, repeats: int
-                      ) -> dict[tuple[int, str, int], list[float]]:
-    """Seconds of `steps` diffusion training steps per (batch, draw, workers), `repeats` runs each alternating, on
-    the committed VAE, after a warm-up loop (run in a process of its own)."""
+RECIPES = {"before (a137a7e)": Schedule.from_record({}), "issue 63": Schedule()}
+
+
+def diffusion_seconds(device: str, configs: list[tuple[str, int, str, int]], steps: int, repeats: int
+                      ) -> dict[tuple[str, int, str, int], list[float]]:
+    """Seconds of `steps` diffusion training steps per (recipe, batch, draw, workers), `repeats` runs each
+    alternating, on the committed VAE, after a warm-up loop (run in a process of its own)."""
     multiprocessing.set_start_method("fork", force=True)  # a pool's workers start as under `cfgen` (not spawned)
     scale = json.loads((WEIGHTS / "train.json").read_text())["scaling_factor"]
     with tempfile.TemporaryDirectory() as folder:
-        def loop(batch: int, draw: str, workers: int, n: int = steps) -> float:
-            t = Trainer(Path(folder), Schedule(diffusion_steps=n, batch=batch, draw=draw),
-                        Run(device=device, workers=workers, eval_scenes=0), progress_bar(False))
-            unet, vae, text_encoder = (m.to(t.device) for m in models.diffusion_modules())
+        def loop(recipe: str, batch: int, draw: str, workers: int, n: int = steps) -> float:
+            schedule = replace(RECIPES[recipe], diffusion_steps=n, batch=batch, draw=draw)
+            t = Trainer(Path(folder), schedule, Run(device=device, workers=workers, eval_scenes=0),
+                        progress_bar(False))
+            unet, vae, text_encoder = (m.to(t.device) for m in models.diffusion_modules(schedule.attention_heads))
             vae.load_state_dict(models.full(models.load(WEIGHTS / "diffusion.safetensors")["vae"]))
             if t.device.type == "cuda":
                 torch.cuda.synchronize()
@@ -124,24 +129,25 @@ def diffusion_seconds(device: str, configs: list[tuple[int, str, int]], steps: i
 
 
 def training_rate(train_steps: int, batches: list[int], repeats: int) -> None:
-    devices = {"cpu": [(b, "stream", 0) for b in batches] + [(batches[-1], "pool", 1)]}
+    devices = {"cpu": [(r, b, "stream", 0) for r in RECIPES for b in batches] + [("issue 63", batches[-1], "pool", 1)]}
     if torch.cuda.is_available():
         workers = max(1, (os.cpu_count() or 2) - 2)
-        devices["cuda"] = [(b, "pool", workers) for b in CUDA_BATCHES]
+        devices["cuda"] = [(r, b, "pool", workers) for r in RECIPES for b in CUDA_BATCHES]
     out = table(f"Toy-world diffusion training: {train_steps} steps per run, {repeats} runs each",
-                ["device", "batch", "scenes drawn", "s/step", "samples/s"],
+                ["device", "recipe", "batch", "scenes drawn", "s/step", "samples/s"],
                 [("s/step: the loop's wall time / steps (the first step and the pool's start included); "
-                  "samples/s: batch / that")])
+                  "samples/s: batch / that; before: 8 heads, text encoder trained with the UNet; issue 63 (the "
+                  "committed recipe): 2 heads, Min-SNR 5, frozen parsed encoder, grounding loss, low-SNR tilt")])
     for device, configs in devices.items():
         seconds = in_fresh_process(diffusion_seconds, device, configs, train_steps, repeats)
-        for (batch, draw, workers), runs in seconds.items():
-            out.add_row(device, str(batch), draw if draw == "stream" else f"pool, {workers} workers",
+        for (recipe, batch, draw, workers), runs in seconds.items():
+            out.add_row(device, recipe, str(batch), draw if draw == "stream" else f"pool, {workers} workers",
                         spread([s / train_steps for s in runs], ".3f"),
                         spread([batch * train_steps / s for s in runs], ".0f"))
     console.print(out)
 
 
-def main(train_steps: int = 4, batches: list[int] = [8, 32], repeats: Repeats = 3,  # noqa: B006 (typer's default)
+def main(train_steps: int = 40, batches: list[int] = [8, 32], repeats: Repeats = 3,  # noqa: B006 (typer's default)
          pairs: int = 0, steps: int = 20, guidance: float = 7.5, p2p_fraction: float = 0.6, seed: int = 0) -> None:
     training_rate(train_steps, batches, repeats)
     if pairs:

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from flows.engine.console import OneLineUsage, console, user_errors
 from flows.cli import ParamOption, ParamsFile
+from flows.engine.console import OneLineUsage, console, user_errors
 from tasks.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
 from tasks.core.io import check_folder, check_outputs, check_source
@@ -84,8 +84,8 @@ toy_world = typer.Typer(help="The toy world: its captions, and the training of i
 
 
 @toy_world.command("train", cls=OneLineUsage)
-def toy_world_train(output: Annotated[Path, typer.Argument(help="where the compact weights go")] = Path(
-                        "tasks/toyworld/weights"),
+def toy_world_train(output: Annotated[Path, typer.Argument(help="where the compact weights go (a new or empty folder, "
+                                                                 "or earlier weights to replace)")],
                     seed: Annotated[int | None, SEEDS] = None,
                     vae_steps: Positive = None, diffusion_steps: Positive = None, clip_steps: Positive = None,
                     lm_steps: Positive = None, batch: Positive = None,
@@ -98,6 +98,15 @@ def toy_world_train(output: Annotated[Path, typer.Argument(help="where the compa
                     min_snr_gamma: Annotated[float | None, typer.Option(
                         min=0.01, help="Min-SNR-γ weighting of the UNet's ε-loss (left out: plain ε-loss)")] = None,
                     ema_decay: Annotated[float | None, typer.Option(min=0.0, max=1.0)] = None,
+                    parse_steps: Annotated[int | None, typer.Option(
+                        min=0, help="pre-train the text encoder to parse captions for this many steps, then freeze "
+                                    "it (0: trained with the UNet)")] = None,
+                    grounding: Annotated[float | None, typer.Option(
+                        min=0.0, max=100.0, help="weight of the cross-attention grounding loss (0: off)")] = None,
+                    low_snr: Annotated[float | None, typer.Option(
+                        min=0.0, max=1.0, help="share of timesteps drawn from SNR ≤ 1 in the first half")] = None,
+                    spacing: Annotated[str | None, typer.Option(
+                        help="the sampler's timestep spacing: leading (SD v1's) or trailing")] = None,
                     device: Annotated[str | None, typer.Option(
                         help="auto (CUDA when torch sees a GPU, else the CPU), cpu, cuda, cuda:i")] = None,
                     workers: Annotated[int | None, typer.Option(min=0, help="processes drawing a pool's "
@@ -105,9 +114,10 @@ def toy_world_train(output: Annotated[Path, typer.Argument(help="where the compa
                     compile_unet: Annotated[bool | None, typer.Option(
                         "--compile/--no-compile", help="torch.compile the UNet's training step (default: off)")] = None,
                     checkpoint_every: Annotated[int | None, typer.Option(
-                        min=0, help="steps between checkpoints (OUTPUT/checkpoint.pt; 0: none; default 500)")] = None,
+                        min=0, help="steps between checkpoints (in the staging folder .OUTPUT.training; 0: none; "
+                                    "default 500)")] = None,
                     resume: Annotated[bool | None, typer.Option(
-                        "--resume", help="continue from OUTPUT's checkpoint (if any)")] = None,
+                        "--resume", help="continue from the staging folder's checkpoint (if any)")] = None,
                     eval_scenes: Annotated[int | None, typer.Option(
                         min=0, help="fixed scenes the diffusion model draws at each checkpoint and at its end, read "
                                     "back by the checker (train.json: accuracy; default 64)")] = None,
@@ -115,16 +125,21 @@ def toy_world_train(output: Annotated[Path, typer.Argument(help="where the compa
                         help="train this model only (vae, diffusion, clip or lms; repeatable): the others are "
                              "copied from --reuse")] = None,
                     reuse: Annotated[Path | None, typer.Option(
-                        help="the weights --only leaves untrained come from (default: the committed ones)")] = None
+                        help="the weights --only leaves untrained come from (default: the committed ones)")] = None,
+                    replace_committed: Annotated[bool | None, typer.Option(
+                        "--replace-committed", help="OUTPUT may be the committed weights folder")] = None
                     ) -> None:
     """Train the diffusion model (VAE, text encoder, UNet), the CLIP model and the two text LMs on toy-world scenes
     (seeded; on a GPU when there is one), with a progress bar and checkpoints. A recipe option left out takes the
-    committed run's value (`tasks.toyworld.params.Schedule`: seed 0, 3,000 UNet steps; 39 min on 2 cores), which
-    computes the committed weights again on the CPU."""
+    committed run's value (`tasks.toyworld.params.Schedule`), which computes the committed weights again on the CPU.
+    OUTPUT is built in a staging folder beside it and replaces it whole once the run ends."""
     given = {k: v for k, v in (locals() | {"only": tuple(only or ()) or None, "progress": True}).items()
              if v is not None}
     with user_errors():
         check_folder(output)
+        from tasks.toyworld.folders import check_output
+
+        check_output(output, bool(replace_committed))
         from dataclasses import fields
 
         from tasks.toyworld.loop import Run

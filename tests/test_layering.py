@@ -20,6 +20,7 @@ ALLOWED = {  # package -> project packages/modules it may import
     "tasks.demo": ("tasks.core", "tasks.text.ingest", "tasks.tiny", "tasks.demo", "tasks.toyworld.assemble"),
     "tasks.toyworld": ("tasks.core", "tasks.image.params", "tasks.image.sampling", "tasks.image.backends",
                        "tasks.image.render", "tasks.image.thresholds",  # truth renders and ranks as the image stage
+                       "tasks.image.p2p",  # the trainer's grounding captures maps with P2P's q·k·v projections
                        "tasks.tiny", "tasks.toyworld"),
     "tasks.evaluation": ("tasks.core", "tasks.image.scoring", "tasks.evaluation"),
     "tasks.validation": ("tasks.core", "tasks.validation"),

@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from diffusers import EulerAncestralDiscreteScheduler
 from safetensors.torch import save_file
 
-from tasks.tiny.images import SD_BETAS, TINY_CLIP_NAME, clip_bpe_tokenizer
+from tasks.tiny.images import TINY_CLIP_NAME, clip_bpe_tokenizer
 from tasks.toyworld import models
 from tasks.toyworld.params import Schedule
 
@@ -20,7 +19,8 @@ from tasks.toyworld.params import Schedule
 def assemble(weights: Path, out: Path) -> None:
     record = json.loads((weights / "train.json").read_text())
     states = models.load(weights / "diffusion.safetensors")
-    unet, vae, text_encoder = models.diffusion_modules(Schedule.from_record(record["schedule"]).attention_heads)
+    schedule = Schedule.from_record(record["schedule"])
+    unet, vae, text_encoder = models.diffusion_modules(schedule.attention_heads)
     unet.load_state_dict(models.full(states["unet"]))
     vae.load_state_dict(models.full(states["vae"]))
     vae.register_to_config(scaling_factor=record["scaling_factor"])
@@ -28,7 +28,7 @@ def assemble(weights: Path, out: Path) -> None:
     for name, module in (("unet", unet), ("vae", vae), ("text_encoder", text_encoder)):
         module.save_pretrained(out / "diffusion" / name)
     clip_bpe_tokenizer().save_pretrained(out / "diffusion" / "tokenizer")
-    EulerAncestralDiscreteScheduler(**SD_BETAS).save_pretrained(out / "diffusion" / "scheduler")
+    models.scheduler(schedule.spacing).save_pretrained(out / "diffusion" / "scheduler")
 
     clip = out / "clip"
     clip.mkdir(parents=True, exist_ok=True)

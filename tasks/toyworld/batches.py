@@ -26,15 +26,16 @@ from tasks.toyworld import world
 SUBJECT_PROMPT = "a photo of a {word}"  # the both-subjects check's prompt (generate.subject_prompt)
 
 
+def draw_scenes(rng: random.Random, n: int) -> tuple[torch.Tensor, list[world.Spec], list[tuple[world.Obj, ...]]]:
+    """(n, 3, 32, 32) images in [-1, 1], their specs and their scenes."""
+    specs, scenes = zip(*(world.sample(rng) for _ in range(n)), strict=True)
+    pixels = np.stack([world.render(scene, TINY_IMAGE_SIZE) for scene in scenes])
+    return torch.from_numpy(pixels).permute(0, 3, 1, 2).float() / 127.5 - 1, list(specs), list(scenes)
+
+
 def draw(rng: random.Random, n: int) -> tuple[torch.Tensor, list[world.Spec]]:
     """(n, 3, 32, 32) images in [-1, 1] and their specs."""
-    specs, pixels = [], []
-    for _ in range(n):
-        spec, scene = world.sample(rng)
-        specs.append(spec)
-        pixels.append(world.render(scene, TINY_IMAGE_SIZE))
-    images = torch.from_numpy(np.stack(pixels)).permute(0, 3, 1, 2).float() / 127.5 - 1
-    return images, specs
+    return draw_scenes(rng, n)[:2]
 
 
 def negative(rng: random.Random, spec: world.Spec) -> world.Spec:
@@ -70,10 +71,16 @@ def vae_batch(rng: random.Random, n: int) -> torch.Tensor:
     return draw(rng, n)[0]
 
 
+def captioned(rng: random.Random, n: int) -> tuple[torch.Tensor, list[str], list[tuple[world.Obj, ...]]]:
+    """Images, their captions (one dropped, the empty prompt, with probability 0.1) and their scenes."""
+    images, specs, scenes = draw_scenes(rng, n)
+    return images, [world.caption(s) if rng.random() >= 0.1 else "" for s in specs], scenes
+
+
 def diffusion_batch(rng: random.Random, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Images and their captions' token ids, a caption dropped (the empty prompt) with probability 0.1."""
-    images, specs = draw(rng, n)
-    return images, clip_ids([world.caption(s) if rng.random() >= 0.1 else "" for s in specs])
+    """Images and their captions' token ids (`captioned`)."""
+    images, texts, _ = captioned(rng, n)
+    return images, clip_ids(texts)
 
 
 def clip_batch(rng: random.Random, n: int) -> tuple[torch.Tensor, torch.Tensor]:

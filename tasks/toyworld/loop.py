@@ -20,6 +20,7 @@ import logging
 import os
 import random
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -42,11 +43,9 @@ from torch.utils.data import DataLoader
 
 from tasks.core.errors import UserError
 from tasks.toyworld.batches import Pool
-from tasks.toyworld.params import Schedule
+from tasks.toyworld.params import CHECKPOINT, WEIGHTS, Schedule
 
 log = logging.getLogger(__name__)
-WEIGHTS = Path(__file__).parent / "weights"
-CHECKPOINT = "checkpoint.pt"
 
 
 @dataclass(frozen=True)
@@ -57,7 +56,7 @@ class Run:
     when the run ends; `resume` continues from one, or starts afresh when there is none. `eval_scenes`: fixed scenes
     the diffusion model draws at each checkpoint and at its end (`eval_steps` sampler steps, guidance
     `eval_guidance`; 0: none). `only`: the models trained, the others copied from the weights folder `reuse` (a new
-    VAE needs a new UNet)."""
+    VAE needs a new UNet). `replace_committed`: OUTPUT may be the committed weights folder."""
 
     device: str = "auto"
     workers: int = 0
@@ -70,6 +69,7 @@ class Run:
     only: tuple[str, ...] = Schedule.MODELS
     reuse: Path = WEIGHTS
     progress: bool = False
+    replace_committed: bool = False
 
 
 def resolve(device: str) -> torch.device:
@@ -80,15 +80,18 @@ def resolve(device: str) -> torch.device:
         resolved = torch.device(device)
     except RuntimeError:
         resolved = None
-    if resolved is None or resolved.type not in ("cpu", "cuda") or (resolved.type == "cuda"
-                                                                     and not torch.cuda.is_available()):
-        raise UserError(f"device {device!r}: the toy world trains on auto, cpu, cuda or cuda:i (a GPU torch sees)")
+    seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if resolved is None or resolved.type not in ("cpu", "cuda") or (
+            resolved.type == "cuda" and not (resolved.index or 0) < seen):
+        raise UserError(f"device {device!r}: the toy world trains on auto, cpu, cuda or cuda:i (one of the {seen} "
+                        "GPUs torch sees)")
     return resolved
 
 
 @dataclass
 class Loop:
-    """One model's training: `steps` AdamW steps on `loss_of(batch)`, batches of `size` drawn by `make`. `modules`
+    """One model's training: `steps` AdamW steps on `loss_of(batch)` (a scalar, or the loss then its parts, each
+    recorded), batches of `size` drawn by `make`. `modules`
     hold every parameter the steps change (in the optimizer's order), `ema` the EMA of the first module's when one is
     kept; `evaluate()` reads the model's accuracy (at each checkpoint and at the end)."""
 
@@ -102,6 +105,18 @@ class Loop:
     evaluate: Callable[[], dict] | None = None
 
 
+def read_checkpoint(path: Path) -> dict:
+    """A checkpoint read as data (tensors and plain containers: `torch.load(weights_only=True)` runs no code), else a
+    one-line `UserError` naming it and how to start afresh."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True) if zipfile.is_zipfile(path) else None
+    except Exception as err:  # noqa: BLE001 (torch's unpickler raises many types for a torn or foreign file)
+        raise UserError(f"{path} is no readable checkpoint ({type(err).__name__}): remove it to start afresh") from None
+    if not isinstance(saved, dict) or not {"identity", "loops"} <= set(saved):
+        raise UserError(f"{path} is no checkpoint of a toy-world run: remove it to start afresh")
+    return saved
+
+
 class Checkpoints:
     """`path` (None: checkpoints off) holds `{"identity", "loops": {name: snapshot}}`: each finished loop's end state
     and the current loop's latest (`Trainer.snapshot`), rewritten whole at each save through a temporary file, so a
@@ -111,7 +126,7 @@ class Checkpoints:
     def __init__(self, path: Path | None, identity: dict, resume: bool) -> None:
         self.path, self.identity, self.loops = path, identity, {}
         if resume and path is not None and path.exists():
-            saved = torch.load(path, map_location="cpu", weights_only=False)
+            saved = read_checkpoint(path)
             if saved["identity"] != identity:
                 raise UserError(f"{path} is a checkpoint of another run ({saved['identity']}): remove it to start "
                                 "afresh")
@@ -145,7 +160,8 @@ def progress_bar(shown: bool) -> Progress:
 
 class Trainer:
     """The loops of one `train` call on one device: the shared stream (`rng`), the checkpoints, the progress bar, and
-    per loop its wall time (`seconds`, checkpoints and read-outs included) and accuracy curve (`curves`)."""
+    per loop its wall time (`seconds`, checkpoints and read-outs included) and accuracy curve (`curves`); `step` is the
+    running loop's step (1-based) while its loss is computed."""
 
     def __init__(self, out: Path, schedule: Schedule, run: Run, progress: Progress) -> None:
         self.schedule, self.run, self.progress = schedule, run, progress
@@ -155,6 +171,7 @@ class Trainer:
                                        {"schedule": asdict(schedule),
                                         "only": [m for m in Schedule.MODELS if m in run.only]}, run.resume)
         self.seconds: dict[str, float] = {}
+        self.step = 0
         self.curves: dict[str, list[dict]] = {}
 
     def rng_state(self) -> dict:
@@ -192,9 +209,10 @@ class Trainer:
         averaged = next(iter(loop.modules.values()))
         batches, started, pending = self.batches(loop, start), time.perf_counter(), []
         for step in range(start + 1, loop.steps + 1):
+            self.step = step
             loss = loop.loss_of(next(batches))
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            (loss[0] if loss.ndim else loss).backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
             lr_scheduler.step()
@@ -206,7 +224,7 @@ class Trainer:
             if step % 100 == 1 or step == loop.steps or checkpoint:
                 losses += torch.stack(pending).tolist()
                 pending = []
-                log.info("%s step %d/%d loss %.4f", loop.name, step, loop.steps, np.mean(losses[-100:]))
+                log.info("%s step %d/%d loss %s", loop.name, step, loop.steps, np.mean(losses[-100:], 0).round(4))
             if loop.evaluate and self.run.eval_scenes and (checkpoint or step == loop.steps):
                 with torch.random.fork_rng([self.device] if self.device.type == "cuda" else []):
                     curve.append({"step": step, **loop.evaluate()})

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import open_clip
 import torch
-from diffusers import AutoencoderKL, UNet2DConditionModel
+from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, UNet2DConditionModel
 from safetensors.torch import load_file, save_file
 from transformers import CLIPTextConfig, CLIPTextModel, GPT2LMHeadModel, RobertaForMaskedLM
 
-from tasks.tiny.images import TINY_IMAGE_SIZE
+from tasks.tiny.images import SD_BETAS, TINY_IMAGE_SIZE
 from tasks.tiny.text import causal_lm, masked_lm
 
 TEXT_WIDTH = 64
@@ -49,6 +49,11 @@ def diffusion_modules(attention_heads: int = 8) -> tuple[UNet2DConditionModel, A
         vocab_size=VOCAB, hidden_size=TEXT_WIDTH, intermediate_size=2 * TEXT_WIDTH, num_hidden_layers=2,
         num_attention_heads=4, max_position_embeddings=77, bos_token_id=49406, eos_token_id=49407, pad_token_id=49407))
     return unet, vae, text_encoder
+
+
+def scheduler(spacing: str) -> EulerAncestralDiscreteScheduler:
+    """The toy world's sampler: SD v1's betas (and its Euler-ancestral steps) with the schedule's timestep spacing."""
+    return EulerAncestralDiscreteScheduler(**SD_BETAS | {"timestep_spacing": spacing})
 
 
 def clip_model() -> open_clip.CLIP:

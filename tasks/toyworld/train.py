@@ -33,10 +33,9 @@ from diffusers.training_utils import EMAModel
 from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
 from transformers import AutoTokenizer, DataCollatorForLanguageModeling
 
-from tasks.core.errors import UserError
 from tasks.tiny.images import SD_BETAS
 from tasks.tiny.text import train_vocab
-from tasks.toyworld import models, world
+from tasks.toyworld import folders, grounding, models, parse, world
 from tasks.toyworld.accuracy import accuracy, sampler
 from tasks.toyworld.batches import caption_batch, clip_batch, diffusion_batch, draw, token_ids, vae_batch
 from tasks.toyworld.loop import Loop, Run, Trainer, progress_bar
@@ -69,35 +68,76 @@ def min_snr_weights(alphas_cumprod: torch.Tensor, gamma: float) -> torch.Tensor:
     return snr.clamp(max=gamma) / snr
 
 
-def train_diffusion(t: Trainer, unet, text_encoder, vae, scale: float) -> list[float]:
-    """The text encoder and UNet on the frozen VAE's latents; the UNet ends with its EMA's weights."""
+def train_parse(t: Trainer, text_encoder) -> tuple[list[float], float]:
+    """The text encoder alone, parsing captions through `parse.Heads` (dropped afterwards); returns the losses and
+    the heads' accuracy on 1,024 captions drawn from their own seed."""
+    heads = parse.Heads(text_encoder.config.hidden_size).to(t.device)
+
+    def loss_of(batch):
+        ids, labels = (x.to(t.device, non_blocking=True) for x in batch)
+        return heads.losses(text_encoder(ids)[0], labels)[0]
+
+    losses = t.fit(Loop("parse", t.schedule.parse_steps, parse.batch, 8 * t.schedule.batch, loss_of,
+                        {"text_encoder": text_encoder, "heads": heads}))
+    ids, labels = (x.to(t.device) for x in parse.batch(random.Random("parse accuracy"), 1024))
+    with torch.no_grad():
+        return losses, round(float(heads.losses(text_encoder(ids)[0], labels)[1]), 4)
+
+
+def timesteps(t: Trainer, n: int) -> torch.Tensor:
+    """n training timesteps: uniform, but for a `low_snr` share drawn from t ≥ LOW_SNR_T in the first half."""
+    steps = torch.randint(0, 1000, (n,), device=t.device)
+    if t.schedule.low_snr and t.step <= t.schedule.diffusion_steps // 2:
+        tilted = torch.rand(n, device=t.device) < t.schedule.low_snr
+        steps = torch.where(tilted, torch.randint(Schedule.LOW_SNR_T, 1000, (n,), device=t.device), steps)
+    return steps
+
+
+def train_diffusion(t: Trainer, unet, text_encoder, vae, scale: float) -> dict[str, list[float]]:
+    """The UNet (and the text encoder, unless `parse_steps` pre-trained it: then it stays frozen) on the frozen VAE's
+    latents, plus the grounding loss when the schedule weighs it; the UNet ends with its EMA's weights. Returns the
+    losses (and the unweighted grounding losses)."""
+    s = t.schedule
     noise = DDPMScheduler(num_train_timesteps=1000, **{k: SD_BETAS[k] for k in ("beta_start", "beta_end",
                                                                                "beta_schedule")})
-    ema = EMAModel(unet.parameters(), decay=t.schedule.ema_decay, foreach=t.device.type == "cuda")
+    ema = EMAModel(unet.parameters(), decay=s.ema_decay, foreach=t.device.type == "cuda")
     vae.requires_grad_(False)
-    gamma = t.schedule.min_snr_gamma
-    weights = None if gamma is None else min_snr_weights(noise.alphas_cumprod.to(t.device), gamma)
+    frozen = s.parse_steps > 0
+    text_encoder.requires_grad_(not frozen)
+    weights = None if s.min_snr_gamma is None else min_snr_weights(noise.alphas_cumprod.to(t.device), s.min_snr_gamma)
+    maps = grounding.record(unet) if s.grounding else None
     forward = torch.compile(unet) if t.run.compile_unet else unet
 
     def loss_of(batch):
-        images, ids = (x.to(t.device, non_blocking=True) for x in batch)
+        images, ids, *where = (x.to(t.device, non_blocking=True) for x in batch)
         with torch.no_grad():
             latents = vae.encode(images).latent_dist.mode() * scale
         eps = torch.randn_like(latents)
-        steps = torch.randint(0, 1000, (len(latents),), device=t.device)
-        states = text_encoder(ids)[0]
+        steps = timesteps(t, len(latents))
+        with torch.set_grad_enabled(not frozen):
+            states = text_encoder(ids)[0]
         predicted = forward(noise.add_noise(latents, eps, steps), steps, encoder_hidden_states=states).sample
         if weights is None:
-            return F.mse_loss(predicted, eps)
-        return (F.mse_loss(predicted, eps, reduction="none").mean((1, 2, 3)) * weights[steps]).mean()
+            loss = F.mse_loss(predicted, eps)
+        else:
+            loss = (F.mse_loss(predicted, eps, reduction="none").mean((1, 2, 3)) * weights[steps]).mean()
+        if maps is None:
+            return loss
+        grounded = grounding.loss(maps, *where)
+        maps.clear()
+        ramp = min(1.0, t.step / max(1.0, Schedule.RAMP * s.diffusion_steps))
+        return torch.stack([loss + s.grounding * ramp * grounded, grounded])
 
     def evaluate():
-        return accuracy(sampler(unet, text_encoder, vae, ema, scale, t.device), t.run)
+        return accuracy(sampler(unet, text_encoder, vae, ema, scale, t.device, s.spacing), t.run)
 
-    losses = t.fit(Loop("diffusion", t.schedule.diffusion_steps, diffusion_batch, t.schedule.batch, loss_of,
-                        {"unet": unet, "text_encoder": text_encoder}, ema, evaluate))
+    losses = t.fit(Loop("diffusion", s.diffusion_steps, grounding.batch if maps is not None else diffusion_batch,
+                        s.batch, loss_of, {"unet": unet} | ({} if frozen else {"text_encoder": text_encoder}), ema,
+                        evaluate))
     ema.copy_to(unet.parameters())
-    return losses
+    if maps is None:
+        return {"diffusion": losses}
+    return {"diffusion": [row[0] for row in losses], "grounding": [row[1] for row in losses]}
 
 
 def train_clip(t: Trainer, model) -> list[float]:
@@ -127,34 +167,17 @@ def train_lm(t: Trainer, name: str, model, tokenizer) -> list[float]:
 
 # ---- a run ----
 
-def reused_record(out: Path, schedule: Schedule, run: Run) -> dict | None:
-    """The `train.json` of `run.reuse` when some model is copied from there (None when every model trains), checked:
-    the schedule draws a known way, `run.only` names models, a new VAE comes with a new UNet, a copied UNet has the
-    schedule's shape."""
-    if schedule.draw not in ("stream", "pool"):
-        raise UserError(f"draw {schedule.draw!r}: scenes are drawn as a stream or from a pool")
-    if unknown := set(run.only) - set(Schedule.MODELS):
-        raise UserError(f"no model {sorted(unknown)} to train: the models are {', '.join(Schedule.MODELS)}")
-    if "vae" in run.only and "diffusion" not in run.only:
-        raise UserError("a new VAE needs a new UNet: train the diffusion model with it")
-    if set(run.only) == set(Schedule.MODELS):
-        return None
-    if not (run.reuse / "train.json").is_file():
-        raise UserError(f"{run.reuse} holds no trained weights (train.json) to reuse")
-    if out.resolve() == run.reuse.resolve():
-        raise UserError(f"{out} is the folder whose weights are reused: train into another one")
-    record = json.loads((run.reuse / "train.json").read_text())
-    heads = Schedule.from_record(record["schedule"]).attention_heads
-    if "diffusion" not in run.only and heads != schedule.attention_heads:
-        raise UserError(f"the reused UNet has {heads} attention heads, the schedule {schedule.attention_heads}")
+def train(out: Path, schedule: Schedule, run: Run = Run()) -> dict:  # noqa: B008 (a frozen dataclass)
+    """Train the models `run.only` names (copying the others from `run.reuse`) and write their compact weights, the
+    LMs' vocabulary and `train.json` to `out`, built in its staging folder and swapped in whole (`folders`); returns
+    the record. The checkpoint goes with the staging folder."""
+    reused = folders.reused_record(out, schedule, run)
+    with folders.staged(out) as staging:
+        record = _train(staging, schedule, run, reused)
     return record
 
 
-def train(out: Path, schedule: Schedule, run: Run = Run()) -> dict:  # noqa: B008 (a frozen dataclass)
-    """Train the models `run.only` names (copying the others from `run.reuse`) and write their compact weights, the
-    LMs' vocabulary and `train.json` to `out`; returns the record. The checkpoint is removed once it is written."""
-    reused = reused_record(out, schedule, run)
-    out.mkdir(parents=True, exist_ok=True)
+def _train(out: Path, schedule: Schedule, run: Run, reused: dict | None) -> dict:
     torch.manual_seed(schedule.seed)
     ids = token_ids(random.Random(schedule.seed))
     losses: dict[str, list[float]] = {}
@@ -169,7 +192,9 @@ def train(out: Path, schedule: Schedule, run: Run = Run()) -> dict:  # noqa: B00
             vae.load_state_dict(models.full(models.load(run.reuse / "diffusion.safetensors")["vae"]))
             record["scaling_factor"] = reused["scaling_factor"]
         if "diffusion" in run.only:
-            losses["diffusion"] = train_diffusion(t, unet, text_encoder, vae, record["scaling_factor"])
+            if schedule.parse_steps:
+                losses["parse"], record["parse_accuracy"] = train_parse(t, text_encoder)
+            losses |= train_diffusion(t, unet, text_encoder, vae, record["scaling_factor"])
             models.save(out / "diffusion.safetensors", {
                 "unet": models.half(unet.state_dict()), "vae": models.half(vae.state_dict()),
                 "text_encoder": models.compact(text_encoder.state_dict(), models.EMBEDDINGS["text_encoder"], ids)})
@@ -190,7 +215,7 @@ def train(out: Path, schedule: Schedule, run: Run = Run()) -> dict:  # noqa: B00
         record["reused"] = {"from": str(run.reuse), "models": [m for m in Schedule.MODELS if m not in run.only]}
     record["losses_per_50_steps"] = {name: [round(float(np.mean(l[i:i + 50])), 5) for i in range(0, len(l), 50)]
                                      for name, l in losses.items()}
-    (out / "train.json").write_text(json.dumps(record, indent=1))
+    (out / "train.json").write_text(json.dumps(record, indent=1, allow_nan=False))
     t.checkpoints.remove()
     return record
 

@@ -17,11 +17,13 @@ from tasks.image.backends.sd1 import load_diffusion
 from tasks.toyworld.accuracy import SCENE_KINDS
 from tasks.toyworld.assemble import assemble
 from tasks.toyworld.batches import Pool, diffusion_batch
-from tasks.toyworld.loop import CHECKPOINT, WEIGHTS, Checkpoints, Run, resolve
-from tasks.toyworld.params import Schedule
+from tasks.toyworld.folders import staging
+from tasks.toyworld.loop import Checkpoints, Run, resolve
+from tasks.toyworld.params import CHECKPOINT, WEIGHTS, Schedule
 from tasks.toyworld.train import train
 
-TINY = Schedule(vae_steps=2, diffusion_steps=4, clip_steps=2, lm_steps=3, batch=2)
+TINY = Schedule(vae_steps=2, diffusion_steps=4, clip_steps=2, lm_steps=3, batch=2, parse_steps=4)
+BEFORE = Schedule.from_record(asdict(TINY) | Schedule.BEFORE)  # the recipe before issue 63: no parse, no grounding
 RUN = Run(device="cpu", checkpoint_every=2, eval_scenes=2, eval_steps=2)
 WEIGHT_FILES = ("diffusion.safetensors", "clip.safetensors", "mlm.safetensors", "clm.safetensors",
                 "vocab/vocab.json", "vocab/merges.txt")
@@ -60,23 +62,26 @@ def uninterrupted(tmp_path_factory):
 
 
 @pytest.mark.parametrize("schedule, run, loop, step", [(TINY, RUN, "diffusion", 2), (TINY, RUN, "mlm", 2),
-                                                       (*POOL, "diffusion", 2)], ids=["stream", "later", "pool"])
+                                                       (*POOL, "diffusion", 2), (TINY, RUN, "parse", 2),
+                                                       (BEFORE, RUN, "diffusion", 2)],
+                         ids=["stream", "later", "pool", "parse", "before"])
 def test_a_killed_run_resumed_ends_as_an_uninterrupted_one(uninterrupted, tmp_path, monkeypatch, schedule, run, loop,
                                                             step):
     """Killed right after a checkpoint (in the diffusion loop; in a later loop, every earlier one finished; with a
-    pool's worker drawing ahead), then resumed: the same weights, losses and accuracy curve."""
+    pool's worker drawing ahead; in the text encoder's parse loop; with the recipe before issue 63), then resumed: the same weights, losses and
+    accuracy curve."""
     with monkeypatch.context() as patch:
         killed_at(patch, loop, step)
         with pytest.raises(Killed):
             train(tmp_path, schedule, run)
-    assert (tmp_path / CHECKPOINT).exists()
+    assert (staging(tmp_path) / CHECKPOINT).exists() and not any(tmp_path.iterdir())  # OUTPUT untouched
     record = train(tmp_path, schedule, replace(run, resume=True))
     out, expected = uninterrupted(schedule, run)
     for name in WEIGHT_FILES:
         assert (tmp_path / name).read_bytes() == (out / name).read_bytes(), name
-    for key in ("losses_per_50_steps", "scaling_factor", "accuracy"):
-        assert record[key] == expected[key], key
-    assert not (tmp_path / CHECKPOINT).exists()
+    for key in ("losses_per_50_steps", "scaling_factor", "accuracy", "parse_accuracy"):
+        assert record.get(key) == expected.get(key), key
+    assert not (tmp_path / CHECKPOINT).exists() and not staging(tmp_path).exists()
 
 
 def test_a_checkpoint_of_another_schedule_is_refused(tmp_path, monkeypatch):
