@@ -35,6 +35,8 @@ import typer
 from bench import ROOT, Repeats, alternating, console, in_fresh_process, spread, start, table, time_inside
 from evaluation_flow import measure_end_to_end, reads_table, real_images, rss_mib
 
+from tasks.core.writing import json_text
+
 GiB = 2**30
 
 
@@ -217,7 +219,7 @@ def main(pairs: Annotated[list[int], typer.Option(help="pairs N of the synthetic
              "rows": [{"measure": measure, "pairs": n, "shape": shape, "runs": runs[measure, n]}
                       for (measure, n), (shape, _) in rows.items()]}
     if out:
-        out.write_text(json.dumps(saved, indent=1))
+        out.write_text(json_text(saved, indent=1))
     report(saved)
 
 

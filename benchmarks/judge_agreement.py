@@ -24,6 +24,7 @@ import typer
 from bench import ROOT, console, start, table
 
 from tasks.config import load_params
+from tasks.core.writing import json_text
 from tasks.judge import calibration
 from tasks.validation import agreement, labelstudio
 
@@ -45,7 +46,7 @@ def main(raters: Annotated[int, typer.Option(min=1)] = 3, seed: int = 0) -> None
     tasks = json.loads((ROOT / paths.labelstudio_tasks).read_text())
     with tempfile.TemporaryDirectory() as folder:
         export = Path(folder) / "export.json"
-        export.write_text(json.dumps(simulated_export(tasks, raters, seed)))
+        export.write_text(json_text(simulated_export(tasks, raters, seed)))
         labels = agreement.image_labels(labelstudio.read_export(export))
     judged = pl.read_parquet(ROOT / paths.judged)
     metrics, _ = calibration.calibrate(judged, labels, params.judge.thresholds)

@@ -26,7 +26,6 @@ with its last output lines and exit code 1.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import resource
@@ -38,6 +37,8 @@ from typing import Annotated, Any
 import typer
 import yaml
 from bench import commit, console, copy_checkout, in_fresh_process, run, start, table
+
+from tasks.core.writing import json_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -175,7 +176,7 @@ def main(out: Path, captions: Annotated[int, typer.Option(help="captions read")]
     floor = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # a forked stage starts at this RSS
     report = {"captions": captions, "n_samples": samples, "steps": steps, "size": size, "stages": results,
               "runner_rss_mib": round(floor), "ok": failed is None}
-    (out / "rehearsal.json").write_text(json.dumps(report, indent=1))
+    (out / "rehearsal.json").write_text(json_text(report, indent=1))
     shown = table(f"paper profile rehearsal: {captions} captions, {samples} samples x {steps} steps, {size} px "
                   f"(peak RSS floor: this runner's {floor:.0f} MiB)",
                   ["stage", "wall s", "rows in", "rows out", "peak RSS MiB"])

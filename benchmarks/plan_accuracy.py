@@ -27,6 +27,8 @@ import polars as pl
 import typer
 from bench import ROOT, Repeats, commit, console, copy_checkout, run, spread, start, table
 
+from tasks.core.writing import json_text
+
 SHARED = ROOT.parent / "shared"
 
 
@@ -86,7 +88,7 @@ def main(out: Path, pass_rate: Annotated[float, typer.Option(help="the plan's --
                 f"pilot {pilot_plan['pass_rate_source']}, per pair": pilot_plan["estimates"][mode]["accepted"]}
     report = {"plan_wall_s": plan_wall, "pass_rate": pass_rate, "plan": plan, "stages": rows,
               "pilot_plan": pilot_plan, "accepted_run": accepted_run, "accepted_estimates": accepted}
-    (out / "plan_accuracy.json").write_text(json.dumps(report, indent=1))
+    (out / "plan_accuracy.json").write_text(json_text(report, indent=1))
     shown = table(f"cfgen plan vs dvc repro, {plan['profile']} profile ({repeats} repros; the plan took "
                   f"{plan_wall:.0f} s)", ["stage", "estimate s", "measured s", "error"],
                   ["estimate: the plan's image-stage wall on 1 worker, split between the stages by their start-up, "

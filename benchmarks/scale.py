@@ -39,6 +39,8 @@ from typing import Annotated
 import typer
 from bench import Repeats, alternating, console, in_fresh_process, ratio, spread, start, table, time_inside
 
+from tasks.core.writing import json_text
+
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 SHARED_CAPTIONS = SHARED / "data" / "coco_val2017_captions.tsv"
 os.environ.setdefault("NLTK_DATA", str(SHARED / "nltk_data"))
@@ -208,7 +210,7 @@ def main(pairs: Annotated[list[int], typer.Option(help="caption pairs per config
                                       n) for n in pairs}, repeats)
     saved = {"config": {"project": str(project.resolve()), "n_samples": n_samples, "steps": steps,
                         "repeats": repeats}, "results": results}
-    (root / "scale.json").write_text(json.dumps(saved, indent=1))
+    (root / "scale.json").write_text(json_text(saved, indent=1))
     report(saved)
     console.print(f"raw runs: {root / 'scale.json'}")
 

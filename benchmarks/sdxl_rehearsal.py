@@ -20,7 +20,6 @@ float32).
 from __future__ import annotations
 
 import gc
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from flows.measure import unet_time
 from tasks.core.loading import release_models
 from tasks.core.schemas import PAIR
+from tasks.core.writing import json_text
 from tasks.demo.paper_shapes import SDXL_UNET, build_sdxl_base
 from tasks.image import generate, p2p, render, selection
 from tasks.image.params import BACKEND_NEEDS, GenerateParams, SelectionParams
@@ -138,7 +138,7 @@ def main(out: Path, size: Annotated[int, typer.Option(help="pixels (a multiple o
     report = {"size": size, "steps": steps, "samples": samples, "sdxl": xl, "sd15_rows_per_second": sd15,
               "gflops_per_row": flops, "predicted_sdxl_rows_per_second": predicted,
               "h100_rows_per_second": needs.h100_rows_per_second}
-    (out / "sdxl_rehearsal.json").write_text(json.dumps(report, indent=2))
+    (out / "sdxl_rehearsal.json").write_text(json_text(report, indent=2))
     result = table(f"SDXL 1.0 base (random weights, {unet_parameters(SDXL_UNET) / 1e9:.3f} B UNet parameters) through "
                    f"generate and selection: 1 pair, {samples} samples, {steps} steps, {size} px, float32, CPU",
                    ["quantity", "plan estimate", "measured"], LEGEND)

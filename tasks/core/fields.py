@@ -6,6 +6,7 @@ from __future__ import annotations
 import string
 import types
 import typing
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -47,9 +48,23 @@ class Frozen(BaseModel):
     @field_validator("*")
     @classmethod
     def _within_int_limit(cls, value: Any) -> Any:
-        if type(value) is int and abs(value) >= INT_LIMIT:
-            raise ValueError(f"{value} is beyond ±2**32: more than any count, size or seed can be")
+        if big := next((n for n in _ints(value) if abs(n) >= INT_LIMIT), None):
+            raise ValueError(f"{big} is beyond ±2**32: more than any count, size or seed can be")
         return value
+
+
+def _ints(value: Any) -> Iterator[int]:
+    """Every int in `value`, in its lists, tuples, sets and mappings (keys and values) at any depth: a list of counts
+    is bounded like one count."""
+    if type(value) is int:
+        yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _ints(key)
+            yield from _ints(item)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for item in value:
+            yield from _ints(item)
 
 
 def _shown(annotation: Any) -> str:

@@ -25,6 +25,7 @@ from tasks.core.errors import UserError
 from tasks.core.writing import OutputError, finish_publication, os_reason, write_frames
 
 DIGITS = 6  # floats written to metrics JSON are rounded to this many digits
+MADE_BY = "cfgen.key"  # parquet metadata: the key of the unit that made a stage output (`write_outputs`)
 
 
 class SameFileError(UserError):
@@ -145,9 +146,15 @@ def check_folder(folder: Path) -> None:
     _check_writable(Path(folder), Path(folder))
 
 
-def write_outputs(kept: pl.DataFrame, rejects: pl.DataFrame, output: Path) -> None:
-    """A step's output and, beside it, its rejects (`rejects_path`), replaced together or not at all."""
-    write_frames({Path(output): kept, rejects_path(Path(output)): rejects})
+def write_outputs(kept: pl.DataFrame, rejects: pl.DataFrame, output: Path, key: str | None = None) -> None:
+    """A step's output and, beside it, its rejects (`rejects_path`), replaced together or not at all; `key`, when
+    given, is the key of the unit that made them (its params, models and code), recorded in each (`made_by`)."""
+    write_frames({Path(output): kept, rejects_path(Path(output)): rejects}, None if key is None else {MADE_BY: key})
+
+
+def made_by(path: Path) -> str | None:
+    """The key `write_outputs` recorded in the parquet file `path` (None: none was)."""
+    return pl.read_parquet_metadata(path).get(MADE_BY)
 
 
 def plain(value: Any) -> Any:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -111,14 +113,32 @@ def write_frame(frame: pl.DataFrame, path: Path) -> None:
     _replace_together({Path(path): frame.write_parquet})
 
 
-def write_frames(frames: dict[Path, pl.DataFrame]) -> None:
-    """Several outputs of one step, replaced together or not at all."""
-    _replace_together({Path(path): frame.write_parquet for path, frame in frames.items()})
+def write_frames(frames: dict[Path, pl.DataFrame], metadata: dict[str, str] | None = None) -> None:
+    """Several outputs of one step, replaced together or not at all; `metadata`: key-value metadata of each file."""
+    _replace_together({Path(path): functools.partial(frame.write_parquet, metadata=metadata)
+                       for path, frame in frames.items()})
+
+
+def finite(value: Any) -> Any:
+    """`value` with every float that is not finite (NaN, ±inf) as None, in its lists, tuples and dicts at any depth."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def json_text(data: Any, **options: Any) -> str:
+    """`data` as strict JSON (RFC 8259, which every parser reads): a float that is not finite is null (`finite`), never
+    the `NaN` or `Infinity` Python writes by default. Every JSON file the project writes is written through this."""
+    return json.dumps(finite(data), allow_nan=False, **options)
 
 
 def write_json(data: dict, path: Path) -> None:
-    """Write `data` as indented, key-sorted JSON, atomically."""
-    write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    """Write `data` as indented, key-sorted JSON (`json_text`), atomically."""
+    write_text(path, json_text(data, indent=2, sort_keys=True) + "\n")
 
 
 def write_text(path: Path, text: str) -> None:

@@ -14,14 +14,13 @@ the first names all of them, later ones sometimes one. The same params give byte
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-from tasks.core.writing import write_file, write_text
+from tasks.core.writing import json_text, write_file, write_text
 from tasks.demo.params import SyntheticCocoParams
 
 
@@ -158,4 +157,4 @@ def _pick(rng: np.random.Generator, options) -> str:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    write_text(path, json.dumps(data, sort_keys=True) + "\n")
+    write_text(path, json_text(data, sort_keys=True) + "\n")

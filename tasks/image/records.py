@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.core.schemas import SCORE_COLUMNS, SUBJECT_COLUMNS
+from tasks.core.writing import json_text
 
 log = logging.getLogger(__name__)
 MEASURED = frozenset({"nan", "max_pixel_o", "max_pixel_c", *SCORE_COLUMNS, *SUBJECT_COLUMNS})  # every sample's
@@ -90,7 +91,7 @@ class PairRecords:
         path = self.path(record)
         path.parent.mkdir(parents=True, exist_ok=True)
         by = f"{socket.gethostname()}:{os.getpid()}"
-        data = memoryview("".join("\n" + json.dumps({"key": k, "measured": m, "by": by})
+        data = memoryview("".join("\n" + json_text({"key": k, "measured": m, "by": by})
                                   for k, m in measured.items()).encode())
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

@@ -121,6 +121,8 @@ def test_an_override_cannot_descend_into_a_scalar_or_leave_a_profile_without_a_v
     ('generate.subject_prompt="{word"', "generate.subject_prompt: expected '}'"),
     ("candidates.top_k=100000000000000000000", "candidates.top_k: 100000000000000000000 is beyond ±2**32"),
     ("perplexity.batch_tokens=99999999999", "perplexity.batch_tokens: 99999999999 is beyond"),
+    ("generate.p2p_layers=[1, 4294967296]", "generate.p2p_layers: 4294967296 is beyond ±2**32"),  # a list: each
+    ("evaluate.ks=[1, -4294967296]", "evaluate.ks: -4294967296 is beyond ±2**32"),  # entry bounded like a scalar
     ("engine.torch_threads=100000", "engine.torch_threads: Input should be less than or equal to 1024"),
     ("generate.steps=5000", "generate.steps: Input should be less than or equal to 1000"),
     ("candidates.model.device=garbage", "candidates.model.device: String should match pattern"),

@@ -57,7 +57,7 @@ def test_a_field_of_the_wrong_type_is_a_miss_not_a_crash(tmp_path, field, value)
     assert records.read("ef56") == {"s1": measured(0.5)}
     kept = {**measured(None), "sim_image_image": float("-inf"), "clip_dir": 1}  # null, infinite, whole: numbers
     records.append("ef57", {"s1": kept})
-    assert records.read("ef57") == {"s1": kept}
+    assert records.read("ef57") == {"s1": {**kept, "sim_image_image": None}}  # strict JSON: infinite is null
 
 
 def test_a_pair_costs_one_record_file_whatever_n_samples(tmp_path, tiny_specs, image_models):
