@@ -205,10 +205,12 @@ def selection(scores: Path, output: Path, selected_images: ImagesOption = None,
         check_input(scores, schemas.SAMPLES, "generate")
         check_distinct(scores, output, metrics)
         check_outputs(output, metrics)
-        from flows.preflight import check_models
-
-        check_models(params.generate)
         images = selected_images or output.with_name(f"{output.stem}_images")  # never the pipeline's, unless told
+        from flows.preflight import check_models
+        from tasks.core.publication import STORED_PNG, check_filled
+
+        check_filled(images, STORED_PNG)  # a folder cfgen did not fill is refused before anything starts
+        check_models(params.generate)
         from flows.engine.counters import report_table
         from flows.runners import api_for, run_step
 

@@ -22,11 +22,11 @@ from flows.engine.counters import stage_metrics
 from flows.engine.progress import StageProgress
 from flows.image import sample_records
 from tasks.core import keys
-from tasks.core.images import read_rgb
+from tasks.core.images import read_rgb, stored_file
 from tasks.core.io import read_frame, write_outputs
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import Params
-from tasks.core.publication import held_folder, publish_folder
+from tasks.core.publication import STORED_PNG, held_folder, publish_folder
 from tasks.core.schemas import SAMPLES
 from tasks.image import render, selection, store, thresholds
 from tasks.image.params import GenerateParams
@@ -41,10 +41,11 @@ def canonical_images(records: PairRecords) -> Path:
 
 
 def stored_canonical(records: PairRecords, record: str, key: str) -> dict | None:
-    """A canonical render's measurement from its pair's record, while its PNGs are kept (else None)."""
+    """A canonical render's measurement from its pair's record, while its PNGs are kept (else None); their names are
+    stored names inside the canonical folder (`stored_file`)."""
     measured = records.read(record).get(key)
     folder = canonical_images(records)
-    return measured if measured and all((folder / png).is_file() for png in measured["pngs"]) else None
+    return measured if measured and all(stored_file(folder, png).is_file() for png in measured["pngs"]) else None
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -88,14 +89,14 @@ def selection_flow(scores_path: Path, output: Path, selected_images: Path, param
             params=unmapped(gen), records=unmapped(records), unit=unmapped(unit),
             torch_threads=unmapped(params.engine.torch_threads)) for result in future.result()]
         counts.update(rendered=sum(now for _, now in found), cached=sum(not now for _, now in found))
-        return [{**m, "images": np.stack([read_rgb(folder / png) for png in m["pngs"]])} for m, _ in found]
+        return [{**m, "images": np.stack([read_rgb(stored_file(folder, png)) for png in m["pngs"]])} for m, _ in found]
 
     contested = thresholds.ranked(scores, params.selection)["caption_id"].n_unique()
-    with held_folder(selected_images, output) as staged, \
+    with held_folder(selected_images, output, STORED_PNG) as staged, \
             StageProgress("selection", contested, unit="pairs") as progress:
         kept, rejects, fallthrough = selection.run(scores, params.selection, gen.black_threshold, render_canonical,
                                                    staged, progress.advance)
-        publish_folder(staged, selected_images, lambda: write_outputs(kept, rejects, output))
+        publish_folder(staged, selected_images, lambda: write_outputs(kept, rejects, output), STORED_PNG)
     pairs, renders, cached = scores["caption_id"].n_unique(), counts["rendered"], counts["cached"]
     evals = int(scores["unet_evals"].sum()) + gen.needs.rows_per_sample * gen.steps * (renders + cached)
     return stage_metrics("selection", pairs, kept, rejects, pairs=pairs, accepted=kept.height,

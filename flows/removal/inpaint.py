@@ -24,7 +24,7 @@ from tasks.core.images import UnreadableImage, file_inside, read_rgb
 from tasks.core.io import read_frame
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import Params
-from tasks.core.publication import held_folder, publish_folder
+from tasks.core.publication import STORED_PNG, held_folder, publish_folder
 from tasks.core.schemas import INPAINTED, INPAINTED_REJECTS, REMOVAL_CAPTIONS
 from tasks.image.store import write_png
 from tasks.removal import inpaint
@@ -78,7 +78,7 @@ def inpaint_flow(params: Params) -> dict:
         .filter(pl.col("reason").is_not_null()).select(list(INPAINTED_REJECTS))
     rows = list(usable.iter_rows(named=True))
     sources = [paths.removal_images / e["file_name"] for e in rows]
-    with held_folder(paths.inpainted_images, paths.inpainted) as staged:
+    with held_folder(paths.inpainted_images, paths.inpainted, STORED_PNG) as staged:
         image_0, contents = {}, []
         for source, edit in zip(sources, rows):
             if source not in image_0:
@@ -100,4 +100,4 @@ def inpaint_flow(params: Params) -> dict:
         computed = sum(f.state.name != "Cached" for f in futures)
         return publish_folder(staged, paths.inpainted_images, lambda: finish(
             "inpaint", edits.height, kept, rejects, paths.inpainted, params, edits_filled=computed,
-            edits_cached=len(futures) - computed))
+            edits_cached=len(futures) - computed), STORED_PNG)

@@ -1,5 +1,6 @@
-"""Real images read from the user's folders: a name resolves only inside its folder, and a file that cannot be decoded
-whole, or is over Pillow's pixel limit, is an `UnreadableImage` with its reject reason."""
+"""Images read from folders: a name resolves only inside its folder (a source image's in the user's, `file_inside`; a
+stored image's in the one cfgen filled, `stored_file`), and a file that cannot be decoded whole, or is over Pillow's
+pixel limit, is an `UnreadableImage` with its reject reason."""
 
 from __future__ import annotations
 
@@ -20,6 +21,49 @@ def file_inside(folder: Path, name: str) -> Path | None:
     root = os.path.abspath(folder)
     path = os.path.normpath(os.path.join(root, name))  # `..` resolved by name: links are not followed
     return Path(folder) / name if os.path.commonpath([root, path]) == root and os.path.isfile(path) else None
+
+
+def name_fault(name: object) -> str | None:
+    """Why `name` is no stored name (a relative path of plain parts: no `..`, `.` or empty part, not absolute, no
+    NUL), or None when it is one."""
+    if not isinstance(name, str) or not name:
+        return "it is empty"
+    if "\0" in name:
+        return "it holds a NUL"
+    if name.startswith("/"):
+        return "it is an absolute path"
+    return "it is a path, not a name (a `..`, `.` or empty part)" if {"", ".", ".."} & set(name.split("/")) else None
+
+
+def stored_name(name: object) -> str:
+    """`name` when it is a stored name (`name_fault`), else a one-line `UserError`: a table whose names are paths is not
+    one cfgen wrote."""
+    if fault := name_fault(name):
+        raise UserError(f"stored image name {name!r} is not a name ({fault}): the table naming it is not one cfgen "
+                        "wrote; rerun the stage that writes it")
+    return name
+
+
+def stored_names(names: Iterable[object]) -> list[str]:
+    """`stored_name` of every name, all checked before the caller uses any."""
+    return [stored_name(name) for name in names]
+
+
+def stored_file(folder: Path, name: object) -> Path:
+    """`folder / name` for a stored name (`stored_name`) whose file, every link followed, is inside `folder`; else a
+    one-line `UserError`, raised before anything is opened. cfgen fills these folders itself and makes no link, so
+    (unlike a source image's) a link out of the folder is refused."""
+    root = os.path.realpath(folder)
+    target = os.path.realpath(os.path.join(root, stored_name(name)))
+    if os.path.commonpath([root, target]) != root:
+        raise UserError(f"stored image name {name!r} leads out of {folder} (through a link, to {target}): the folder "
+                        "is not one cfgen filled; rerun the stage that writes it")
+    return Path(folder) / name
+
+
+def stored_files(folder: Path, names: Iterable[object]) -> list[Path]:
+    """`stored_file` of every name, all checked before the caller opens any."""
+    return [stored_file(folder, name) for name in names]
 
 
 def source_image_paths(image_ids: Iterable[str], folder: Path | None, pattern: str) -> list[Path | None]:

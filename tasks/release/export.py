@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import polars as pl
 from huggingface_hub.errors import HfHubHTTPError
 
 from tasks.core.errors import UserError
+from tasks.core.images import stored_files
 from tasks.core.publication import replaced_folder
 from tasks.core.schemas import EXPORT, JUDGE_COLUMNS
 from tasks.release.params import ExportParams
@@ -31,6 +33,7 @@ log = logging.getLogger(__name__)
 
 IMAGE_COLUMNS = ("image_0", "image_1")
 SCHEMA = EXPORT
+SHARDS = re.compile(r"[a-z]+-\d{5}-of-\d{5}\.parquet")  # what `write_dataset` writes into a config's folder
 _VALUE_TYPES = {pl.String: "string", pl.Int64: "int64", pl.Float64: "float64", pl.Boolean: "bool"}
 
 
@@ -75,10 +78,12 @@ def features(rows: pl.DataFrame) -> datasets.Features:
 
 
 def embedded(rows: pl.DataFrame, images_dir: Path) -> datasets.Dataset:
-    """`rows` as a Dataset whose image columns hold each PNG's bytes (unchanged) and its relative path."""
+    """`rows` as a Dataset whose image columns hold each PNG's bytes (unchanged) and its relative path; every name
+    is checked (`stored_files`: inside `images_dir`) before any file is read."""
     data = rows.to_dict(as_series=False)
+    files = {column: stored_files(images_dir, data[column]) for column in IMAGE_COLUMNS}
     for column in IMAGE_COLUMNS:
-        data[column] = [{"bytes": (images_dir / path).read_bytes(), "path": path} for path in data[column]]
+        data[column] = [{"bytes": file.read_bytes(), "path": path} for file, path in zip(files[column], data[column])]
     return datasets.Dataset.from_dict(data, features=features(rows))
 
 
@@ -86,9 +91,11 @@ def write_dataset(splits: Mapping[str, pl.DataFrame], images_dir: Path, out_dir:
                   folder: str = "data") -> list[Path]:
     """Make `out_dir/<folder>` hold exactly the `<split>-{i:05d}-of-{n:05d}.parquet` shards of each split (at most
     shard_rows rows each, at least one shard); returns them. The folder is replaced as a whole (`replaced_folder`): a
-    run killed while writing leaves the last complete set of shards."""
+    run killed while writing leaves the last complete set of shards. A stored name that is no name inside
+    `images_dir` (`stored_files`) is refused before any shard is written."""
     data_dir, shards = Path(out_dir) / folder, []
-    with replaced_folder(data_dir) as staged:
+    stored_files(images_dir, (name for rows in splits.values() for column in IMAGE_COLUMNS for name in rows[column]))
+    with replaced_folder(data_dir, SHARDS) as staged:
         for split, rows in splits.items():
             n = max(1, math.ceil(rows.height / params.shard_rows))
             for i in range(n):

@@ -11,17 +11,19 @@ enters the site before the data.js showing it and leaves only after one that no 
 from __future__ import annotations
 
 import io
-import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 from PIL import Image
 
-from tasks.core.publication import prune
-from tasks.core.writing import write_file
+from tasks.core.images import stored_file, stored_name
+from tasks.core.publication import STORED_PNG, prune
+from tasks.core.writing import json_text, write_file
 
 SITE = Path(__file__).with_name("site")
 THUMB = 192  # thumbnail side, pixels (never larger than the image)
+COPIES = re.compile(rf"{STORED_PNG.pattern}|[0-9a-f]{{2}}/\.[^/]+\.tmp")  # images/, thumbs/: PNGs, temporaries
 
 
 def intact(path: Path) -> bool:
@@ -36,8 +38,9 @@ def intact(path: Path) -> bool:
 
 def publish_image(read: Callable[[str], bytes], relative: str, site: Path) -> dict[str, str]:
     """Copy a content-addressed PNG (`read(relative)` gives its bytes) and its thumbnail into `site`, each atomically,
-    unless both are there intact; their paths in the site."""
-    full, thumb = Path("images", relative), Path("thumbs", relative)
+    unless both are there intact; their paths in the site. `relative` is a stored name (`stored_name`), checked
+    before anything is read or written."""
+    full, thumb = Path("images", stored_name(relative)), Path("thumbs", relative)
     if not (intact(site / full) and intact(site / thumb)):
         png = read(relative)
         write_file(site / full, lambda temporary: temporary.write_bytes(png))
@@ -48,7 +51,8 @@ def publish_image(read: Callable[[str], bytes], relative: str, site: Path) -> di
 
 
 def from_store(store: Path) -> Callable[[str], bytes]:
-    return lambda relative: (store / relative).read_bytes()
+    """A stored PNG's bytes by its name (`stored_file`: inside `store`)."""
+    return lambda relative: stored_file(store, relative).read_bytes()
 
 
 def write_if_changed(path: Path, content: bytes) -> None:
@@ -64,16 +68,18 @@ def write_site(site: Path, data: dict, figures: list[Path]) -> None:
         write_if_changed(site / asset.name, asset.read_bytes())
     for figure in figures:
         write_if_changed(site / "figures" / figure.name, figure.read_bytes())
-    text = json.dumps({**data, "figures": [f"figures/{f.name}" for f in figures]}, sort_keys=True,
-                      separators=(",", ":"))
+    text = json_text({**data, "figures": [f"figures/{f.name}" for f in figures]}, sort_keys=True,
+                     separators=(",", ":"))
     write_if_changed(site / "data.js", f"window.GALLERY = {text};\n".encode())
 
 
 def publish_site(site: Path, data: dict, figures: list[Path]) -> None:
     """Write the site (`write_site`: data.js names the images its cards show, all already in `site`), then remove
-    every other file under `images/` and `thumbs/` (a new selection's leftovers, a killed build's temporaries)."""
+    every other file cfgen writes under `images/` and `thumbs/` (`COPIES`: a new selection's leftovers, a killed
+    build's temporaries); a file of any other name stays."""
     write_site(site, data, figures)
     used = {card[key][size] for card in (*data["pairs"], *data["removal"])
             for key in ("image_o", "image_c", "image_0", "image_1") if key in card for size in ("full", "thumb")}
     for folder in ("images", "thumbs"):
-        prune(site / folder, {path.removeprefix(f"{folder}/") for path in used if path.startswith(f"{folder}/")})
+        prune(site / folder, {path.removeprefix(f"{folder}/") for path in used if path.startswith(f"{folder}/")},
+              COPIES)

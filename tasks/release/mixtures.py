@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 
 import datasets
@@ -22,6 +23,7 @@ from tasks.core.publication import replaced_folder
 
 MIXTURES = {"base": (0.5, 0.25), "medium": (1.0, 0.75), "all": (1.0, 1.0)}  # (real share, counterfactual share)
 VALIDATION_SHARE = 0.2
+SHARDS = re.compile(rf"({'|'.join(MIXTURES)})/(train|validation)-00000-of-00001\.parquet")  # what it writes
 ROWS: dict[str, pl.DataType] = {"id": pl.String, "caption_id": pl.String, "source": pl.String, "caption": pl.String,
                                 "image": pl.String}
 
@@ -76,7 +78,7 @@ def write_mixtures(mixtures: dict[str, pl.DataFrame], images_dir: Path, out_dir:
     features = datasets.Features({**{c: datasets.Value("string") for c in ROWS if c != "image"},
                                   "image": datasets.Image()})
     written = []
-    with replaced_folder(out_dir) as staged:
+    with replaced_folder(out_dir, SHARDS) as staged:
         for name, rows in mixtures.items():
             (staged / name).mkdir()
             for split in ("train", "validation"):

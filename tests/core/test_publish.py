@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from tasks.core.writing import write_frame
-from tasks.core.publication import publish_folder, staging_folder
+from tasks.core.publication import STORED_PNG, publish_folder, staging_folder
 from tasks.image import store
 
 folder, kill_at, shades, changes = Path(sys.argv[1]), int(sys.argv[2]), map(int, sys.argv[3].split(",")), [0]
@@ -44,7 +44,8 @@ def counted(change):
 os.replace, os.unlink, os.rmdir = counted(os.replace), counted(os.unlink), counted(os.rmdir)
 staged = staging_folder(folder)
 names = [store.write_png(staged, np.full((4, 4, 3), shade, np.uint8)) for shade in shades]
-publish_folder(staged, folder, lambda: write_frame(pl.DataFrame({"png": names}), folder.with_suffix(".parquet")))
+publish_folder(staged, folder, lambda: write_frame(pl.DataFrame({"png": names}), folder.with_suffix(".parquet")),
+               STORED_PNG)
 print(changes[0])
 """
 
