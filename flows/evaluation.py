@@ -26,7 +26,7 @@ from flows.engine.workspace import result_store
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import content_hash
-from tasks.core.images import source_image_paths
+from tasks.core.images import source_image_paths, stored_files
 from tasks.core.io import plain
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import Params
@@ -91,7 +91,7 @@ def removal_metrics(params: Params) -> dict[str, dict] | None:
         return None
     queries = stage.removal_queries(pl.read_parquet(paths.removal_pairs))
     gallery = pl.read_parquet(paths.removal_gallery).select("caption", "classes")
-    stage.require_files(paths.inpainted_images / k for k in queries["image_1"])
+    stage.require_files(stored_files(paths.inpainted_images, queries["image_1"]))
     log.info("evaluate: ODmAP over %d test queries and %d gallery captions", queries.height, gallery.height)
     odmap = odmap_model.with_options(result_storage=result_store(params))
     content = keys.digest(queries.write_ndjson(), gallery.write_ndjson())

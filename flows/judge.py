@@ -27,7 +27,7 @@ from flows.validation import check_export, read_ratings
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
-from tasks.core.images import read_rgb
+from tasks.core.images import read_rgb, stored_file
 from tasks.core.io import check_input, plain, read_frame, write_outputs
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import Params
@@ -64,9 +64,10 @@ def asked(selected: pl.DataFrame, params: Params) -> tuple[pl.DataFrame, int]:
     """(caption_id + a `judge_<question>` column per question, pairs asked now rather than read from the cache)."""
     folder, jp = params.root / params.paths.selected_images, params.judge  # absolute: a worker has another cwd
     pairs = selected.to_dicts()
+    images = [{side: str(stored_file(folder, p[f"image_{side}"])) for side in "oc"} for p in pairs]  # before any task
     with StageProgress("judge", len(pairs), unit="pairs") as progress:
         futures = ask_pair.with_options(result_storage=result_store(params)).map(
-            pair=pairs, images=[{"o": str(folder / p["image_o"]), "c": str(folder / p["image_c"])} for p in pairs],
+            pair=pairs, images=images,
             params=unmapped(jp), torch_threads=unmapped(params.engine.torch_threads), unit=unmapped(judge_unit(jp)),
             content=[pair_content(p, jp) for p in pairs])
         for _ in as_completed(futures):

@@ -18,7 +18,7 @@ from scmrepo.git import Git
 
 from tasks.core.errors import UserError
 from tasks.core.params import PathsParams
-from tasks.core.writing import write_text
+from tasks.core.writing import json_text, write_text
 from tasks.release import diff, gallery
 
 
@@ -80,11 +80,11 @@ def write_diff(rev_a: str, rev_b: str, paths: PathsParams, repo: Path = Path("."
     stem = f"{rev_a}..{rev_b}".replace("/", "_")
     written = {"md": out / f"{stem}.md", "html": out / f"{stem}.html", "json": out / f"{stem}.json",
                "gallery": out / stem / "index.html"}
-    write_text(written["md"], diff.to_markdown(result, rev_a, rev_b))
-    write_text(written["html"], diff.to_html(result, rev_a, rev_b))
-    write_text(written["json"], json.dumps(result, indent=2, default=str))
-    gallery.compare(out / stem, f"{rev_a} → {rev_b}: the pairs they do not share",
+    gallery.compare(out / stem, f"{rev_a} → {rev_b}: the pairs they do not share",  # first: it checks the names
                     {rev: (*version[:2], selected_image(rev, paths, repo))
                      for rev, version in ((rev_a, version_a), (rev_b, version_b))},
                     diff.pair_changes(version_a, version_b))
+    write_text(written["md"], diff.to_markdown(result, rev_a, rev_b))
+    write_text(written["html"], diff.to_html(result, rev_a, rev_b))
+    write_text(written["json"], json_text(result, indent=2, default=str))
     return written

@@ -6,7 +6,7 @@ import polars as pl
 from prefect import flow
 
 from flows.engine.console import show_json
-from tasks.core.images import source_image_paths
+from tasks.core.images import source_image_paths, stored_files
 from tasks.core.params import Params
 from tasks.core.writing import write_json
 from tasks.release import mixtures
@@ -18,6 +18,7 @@ def mixtures_flow(params: Params) -> dict:
     sizes (also written to `paths.metrics/mixtures.json`)."""
     paths = params.paths
     selected = pl.read_parquet(paths.selected)
+    stored_files(paths.selected_images, [*selected["image_o"], *selected["image_c"]])  # names, before any is read
     real = {cid: str(path.absolute()) for cid, path in zip(selected["caption_id"], source_image_paths(
         selected["image_id"], paths.source_images, paths.source_image_name)) if path}  # not under selected_images
     built = mixtures.mixture_rows(selected, real, params.mixtures.seed)

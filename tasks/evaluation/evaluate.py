@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from tasks.core.errors import UserError
-from tasks.core.images import read_rgb
+from tasks.core.images import read_rgb, stored_files
 from tasks.core.schemas import EVALUATION
 from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.evaluation import itm, odmap
@@ -60,9 +60,9 @@ def reader(images_dir: Path) -> Reader:
 
 def locate(selected: pl.DataFrame, images_dir: Path, real_paths: list[Path | None]) -> list[str | None]:
     """Each pair's real image key (`real_paths`, one per pair, made absolute) or None, once every image of
-    `selected` (store paths under `images_dir`) and every real image is known to exist."""
+    `selected` (stored names inside `images_dir`: `stored_files`) and every real image is known to exist."""
     real = [str(p.absolute()) if p else None for p in real_paths]
-    require_files([images_dir / k for k in sorted({*selected["image_o"], *selected["image_c"]})]
+    require_files(stored_files(images_dir, sorted({*selected["image_o"], *selected["image_c"]}))
                   + [Path(k) for k in real if k])
     return real
 

@@ -14,7 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from tasks.core.images import read_rgb
+from tasks.core.images import read_rgb, stored_file
 from tasks.core.writing import write_file
 
 DPI = 100
@@ -225,7 +225,7 @@ def contact_sheet(rows: list[dict], images_dir: Path) -> Figure:
         for j, (column, name) in enumerate((("image_o", "I_o"), ("image_c", "I_c"))):
             ax = figure.add_axes(((left + 0.3 + j * (side + 0.2)) / SHEET_WIDTH, (top - 0.3 - side) / height,
                                   side / SHEET_WIDTH, side / height))
-            _image(ax, Path(images_dir) / (row[column] or ""), f"{name}  ({row['caption_id']})" if j == 0 else
+            _image(ax, stored_file(Path(images_dir), row[column]), f"{name}  ({row['caption_id']})" if j == 0 else
                    f"{name}  (clip_dir {row['clip_dir']:.3f})")
         text_ax = figure.add_axes(((left + 0.1) / SHEET_WIDTH, (top - CELL_HEIGHT + 0.05) / height,
                                    (cell_w - 0.2) / SHEET_WIDTH, 1.1 / height))

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
+from tasks.core.images import stored_files, stored_names
 from tasks.core.io import plain, rejects_path
 from tasks.core.params import Params
 from tasks.core.schemas import JUDGE_COLUMNS, JUDGE_QUESTIONS, SCORE_COLUMNS, SUBJECT_COLUMNS, TRUTH_PARTS
@@ -109,11 +110,12 @@ def pair_cards(selected: pl.DataFrame, counterfactuals: pl.DataFrame, images: Pa
 def compare(site: Path, title: str, sides: dict[str, tuple[pl.DataFrame, pl.DataFrame, Callable[[str], bytes]]],
             changes: dict[str, str]) -> int:
     """A gallery of the pairs two versions do not share: per changed caption_id (by id), the card of each version
-    that has it (`sides`: label -> (counterfactuals, selected, image reader)), labelled with the change. Returns the
-    cards written."""
+    that has it (`sides`: label -> (counterfactuals, selected, image reader)), labelled with the change, every image
+    name of them checked (`stored_names`) before any is read. Returns the cards written."""
     rows = {label: {row["caption_id"]: row for row in with_caption_scores(
         selected.filter(pl.col("caption_id").is_in(list(changes))), counterfactuals).iter_rows(named=True)}
         for label, (counterfactuals, selected, _) in sides.items()}
+    stored_names(row[key] for side in rows.values() for row in side.values() for key in ("image_o", "image_c"))
     cards = [{**pair_card(rows[label][caption_id], sides[label][2], site), "label": label, "change": change}
              for caption_id, change in sorted(changes.items()) for label in sides if caption_id in rows[label]]
     data = {"title": title, "tab": "pairs", "pairs": cards, "removal": [], "rejects": [], "funnel": {},
@@ -168,13 +170,14 @@ def build(params: Params) -> dict:
     """Write the gallery of this run to `paths.gallery`; returns its counts."""
     paths, site = params.paths, Path(params.paths.gallery)
     selected = pl.read_parquet(paths.selected)
-    removal = Path(paths.removal_pairs)
+    removal = pl.read_parquet(paths.removal_pairs) if Path(paths.removal_pairs).is_file() else None
+    stored_files(paths.selected_images, [*selected["image_o"], *selected["image_c"]])  # before any image is copied
+    stored_files(paths.inpainted_images, [] if removal is None else [*removal["image_0"], *removal["image_1"]])
     data = {
         "pairs": pair_cards(selected, pl.read_parquet(paths.counterfactual_captions), Path(paths.selected_images),
                             site, people_verdicts(selected, Path(paths.validated)), rows_by_caption(Path(paths.judged)),
                             rows_by_caption(Path(paths.truth))),
-        "removal": removal_cards(pl.read_parquet(removal), Path(paths.inpainted_images), site)
-        if removal.is_file() else [],
+        "removal": [] if removal is None else removal_cards(removal, Path(paths.inpainted_images), site),
         "rejects": rejects_view({name: Path(getattr(paths, stage.data)) for name, stage in steps().items()}
                                 | {name: Path(getattr(paths, data)) for name, data in OTHER_OUTPUTS.items()},
                                 params.gallery.seed),

@@ -180,8 +180,9 @@ def write_report(frames: Mapping[str, pl.DataFrame], stage_metrics: Mapping[str,
                           type_funnel(frames, params.sites.types))
     if truth and truth.get("enabled"):
         metrics["truth"] = {key: truth[key] for key in TRUTH_KEYS}
-    write_json(metrics, paths.run_metrics)
+    # the figures first: a stored image name that is no name inside the folder is refused before anything is written
     figures(counterfactuals, samples, selected, counts, paths.selected_images, paths.figures,
             thresholds=params.selection.thresholds(), window=(params.similarity.lower, params.similarity.upper))
+    write_json(metrics, paths.run_metrics)
     write_plot_data(counterfactuals, selected, paths.plots, funnel=counts)
     return metrics

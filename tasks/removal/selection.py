@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from tasks.core import schemas
-from tasks.core.images import read_rgb
+from tasks.core.images import read_rgb, stored_files
 from tasks.core.keys import digest
 from tasks.image.scoring import ClipScorer, load_clip
 from tasks.removal.params import RemovalSelectionParams
@@ -35,11 +35,12 @@ def load_models(params: RemovalSelectionParams) -> ClipScorer:
 
 def run(edits: pl.DataFrame, images_dir: Path, params: RemovalSelectionParams,
         clip: ClipScorer) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(pairs, rejects) of an `inpainted` frame whose image paths are relative to `images_dir`."""
+    """(pairs, rejects) of an `inpainted` frame whose image names are stored names inside `images_dir` (all checked,
+    `stored_files`, before any is read)."""
     if edits.is_empty():
         return pl.DataFrame(schema=SCHEMA), pl.DataFrame(schema=REJECTS_SCHEMA)
-    image_0 = clip.embed_images([read_rgb(images_dir / p) for p in edits["image_0"]], CLIP_BATCH)
-    image_1 = clip.embed_images([read_rgb(images_dir / p) for p in edits["image_1"]], CLIP_BATCH)
+    files = [stored_files(images_dir, edits[column]) for column in ("image_0", "image_1")]
+    image_0, image_1 = (clip.embed_images([read_rgb(f) for f in column], CLIP_BATCH) for column in files)
     classes = sorted({c for removed in edits["removed"] for c in removed})
     prompt = dict(zip(classes, clip.embed_texts([params.prompt.format(name=c) for c in classes])))
     captions = clip.embed_texts(edits["edited_caption"].to_list())

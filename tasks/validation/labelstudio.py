@@ -20,7 +20,9 @@ from typing import Any
 import polars as pl
 
 from tasks.core.errors import UserError
+from tasks.core.images import stored_file, stored_name
 from tasks.core.schemas import Schema
+from tasks.core.writing import json_text
 
 CHOICES_NAME = "match"
 LABEL_CONFIG = f"""<View>
@@ -59,12 +61,12 @@ def _unit(seed: int, *key: str) -> float:
 
 def image_uri(relative: str, images_dir: Path | None, url_prefix: str | None = None) -> str:
     """`url_prefix + relative` when a prefix is given (no file is read), else the PNG under `images_dir` embedded as a
-    base64 data URI."""
+    base64 data URI; either way `relative` is a stored name (`stored_file`: inside `images_dir`)."""
     if url_prefix:
-        return url_prefix + relative
+        return url_prefix + stored_name(relative)
     if images_dir is None:
         raise UserError("no images folder to embed images from: give one, or a URL prefix the images are served at")
-    path = Path(images_dir) / relative
+    path = stored_file(Path(images_dir), relative)
     if not path.is_file():
         raise UserError(f"image {path} does not exist: pass the images folder the selection was written with")
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
@@ -97,7 +99,7 @@ def build_tasks(selected: pl.DataFrame, images_dir: Path | None, *, annotators: 
 
 def tasks_json(tasks: list[dict[str, Any]]) -> bytes:
     """The tasks as Label Studio's JSON import format; equal tasks give equal bytes."""
-    return (json.dumps(tasks, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
+    return (json_text(tasks, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
 
 
 def image_keys(selected: pl.DataFrame) -> pl.DataFrame:
