@@ -11,7 +11,6 @@ empty frames and `{"enabled": false}`.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import polars as pl
 from prefect import flow, get_run_logger
@@ -25,8 +24,8 @@ from flows.engine.progress import StageProgress
 from flows.engine.workspace import result_store
 from flows.preflight import check_models
 from tasks.core import keys
-from tasks.core.images import read_rgb
-from tasks.core.io import plain, read_frame
+from tasks.core.images import read_rgb, stored_files
+from tasks.core.io import check_input, plain, read_frame
 from tasks.core.loading import set_torch_threads
 from tasks.core.params import Params
 from tasks.core.schemas import SAMPLES, SELECTED, TRUTH, TRUTH_SAMPLES
@@ -34,7 +33,8 @@ from tasks.core.writing import write_frames
 from tasks.image import backends
 from tasks.image.params import GenerateParams
 from tasks.image.thresholds import subjects_failure
-from tasks.toyworld import summary, truth
+from tasks.stages import stage
+from tasks.toyworld import identity, summary, truth
 
 
 def truth_unit(params: GenerateParams) -> keys.Unit:
@@ -71,8 +71,11 @@ def truth_flow(params: Params) -> dict:
         write_frames({paths.truth_samples: pl.DataFrame(schema=TRUTH_SAMPLES), paths.truth: pl.DataFrame(schema=TRUTH)})
         write_metrics({"stage": "truth", "enabled": False}, paths.metrics / "truth.json")
         return {"stage": "truth", "enabled": False}
+    check(params)  # also here: the whole DAG runs no command's pre-flight
     samples = read_frame(paths.samples, SAMPLES, "generate")
     selected = read_frame(paths.selected, SELECTED, "selection")
+    names = [*selected["image_o"], *selected["image_c"]]
+    files = dict(zip(names, stored_files(params.root / paths.selected_images, names)))  # before any render
     pairs = samples.partition_by("caption_id", maintain_order=True)
     gp, unit = params.generate, truth_unit(params.generate)
     with StageProgress("truth", len(pairs), unit="pairs") as progress:
@@ -82,8 +85,7 @@ def truth_flow(params: Params) -> dict:
         for _ in as_completed(futures):
             progress.advance()
     checked = pl.DataFrame([row for f in futures for row in f.result()], schema=TRUTH_SAMPLES)
-    folder = params.root / paths.selected_images
-    chosen = truth.selected_truth(selected, lambda name: read_rgb(Path(folder / name)), TRUTH)
+    chosen = truth.selected_truth(selected, lambda name: read_rgb(files[name]), TRUTH)
     judged = (pl.read_parquet(paths.judged).select("caption_id", "judge_pass").drop_nulls()
               if params.judge.enabled and paths.judged.is_file() else None)
     metrics = {"stage": "truth", "enabled": True,
@@ -97,9 +99,13 @@ def truth_flow(params: Params) -> dict:
 
 
 def check(params: Params) -> None:
-    """The toy world's diffusion model is here, when truth runs."""
+    """When truth runs: the toy world's diffusion model is here and is the one its weights assemble into, and the
+    samples were generated under the generate key truth renders with (`identity`)."""
     if params.truth.enabled:
         check_models(params.generate)
+        check_input(params.paths.samples, SAMPLES, "generate")
+        identity.check_world_model(params.generate, params.tiny_models.toy_world)
+        identity.check_samples(params.paths.samples, params.generate, stage("generate").code)
 
 
 def show(metrics: dict) -> None:

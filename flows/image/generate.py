@@ -43,8 +43,10 @@ def generate_pairs(pairs: pl.DataFrame, params: GenerateParams, selection_params
 
 @flow(name="generate", task_runner=ThreadPoolTaskRunner(max_workers=1))
 def generate_flow(pairs_path: Path, output: Path, params: Params) -> dict:
-    """A score row for every sample of every caption pair in `pairs_path`."""
+    """A score row for every sample of every caption pair in `pairs_path`, under the sample unit's key (recorded in
+    the output: `io.made_by`, which truth checks)."""
     gen = params.generate
+    unit = render.sample_unit(gen, stage("generate").code)
     selection_params = params.selection if gen.adaptive.enabled else None
     pairs = read_frame(pairs_path, PAIR, "perplexity").select(list(PAIR))
     cut = chunks.sample_cut([gen.n_samples] * pairs.height, gen.pairs_per_task)
@@ -53,7 +55,7 @@ def generate_flow(pairs_path: Path, output: Path, params: Params) -> dict:
         futures = generate_pairs.map(
             pairs=[pairs.slice(run.start, len(run)) for run in cut], params=unmapped(gen),
             selection_params=unmapped(selection_params), records=unmapped(sample_records(params)),
-            unit=unmapped(render.sample_unit(gen, stage("generate").code)),
+            unit=unmapped(unit),
             torch_threads=unmapped(params.engine.torch_threads),
             progress=unmapped(progress if local else None))
         sizes = {f.task_run_id: len(run) for f, run in zip(futures, cut)}
@@ -63,7 +65,7 @@ def generate_flow(pairs_path: Path, output: Path, params: Params) -> dict:
     results = [futures[i].result() for i in sorted(range(len(cut)), key=lambda i: cut[i].start)]  # input order
     kept = pl.concat([r[0] for r in results]) if results else pl.DataFrame(schema=SAMPLES)
     rejects = pl.concat([r[1] for r in results]) if results else pl.DataFrame(schema=generate.REJECTS_SCHEMA)
-    write_outputs(kept, rejects, output)
+    write_outputs(kept, rejects, output, unit.shared)
     rendered, computed = sum(r[2] for r in results), sum(r[3] for r in results)
     get_run_logger().info("generate: %d pairs (%d rendered now) in %d tasks, %d samples, %d rendered now",
                           pairs.height, computed, len(cut), kept.height, rendered)
