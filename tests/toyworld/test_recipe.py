@@ -1,4 +1,4 @@
-"""Issue 63's recipe parts: the parse targets ask only what a causal encoder has read, the grounding loss is zero for
+"""Issue 63's recipe parts: the parse targets label each token with its phrase or the scene, the grounding loss is zero for
 maps inside their masks and positive for swapped ones, the recording processor attends as diffusers' own, a
 parse-trained encoder stays frozen while the UNet trains, and the sampler's spacing reaches the assembled folder."""
 
@@ -32,14 +32,19 @@ def test_every_bpe_piece_of_a_phrase_is_the_phrases():
     assert set(phrases[11:]) == {-1}
 
 
-def test_a_token_is_asked_only_what_the_caption_stated_up_to_it():
+def test_a_phrase_token_is_asked_its_phrase_and_a_later_token_the_scene():
     labels = parse.targets(world.parse(CAPTION))
     asked = {fact: labels[:, i] != parse.IGNORE for i, fact in enumerate(parse.FACTS)}
-    assert not asked["shape"][1:5].any() and asked["shape"][5]  # the number and adjectives precede the noun
-    assert not asked["relation"][1:6].any() and asked["relation"][6]  # known from the relation word on
-    assert not asked["shape_1"][:10].any() and asked["shape_1"][10:].all()
-    assert labels[5, list(parse.FACTS).index("count")] == parse.FACTS["count"].index(2)
-    assert labels[9, list(parse.FACTS).index("size")] == parse.FACTS["size"].index(parse.UNSAID)
+    phrase_tokens = torch.tensor(parse.token_phrases(CAPTION)) >= 0
+    scene_tokens = ~phrase_tokens & (torch.arange(77) > 0)  # the BOS is never asked
+    for fact in parse.FACTS:
+        expected = (phrase_tokens & (fact in parse.PHRASE_FACTS)) | (scene_tokens & (fact in parse.SCENE_FACTS))
+        assert torch.equal(asked[fact], expected), fact
+    column = list(parse.FACTS).index
+    assert labels[3, column("shape")] == parse.FACTS["shape"].index("triangle")  # "red": its phrase's noun
+    assert labels[9, column("size")] == parse.FACTS["size"].index(parse.UNSAID)
+    assert labels[8, column("phrase")] == 1 and labels[2, column("count")] == parse.FACTS["count"].index(2)
+    assert labels[20, column("shape_1")] == parse.FACTS["shape_1"].index("square")
 
 
 def _placed(probs_for: dict[int, list[int]], side: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
