@@ -32,7 +32,7 @@ from diffusers.training_utils import EMAModel
 from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
 from transformers import AutoTokenizer, DataCollatorForLanguageModeling
 
-from tasks.core.writing import json_text
+from tasks.core.writing import finite, json_text
 from tasks.tiny.images import SD_BETAS
 from tasks.tiny.text import train_vocab
 from tasks.toyworld import folders, grounding, models, parse, world
@@ -215,6 +215,7 @@ def _train(out: Path, schedule: Schedule, run: Run, reused: dict | None) -> dict
         record["reused"] = {"from": str(run.reuse), "models": [m for m in Schedule.MODELS if m not in run.only]}
     record["losses_per_50_steps"] = {name: [round(float(np.mean(l[i:i + 50])), 5) for i in range(0, len(l), 50)]
                                      for name, l in losses.items()}
+    record = finite(record)  # what train.json holds (a loss that was NaN, as a tiny run's masked LM can, is null)
     (out / "train.json").write_text(json_text(record, indent=1))
     t.checkpoints.remove()
     return record

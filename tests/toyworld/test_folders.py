@@ -104,6 +104,6 @@ def test_what_a_run_must_not_touch_or_cannot_run_is_refused_before_any_work(tmp_
 
 
 def test_the_command_needs_an_output_and_refuses_the_committed_weights_in_one_line(tmp_path):
-    assert_one_error(cfgen(tmp_path, "toy-world", "train"), "Missing argument 'OUTPUT'")
+    assert_one_error(cfgen(tmp_path, "toy-world", "train"), "Missing argument 'output'")
     assert_one_error(cfgen(tmp_path, "toy-world", "train", str(WEIGHTS), "--diffusion-steps", "4", "--only",
                            "diffusion"), "holds the committed weights")

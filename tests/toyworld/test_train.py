@@ -121,7 +121,7 @@ def test_only_the_diffusion_model_trains_on_the_committed_vae_and_assembles_as_r
     record = train(weights, replace(TINY, attention_heads=2, min_snr_gamma=5.0, draw="pool"),
                    replace(RUN, only=("diffusion",), checkpoint_every=0, eval_scenes=0))
     committed = json.loads((WEIGHTS / "train.json").read_text())
-    assert set(record["losses_per_50_steps"]) == {"diffusion"}
+    assert set(record["losses_per_50_steps"]) == {"parse", "diffusion", "grounding"}
     assert record["scaling_factor"] == committed["scaling_factor"]
     assert record["reused"] == {"from": str(WEIGHTS), "models": ["vae", "clip", "lms"]}
     for name in WEIGHT_FILES[1:]:
