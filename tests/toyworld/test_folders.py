@@ -16,7 +16,8 @@ from tasks.core.errors import UserError
 from tasks.core.writing import OutputError
 from tasks.toyworld import folders
 from tasks.toyworld import train as training
-from tasks.toyworld.loop import Checkpoints, Run
+from tasks.toyworld.checkpoints import Checkpoints
+from tasks.toyworld.loop import Run
 from tasks.toyworld.params import CHECKPOINT, WEIGHTS, Schedule
 from tasks.toyworld.train import train
 from tests.flows.test_cli import assert_one_error, cfgen

@@ -17,8 +17,9 @@ from tasks.image.backends.sd1 import load_diffusion
 from tasks.toyworld.accuracy import SCENE_KINDS
 from tasks.toyworld.assemble import assemble
 from tasks.toyworld.batches import Pool, diffusion_batch
+from tasks.toyworld.checkpoints import Checkpoints
 from tasks.toyworld.folders import staging
-from tasks.toyworld.loop import Checkpoints, Run, resolve
+from tasks.toyworld.loop import Run, resolve
 from tasks.toyworld.params import CHECKPOINT, WEIGHTS, Schedule
 from tasks.toyworld.train import train
 
