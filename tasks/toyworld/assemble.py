@@ -2,7 +2,8 @@
 pipeline loads: `diffusion/` (SD v1: unet, vae, text_encoder, tokenizer, scheduler), `clip/` (open_clip JSON +
 checkpoint), `mlm/` and `clm/` (transformers folders with the world vocabulary's tokenizers). The UNet's shape and the
 VAE's scaling factor are what `train.json` records. Deterministic: the same weights give byte-identical folders, so
-model fingerprints and cache keys are stable."""
+model fingerprints and cache keys are stable. `RECORD` beside them names what was assembled from what: the weights'
+and the diffusion folder's `content_hash`, so truth can check its model without assembling again."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from pathlib import Path
 
 from safetensors.torch import save_file
 
+from tasks.core.fingerprints import content_hash
+from tasks.core.writing import write_json
 from tasks.tiny.images import TINY_CLIP_NAME, clip_bpe_tokenizer
 from tasks.toyworld import models
-from tasks.toyworld.params import Schedule
+from tasks.toyworld.params import RECORD, Schedule
 
 
 def assemble(weights: Path, out: Path) -> None:
@@ -42,3 +45,4 @@ def assemble(weights: Path, out: Path) -> None:
         model = cls.from_pretrained(out / name)
         model.load_state_dict(models.load(weights / f"{name}.safetensors")[name])
         model.save_pretrained(out / name)
+    write_json({"weights": content_hash(weights), "diffusion": content_hash(out / "diffusion")}, out / RECORD)

@@ -4,6 +4,7 @@ own, and samples generated under another generate key than the one truth renders
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import polars as pl
 import pytest
 
 from tasks.core.errors import UserError
-from tasks.core.fingerprints import fingerprint
+from tasks.core.fingerprints import content_hash, fingerprint
 from tasks.core.io import write_outputs
 from tasks.core.schemas import SAMPLES
 from tasks.core.specs import resolve_path
@@ -20,12 +21,13 @@ from tasks.stages import stage
 from tasks.tiny.images import build_tiny_diffusion
 from tasks.toyworld import identity
 from tasks.toyworld.assemble import assemble
+from tasks.toyworld.params import RECORD
 from tests.conftest import project_params
 from tests.flows.test_cli import assert_one_error, cfgen, one_row_parquet
 
 TOY_WORLD = "pkg:tasks.toyworld/weights"  # params.yaml's tiny_models.toy_world
 SAMPLES_PATH = "data/interim/samples.parquet"  # params.yaml's paths.samples
-WITHIN = 90.0  # the pre-flight assembles the toy world's weights once (torch and diffusers imported)
+WITHIN = 30.0  # the pre-flight hashes the toy world's weights and the diffusion folder
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +59,22 @@ def test_the_toy_worlds_own_model_and_samples_pass(world, monkeypatch):
     params = project_params("truth.enabled=true")
     identity.check_world_model(params.generate, params.tiny_models.toy_world)
     identity.check_samples(world / SAMPLES_PATH, params.generate, stage("generate").code)
-    assert fingerprint(params.generate.diffusion).endswith(identity.world_diffusion(Path(resolve_path(TOY_WORLD))))
+    record = identity.assembled_from(Path(params.generate.diffusion.local()))
+    assert record == {"weights": content_hash(Path(resolve_path(TOY_WORLD))),
+                      "diffusion": fingerprint(params.generate.diffusion).split("#")[1]}
+
+
+def test_a_copy_of_the_assembled_folder_without_its_record_is_refused(tmp_path, world, monkeypatch):
+    """The same bytes elsewhere, but nothing says what they were assembled from; a record naming other weights."""
+    shutil.copytree(world / "models", tmp_path / "models")
+    (tmp_path / "models/demo" / RECORD).unlink()
+    write_samples(tmp_path, monkeypatch)
+    with pytest.raises(UserError, match="is not the toy world's weights"):
+        identity.check_world_model(project_params().generate, TOY_WORLD)
+    (tmp_path / "models/demo" / RECORD).write_text(json.dumps(identity.assembled_from(
+        world / "models/demo/diffusion") | {"weights": "0" * 16}))
+    with pytest.raises(UserError, match="is not the toy world's weights"):
+        identity.check_world_model(project_params().generate, TOY_WORLD)
 
 
 def test_a_random_diffusion_folder_is_refused_in_one_line(world, monkeypatch):
