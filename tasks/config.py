@@ -1,5 +1,5 @@
 """`params.yaml` resolved and validated, before any work, into one frozen `Params` (`load_params`): the shared sections
-and those a command reads (every one unless it names them); the file's other sections are checked to be sections.
+and those a command reads (every one unless it names them); the file's other sections are validated all the same.
 
 A value that differs between profiles is written as a mapping keyed by profile name (`{demo: ..., paper: ...}`); the
 top-level `profile` picks its branch. Overrides (`key=value`, the value parsed as a YAML scalar) apply first:
@@ -30,6 +30,7 @@ from tasks.core.params import PROFILES, SHARED, Params, assemble, section_names
 from tasks.core.source import ROOT
 
 PARAMS_FILE = Path("params.yaml")
+CHECKED_BY_DVC = "DVC_STAGE"  # set by DVC in a stage's command; the `params` stage ran before every stage
 
 
 class ParamsError(UserError):
@@ -66,7 +67,10 @@ def _yaml(text: str) -> Any:
 def load_params(path: Path = PARAMS_FILE, overrides: Sequence[str] = (), sections: Iterable[str] | None = None
                 ) -> Params:
     """The params file at `path` with `overrides` (`key=value`) applied, resolved for its profile and validated: the
-    shared sections and `sections` (None: every registered one), in the file's order."""
+    shared sections and `sections` (None: every registered one), in the file's order. Every other section is
+    validated too, so a typo anywhere stops a command before any work; a command DVC runs skips that (`CHECKED_BY_DVC`:
+    the `params` stage, which every stage depends on, validated the whole file first), so a stage's code deps hold
+    only the sections it reads."""
     path = Path(path)
     if not path.is_file():
         raise ParamsError(f"params file {path} {'is not a regular file' if path.exists() else 'not found'}")
@@ -95,11 +99,20 @@ def load_params(path: Path = PARAMS_FILE, overrides: Sequence[str] = (), section
     known = (*SHARED, *section_names())
     if unknown := [key for key in raw if key not in known]:
         raise ParamsError(_unknown((unknown[0],), known))
-    wanted = set(section_names() if sections is None else sections)
+    picked = _pick(raw, profile, [])
+    if sections is not None and not os.environ.get(CHECKED_BY_DVC):
+        _validated(section_names(), raw, picked)  # every section, as the `params` stage does under DVC
+    return _validated(section_names() if sections is None else sections, raw, picked)
+
+
+def _validated(sections: Iterable[str], raw: dict, picked: dict) -> Params:
+    """The shared sections and `sections` of the profile-resolved params `picked` (of the file's mapping `raw`),
+    validated, in the file's order."""
+    wanted = set(sections)
     model = assemble([*(key for key in raw if key in wanted), *sorted(wanted - set(raw))])
     try:
-        return model.model_validate({key: value for key, value in _pick(raw, profile, []).items()
-                                     if key in model.model_fields}, context={"root": Path.cwd()})
+        return model.model_validate({key: value for key, value in picked.items() if key in model.model_fields},
+                                    context={"root": Path.cwd()})
     except ValidationError as e:
         errors = sorted(e.errors(), key=lambda err: err["type"] != "extra_forbidden")
         raise ParamsError("; ".join(_describe(err, model) for err in errors)) from None

@@ -8,7 +8,7 @@ pinned.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -28,6 +28,8 @@ ImageName = template(image_id=139)  # formatted with an int id where it is all d
 class PathsParams(Frozen):
     """Every file and folder the DAG reads or writes (dvc.yaml interpolates them)."""
 
+    params_checked: Path = Field(Path("data/params.checked"), description="the `params` stage's stamp, which every "
+                                 "stage depends on: DVC validates the whole file before any stage")
     captions_source: Path
     models: Path
     captions: Path
@@ -97,7 +99,7 @@ class EngineParams(Frozen):
 class Section(Frozen):
     """One stage's params section. Its hooks, looked up by `Params` (never branched on by name): `prepare` completes
     its raw mapping from the whole raw params, `idle_models` names its models a run does not load, `check` compares
-    it with the other sections assembled beside it."""
+    it with the other sections assembled beside it, `components` what its diffusers folders' loader reads."""
 
     @classmethod
     def prepare(cls, section: dict, whole: dict) -> dict:
@@ -105,6 +107,13 @@ class Section(Frozen):
 
     def idle_models(self) -> tuple[str, ...]:
         return ()
+
+    def components(self) -> Mapping[str, tuple[str, ...]]:
+        """The components (`tasks.core.layouts`) its diffusers model folders' loader reads besides vae/ (default: an
+        SD v1 folder's, as the inpainting model's)."""
+        from tasks.core import layouts
+
+        return layouts.SD1
 
     def check(self, params: Params) -> None:
         """Raise a ValueError when this section contradicts another one in `params` (one that is assembled)."""

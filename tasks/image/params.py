@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from tasks.core import layouts
 from tasks.core.fields import VAE_FACTOR, Cosine, Frozen, Seed, Unit, WordPrompt, ordered, unkeyed
 from tasks.core.licenses import LICENSES
 from tasks.core.params import Section
@@ -45,8 +46,6 @@ class BackendNeeds:
             raise ValueError(f"backend license {self.license!r} is no key of licenses.LICENSES")
 
 
-CLIP_TEXT = ("config.json",)
-CLIP_TOKENIZER = ("tokenizer.json", "vocab.json")
 # cfgen's paired P2P sampler on one H100 80GB HBM3: SD v1.5's UNet shape (random weights) at 512 px, float16, 20
 # steps, 32 UNet rows per call, compile_unet auto (CUDA graphs), VAE decode included; `benchmarks/image_stage.py`,
 # 2026-11-27 (issue 46: stock diffusers 310 rows/s eager, 432 compiled).
@@ -66,25 +65,19 @@ SD35_MEDIUM_1024_H100_ROWS_PER_SECOND = H100_SD15_512_ROWS_PER_SECOND * 803.3 / 
 BACKEND_NEEDS = {
     "sd1": BackendNeeds("tasks.image.backends.sd1:SD1",
                         rows_per_sample=4,  # the o/c pair x (uncond, cond): classifier-free guidance
-                        components={"unet": ("config.json",), "text_encoder": CLIP_TEXT, "tokenizer": CLIP_TOKENIZER,
-                                    "scheduler": ("scheduler_config.json",)},
+                        components=layouts.SD1,
                         h100_rows_per_second=H100_SD15_512_ROWS_PER_SECOND,
                         reference="SD v1.5 at 512 px, measured 2026-11-27",
                         license="creativeml-openrail-m"),
     "sd3": BackendNeeds("tasks.image.backends.sd3:SD3",
                         rows_per_sample=4,  # as sd1: the o/c pair x (uncond, cond)
-                        # the required ones: text_encoder_3/ and tokenizer_3/ (T5) are optional (zeros without them)
-                        components={"transformer": ("config.json",), "text_encoder": CLIP_TEXT,
-                                    "text_encoder_2": CLIP_TEXT, "tokenizer": CLIP_TOKENIZER,
-                                    "tokenizer_2": CLIP_TOKENIZER, "scheduler": ("scheduler_config.json",)},
+                        components=layouts.SD3,
                         h100_rows_per_second=SD35_MEDIUM_1024_H100_ROWS_PER_SECOND,
                         reference="SD 3.5 Medium at 1024 px, from SD v1.5's rate by denoiser FLOPs",
                         license="stabilityai-ai-community"),
     "sdxl": BackendNeeds("tasks.image.backends.sdxl:SDXL",
                          rows_per_sample=4,  # as sd1: the o/c pair x (uncond, cond)
-                         components={"unet": ("config.json",), "text_encoder": CLIP_TEXT, "text_encoder_2": CLIP_TEXT,
-                                     "tokenizer": CLIP_TOKENIZER, "tokenizer_2": CLIP_TOKENIZER,
-                                     "scheduler": ("scheduler_config.json",)},
+                         components=layouts.SDXL,
                          h100_rows_per_second=SDXL_1024_H100_ROWS_PER_SECOND,
                          reference="SDXL 1.0 at 1024 px, from SD v1.5's rate by UNet FLOPs",
                          license="openrail++"),
@@ -138,6 +131,9 @@ class GenerateParams(Section):
     @property
     def needs(self) -> BackendNeeds:
         return BACKEND_NEEDS[self.backend]
+
+    def components(self) -> Mapping[str, tuple[str, ...]]:
+        return self.needs.components
 
 
 RANK_KEYS = ("clip_dir", "min_text_image", "subject_margin")  # selection's ranking keys (thresholds.RANKING)

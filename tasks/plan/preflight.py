@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.core.fingerprints import hf_cache_dir, is_hub_id
-from tasks.core.params import Params
+from tasks.core.params import Params, Section
 from tasks.core.specs import ClipSpec, ItmSpec, ModelSpec, model_specs
-from tasks.image.params import BACKEND_NEEDS, GenerateParams
 
 PROCESSOR_CONFIGS = ("processor_config.json", "preprocessor_config.json")  # what AutoProcessor reads first
 
@@ -77,8 +76,6 @@ def missing(section) -> list[str]:
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model",
                    "tokenizer.model")  # one of them holds a transformers model folder's tokenizer
 
-SD1_LAYOUT = BACKEND_NEEDS["sd1"].components  # a diffusers folder not generate's (the inpainting model) is an SD v1 one
-
 
 def reads_processor(spec: ModelSpec, config: dict) -> bool:
     """Whether the model's loader starts with its `AutoProcessor`: an image-text model (an `ItmSpec`, or a config
@@ -96,13 +93,14 @@ def _lacking_component(spec: ModelSpec, folder: Path, components: Mapping[str, t
     return None
 
 
-def _lacking(spec: ModelSpec, folder: Path, components: Mapping[str, tuple[str, ...]]) -> str | None:
-    """What a local model folder lacks that its loader reads: a diffusers folder its `components`; one with a
-    config.json a config that parses, a tokenizer (a transformers model: its config has a `model_type`; a diffusers
-    VAE's has none), a processor config (image-text models); a folder with neither, that it holds no model; None when
-    nothing (or no such folder: a hub id)."""
+def _lacking(spec: ModelSpec, folder: Path, section: Section) -> str | None:
+    """What a local model folder of `section` lacks that its loader reads: a diffusers folder the section's
+    `components` (asked for only then, so a command without one imports no layout); one with a config.json a config
+    that parses, a tokenizer (a transformers model: its config has a `model_type`; a diffusers VAE's has none), a
+    processor config (image-text models); a folder with neither, that it holds no model; None when nothing (or no
+    such folder: a hub id)."""
     if (folder / "unet").is_dir() or (folder / "transformer").is_dir():
-        return _lacking_component(spec, folder, components)
+        return _lacking_component(spec, folder, section.components())
     if not (folder / "config.json").is_file():
         return f"model folder {spec.id} has no config.json (nor unet/): no model is saved there" \
             if folder.is_dir() else None
@@ -119,13 +117,12 @@ def _lacking(spec: ModelSpec, folder: Path, components: Mapping[str, tuple[str, 
     return None
 
 
-def incomplete(section) -> list[str]:
-    """A line for each local model folder of a params section (transformers, or a diffusers folder: generate's
-    holds its image backend's components) that lacks what its loader reads (a broken weights file is the loader's
-    one line: `loading.load_once`)."""
-    components = section.needs.components if isinstance(section, GenerateParams) else SD1_LAYOUT
+def incomplete(section: Section) -> list[str]:
+    """A line for each local model folder of a params section (transformers, or a diffusers folder: the section's
+    `components`) that lacks what its loader reads (a broken weights file is the loader's one line:
+    `loading.load_once`)."""
     folders = ((spec, Path(spec.local())) for _, spec in model_specs(section) if not isinstance(spec, ClipSpec))
-    return [line for spec, folder in folders if (line := _lacking(spec, folder, components)) is not None]
+    return [line for spec, folder in folders if (line := _lacking(spec, folder, section)) is not None]
 
 
 def running_sections(params: Params, among: tuple[str, ...] | None = None) -> list:

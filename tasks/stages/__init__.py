@@ -33,6 +33,7 @@ from tasks.core.source import check_entry, parse, source_file
 
 GROUP = "cfgen.stages"
 CAPTION_STEPS = ("sites", "saliency", "candidates", "relations", "similarity", "perplexity")
+FIRST = "params"  # the stage every other one follows: the whole params file validated before any stage works
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class Stage:
 
     @property
     def needs(self) -> tuple[str, ...]:
-        return (self.after,) if self.after else ()
+        return (FIRST, self.after) if self.after else (FIRST,)
 
     @property
     def sections(self) -> tuple[str, ...]:
@@ -106,7 +107,7 @@ class TableStage:
 
     @property
     def needs(self) -> tuple[str, ...]:
-        return self.after
+        return self.after if self.name == FIRST else (FIRST, *self.after)
 
     @property
     def sections(self) -> tuple[str, ...] | None:

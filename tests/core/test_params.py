@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.config import ParamsError, literal_overrides, load_params
+from tasks.config import CHECKED_BY_DVC, ParamsError, literal_overrides, load_params
 from tasks.core.fields import keyed_dump
 from tasks.core.params import PROFILES, Params
 from tasks.core.specs import ClipSpec, ItmSpec, model_specs
@@ -216,15 +217,29 @@ def test_truth_needs_the_toy_worlds_models(tmp_path, raw):
     assert not load_params(path, ["profile=demo", "tiny_models.toy_world=null", "truth.enabled=false"]).truth.enabled
 
 
-def test_a_command_assembles_the_sections_it_reads_and_imports_no_others(tmp_path, raw):
-    """`load_params(..., sections)`: the shared sections and the named ones, in a process that imports no other
-    section's module; the file's other top-level keys must still be sections; the loaded sections' cross-section rules
-    hold (perplexity's weights follow `sites.types`, truth refuses random models); pickled as a worker gets it, the
-    same params with the same root."""
+def test_a_command_assembles_the_sections_it_reads_and_validates_every_other(tmp_path, raw, monkeypatch):
+    """`load_params(..., sections)`: the shared sections and the named ones; every other section, in the file or an
+    override, is validated too (a typo anywhere stops a command before any work), except in a command DVC runs
+    (`CHECKED_BY_DVC`: its `params` stage validated the whole file first), which imports no other section's module; the
+    file's other top-level keys must still be sections; the loaded sections' cross-section rules hold (perplexity's
+    weights follow `sites.types`, truth refuses random models); pickled as a worker gets it, the same params with the
+    same root."""
     probe = ("import sys\nfrom tasks.config import load_params\np = load_params(sections=('relations',))\n"
              "print(p.sections, sorted(m for m in sys.modules if m.startswith('tasks.') and m.endswith('.params')))")
-    shown = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    shown = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, CHECKED_BY_DVC: "relations"})
     assert shown.stdout.split("\n")[0] == "('relations',) ['tasks.core.params', 'tasks.text.params']", shown.stderr
+    path = write(tmp_path, raw)
+    (tmp_path / "typo").mkdir()
+    typo = write(tmp_path / "typo", {**raw, "export": {**raw["export"], "reop_id": "x"}})
+    for file, overrides, message in ((path, ["perplexity.type_shares={lexicl: 2}"], "'lexicl' is not an edit type"),
+                                     (path, ["generate.steps=many"], "generate.steps"),
+                                     (typo, [], "unknown key 'export.reop_id' \\(did you mean 'export.repo_id'")):
+        with pytest.raises(ParamsError, match=message):
+            load_params(file, overrides, ("relations",))
+    monkeypatch.setenv(CHECKED_BY_DVC, "relations")
+    assert load_params(typo, [], ("relations",)).sections == ("relations",)
+    monkeypatch.delenv(CHECKED_BY_DVC)
     path = write(tmp_path, {**raw, "sitez": {}})
     with pytest.raises(ParamsError, match="unknown key 'sitez' \\(did you mean 'sites'\\?\\)"):
         load_params(path, [], ("relations",))

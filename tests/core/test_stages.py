@@ -83,9 +83,9 @@ def _data_edges(dvc: dict, paths) -> dict[str, set[str]]:
 
 def test_dvc_yaml_is_checked_against_the_manifest():
     """Each stage's `dvc.yaml` entry follows exactly the stages its declaration says it reads (`after`: the stages
-    whose outputs are its deps) and declares params of exactly the sections its command assembles (the shared ones
-    aside; truth's check of the toy world's models reads tiny_models in its validator only; the datasheet, which
-    assembles every section, depends on the whole file)."""
+    whose outputs are its deps, and `params`, whose stamp every other stage depends on) and declares params of exactly
+    the sections its command assembles (the shared ones aside; `params` and the datasheet, which assemble every
+    section, depend on the whole file)."""
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     edges = _data_edges(dvc, load_params(ROOT / "params.yaml", [], ()).paths)
     for name, declared in stages().items():
@@ -94,7 +94,7 @@ def test_dvc_yaml_is_checked_against_the_manifest():
         if declared.sections is None:
             assert listed == ["params.yaml"], name
             continue
-        assert {key.split(".")[0] for key in listed} - set(SHARED) == set(declared.sections) - {"tiny_models"}, name
+        assert {key.split(".")[0] for key in listed} - set(SHARED) == set(declared.sections), name
     assert set(section_names()) - set(stages()) == {"tiny_models", "synthetic_coco"}  # each a stage's or a tool's
 
 
@@ -131,12 +131,12 @@ SHARED_CODE = {  # what every stage runs: the CLI and its console, params, schem
 
 
 def test_the_code_every_dvc_stage_shares_is_the_cli_params_schemas_and_io():
-    """The code deps all 24 DVC stages share (as the DVC test's traced run holds them to what each imports): an edit
+    """The code deps all 25 DVC stages share (as the DVC test's traced run holds them to what each imports): an edit
     to a model pre-flight, the metrics table, the edit types or the model specs stales only the stages that run them.
     A module that runs nothing but its docstring (`tasks/core/__init__.py`) is in no stage's deps."""
     code = {file: [{d for d in stage["deps"] if code_deps.is_code(d)}
                    for stage in yaml.safe_load((ROOT / file).read_text())["stages"].values()] for file in code_deps.FILES}
-    assert len(code["dvc.yaml"]) == 24 and set.intersection(*code["dvc.yaml"]) == SHARED_CODE
+    assert len(code["dvc.yaml"]) == 25 and set.intersection(*code["dvc.yaml"]) == SHARED_CODE
     listed = set.union(*code["dvc.yaml"], *code["demo/dvc.yaml"])
     assert all(code_deps.runs_code(ROOT / d) for d in listed)
     assert "tasks/core/__init__.py" not in listed and not code_deps.runs_code(ROOT / "tasks/core/__init__.py")
@@ -171,3 +171,18 @@ def test_the_cli_lists_each_lazily_loaded_group_by_the_names_the_group_defines()
     shown = subprocess.run([sys.executable, "-m", "flows.cli", "toy-world", "train", "--help"], cwd=ROOT,
                            capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, timeout=120).stdout
     assert "--resume" in shown and "--min-snr-gamma" in shown
+
+
+IMAGE_SECTIONS = {"generate", "selection"}  # the params sections `tasks/image/params.py` declares
+
+
+def test_imports_follow_reads_no_stage_lists_an_image_section_it_does_not_read():
+    """A stage whose command reads no image section has `tasks/image/params.py` in no code dep (as the traced run holds
+    them to its imports): the pre-flight and every shared helper import a section's module only for the commands
+    that read it, so an image param's default stales no caption stage; a caption stage lists no image module."""
+    dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    for name, declared in stages().items():
+        if declared.sections is not None and not IMAGE_SECTIONS & set(declared.sections):
+            assert "tasks/image/params.py" not in dvc[name]["deps"], name
+    for name in ("ingest", *CAPTION_STEPS):
+        assert not [d for d in dvc[name]["deps"] if d.startswith("tasks/image/")], name
