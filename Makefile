@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test setup chromium
+.PHONY: demo test setup tools
 
 $(BIN)/.installed: requirements.lock pyproject.toml
 	python3 -m venv $(VENV)
@@ -30,13 +30,14 @@ setup: $(BIN)/.installed | $(NLTK_DATA)
 demo: setup
 	$(BIN)/cfgen with-server -- $(BIN)/dvc repro
 
-# Debian's chromium for the gallery's browser tests, installed as a user would (apt-get; sudo when not root).
-# Without it they skip, except under CI=true, where they fail.
+# Debian's chromium (the gallery's browser tests) and strace (the syscall-level containment test), installed as a
+# user would (apt-get; sudo when not root). Without one its tests skip, except under CI=true, where they fail.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
-chromium:
-	@command -v chromium >/dev/null || { $(SUDO) apt-get install -y -qq chromium >/dev/null \
-	  || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium >/dev/null; } \
-	  || echo "chromium could not be installed: the browser tests will skip (or fail under CI=true)"; }
+TOOLS := chromium strace
+tools:
+	@for tool in $(TOOLS); do command -v $$tool >/dev/null || { $(SUDO) apt-get install -y -qq $$tool >/dev/null \
+	  || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$tool >/dev/null; } \
+	  || echo "$$tool could not be installed: its tests will skip (or fail under CI=true)"; }; done
 
-test: setup chromium
+test: setup tools
 	$(BIN)/pytest

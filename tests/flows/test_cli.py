@@ -18,8 +18,10 @@ from tests.conftest import DEMO_CAPTIONS, ROOT, SHARED
 FAST_S = 15.0  # well under a Prefect server's start: the error comes from the checks that run first
 
 
-def cfgen(tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None) -> tuple[int, str, str, float]:
-    """Run the real CLI in `tmp_path` (holding a copy of params.yaml); (exit code, stdout, stderr, seconds)."""
+def cfgen(tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None, wrapper: tuple[str, ...] = ()
+          ) -> tuple[int, str, str, float]:
+    """Run the real CLI in `tmp_path` (holding a copy of params.yaml), under `wrapper` (e.g. strace and its options)
+    when given; (exit code, stdout, stderr, seconds)."""
     if not (tmp_path / "params.yaml").exists():
         shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
     # No COLUMNS: like a DVC stage or CI log, stderr is not a terminal (the error must not be wrapped at 80).
@@ -29,8 +31,8 @@ def cfgen(tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None) -
         env.setdefault("NLTK_DATA", str(SHARED / "nltk_data"))
     env.update(env_extra or {})
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run([*wrapper, sys.executable, "-m", "flows.cli", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
     seconds = time.monotonic() - start
     print(f"cfgen {' '.join(args)}: exit {done.returncode} in {seconds:.2f} s\nstderr: {done.stderr}")
     return done.returncode, done.stdout, done.stderr, seconds

@@ -186,8 +186,9 @@ def under(path: str, folders: list[str]) -> bool:
 
 HELD = (".lock", ".table")  # an images folder's run lock and owner marker (`held_folder`): who may write it,
 # not what a stage computes
-NOT_DATA = (".git", ".dvc", ".cache", "params.yaml", "pyproject.toml", "prefect.toml")  # VCS, the Prefect store,
-# params (checked by key) and the tools' own settings; code is checked by import
+NOT_DATA = (".git", ".dvc", ".cache", "params.yaml", "pyproject.toml", "prefect.toml", "dvc.yaml")  # VCS, the
+# Prefect store, params (checked by key), the tools' own settings and the pipeline (whose deps the params stage checks);
+# code is checked by import
 
 
 READ_ELSEWHERE = {  # declared keys the demo run cannot show read, and why each is declared all the same
@@ -824,6 +825,39 @@ def test_a_failed_exp_run_and_the_readmes_way_back_leave_every_output_as_it_was(
     assert sh(path, "dvc", "status", env=env) == status
     assert sh(path, "git", "status", "--porcelain", env=env) == ""
 
+
+
+def test_the_image_stages_depend_on_the_chosen_backends_code(repo):
+    """`dvc.yaml` interpolates `generate.backend` into a dep of generate, selection and truth: with sdxl chosen and
+    the lock committed (`dvc commit`, nothing rendered), an edit to sdxl.py stales exactly those three stages and one
+    to sd3.py none; sd3, whose code includes a module those stages do not list (joint_p2p.py), is refused in one line
+    by the params stage before any stage runs, every output kept. The repo is left as it was."""
+    path, env = repo
+    commit(path, env, "before switching the backend")
+    before, backends = outputs(path), path / "tasks/image/backends"
+
+    def stale() -> set[str]:
+        return set(json.loads(sh(path, "dvc", "status", "--json", "-q", env=env) or "{}"))
+
+    try:
+        set_param(path, "generate.backend", "sdxl")
+        sh(path, "dvc", "commit", "-f", "-q", env=env)
+        assert stale() == set()
+        for module, expected in (("sdxl.py", {"generate", "selection", "truth"}), ("sd3.py", set())):
+            source = (backends / module).read_text()
+            (backends / module).write_text(source + "\n# an edit\n")
+            assert stale() == expected, module
+            (backends / module).write_text(source)
+        set_param(path, "generate.backend", "sd3")
+        refused = subprocess.run(["dvc", "repro"], cwd=path, env=env, capture_output=True, text=True)
+        assert refused.returncode != 0 and ran(refused.stdout) == ["params"]
+        assert "runs image backend sd3, whose code includes tasks/image/joint_p2p.py" in refused.stdout + refused.stderr
+        locks = ("dvc.lock", "demo/dvc.lock")  # what `dvc commit` wrote
+        assert {k: v for k, v in outputs(path).items() if k not in locks} == {
+            k: v for k, v in before.items() if k not in locks}
+    finally:
+        sh(path, "git", "checkout", "params.yaml", "dvc.lock", "demo/dvc.lock", "tasks/image/backends", env=env)
+    assert outputs(path) == before and sh(path, "git", "status", "--porcelain", env=env) == ""
 
 def test_exp_run_and_dataset_diff(repo):
     path, env = repo

@@ -6,6 +6,8 @@ written, the outside file unchanged."""
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -243,3 +245,57 @@ def test_the_cfgen_command_says_it_in_one_line(project):
     assert code == 2 and "Traceback" not in out + err and errors == [err.strip().splitlines()[-1]], err
     assert errors[0].startswith(f"error: stored image name {project.bad!r}")
     assert not (project.root / "data/validation").exists()
+
+
+
+STRACE = shutil.which("strace")
+SYSCALLS = "open,openat,openat2,creat,truncate,rename,renameat,renameat2,unlink,unlinkat,mkdir,mkdirat,link,symlink"
+CALL = re.compile(r"^\d+\s+(\w+)\((.*)\)\s+=\s+(-?\d+)(?:<([^>]*)>)?")  # pid name(args) = result<fd's file>
+
+
+def needs_strace() -> None:
+    if STRACE is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but strace is not installed (make test installs it with apt-get)")
+        pytest.skip("strace not installed (apt-get install strace)")
+
+
+def file_calls(log: Path, cwd: Path) -> list[tuple[str, bool, list[Path]]]:
+    """(syscall, whether it writes, the files it names, resolved) of each successful call in an `strace -f -y` log:
+    an open writes when its flags do; relative names resolve against the folder `-y` shows for their dirfd."""
+    found = []
+    for line in log.read_text().splitlines():
+        if not (call := CALL.match(line)) or int(call[3]) < 0:
+            continue
+        name, args, opened = call[1], call[2], call[4]
+        base = Path(m[1]) if (m := re.match(r"\w+<([^>]*)>", args)) else cwd
+        files = [base / quoted for quoted in re.findall(r'"([^"]*)"', args)] + ([Path(opened)] if opened else [])
+        writes = not name.startswith("open") or bool(re.search(r"O_WRONLY|O_RDWR|O_CREAT|O_TRUNC", args))
+        found.append((name, writes, [Path(os.path.normpath(f)) for f in files]))
+    return found
+
+
+@pytest.mark.parametrize("project", KINDS, indirect=True)
+def test_syscalls_show_no_byte_read_or_written_beyond_the_project(project):
+    """`cfgen gallery` under `strace -f -y` (every process it starts traced): no file-name syscall of the run names
+    the file beyond the image folder or its folder, whatever the stored name (`..`, absolute, a link to it, a link to
+    its folder), and every file it opens to write, creates, renames or removes is in the project or a device; exit 2
+    with the one line, the file beyond as it was."""
+    needs_strace()
+    from tests.flows.test_cli import cfgen
+
+    params = project.params()
+    overrides = [arg for key in ("selected", "selected_images", "counterfactual_captions", "gallery", "judged",
+                                 "truth", "validated", "removal_pairs", "run_metrics", "figures")
+                 for arg in ("-p", f"paths.{key}={getattr(params.paths, key)}")]
+    log = project.root.parent / "strace.log"
+    code, _, err, _ = cfgen(project.root, "gallery", *overrides, env_extra={"PYTHONDONTWRITEBYTECODE": "1"},
+                            wrapper=(STRACE, "-f", "-y", "-qq", "-e", f"trace={SYSCALLS}", "-o", str(log)))
+    assert code == 2 and err.strip().splitlines()[-1].startswith("error: stored image name"), err
+    calls, beyond, root = file_calls(log, project.root), project.secret.parent.resolve(), project.root.resolve()
+    assert len(calls) > 100  # the whole run was traced: Python's imports alone open hundreds of files
+    assert not [c for c in calls if any(f.resolve().is_relative_to(beyond) for f in c[2])]
+    written = [c for c in calls if c[1] and not all(f.resolve().is_relative_to(root) or f.is_relative_to("/dev")
+                                                      for f in c[2])]
+    assert not written, written[:5]
+    assert (project.secret.read_bytes(), project.secret.stat().st_mtime_ns) == project.before

@@ -29,7 +29,8 @@ INDENT = " " * 6
 
 
 def is_code(dep: str) -> bool:
-    return dep.startswith(CODE) and dep.endswith(".py")
+    """A traced code dep; not one DVC interpolates (the chosen backend's module: kept, as data deps are)."""
+    return dep.startswith(CODE) and dep.endswith(".py") and "${" not in dep
 
 
 def deps_lines(deps: list[str], notes: dict[str, str]) -> list[str]:

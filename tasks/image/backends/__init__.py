@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pkgutil
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -66,3 +67,14 @@ class Diffusion(Protocol):
 def chosen(params: GenerateParams) -> type[Diffusion]:
     """The backend `generate.backend` names, imported now."""
     return pkgutil.resolve_name(params.needs.entry)
+
+
+def code_files(params: GenerateParams) -> set[Path]:
+    """The project source files the chosen backend's class reaches (`code.Walk`, as its samples' keys hold them),
+    read, not imported."""
+    from tasks.core.code import Walk
+    from tasks.core.source import source_file
+
+    walk = Walk()
+    walk.definition(*params.needs.entry.split(":"))
+    return {Path(source_file(name)) for name in walk.modules}
