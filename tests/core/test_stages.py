@@ -186,3 +186,26 @@ def test_imports_follow_reads_no_stage_lists_an_image_section_it_does_not_read()
             assert "tasks/image/params.py" not in dvc[name]["deps"], name
     for name in ("ingest", *CAPTION_STEPS):
         assert not [d for d in dvc[name]["deps"] if d.startswith("tasks/image/")], name
+
+
+def test_the_params_stage_refuses_a_dvc_yaml_lacking_the_chosen_backends_code(tmp_path):
+    """The image stages name the chosen backend's module through `${generate.backend}` and list the rest of its code:
+    sd1 and sdxl pass; sd3 (its joint attention in joint_p2p.py, which no stage of the demo runs) is one line naming
+    the stage and the file; a stage that drops the shared part (sd1.py, p2p.py) is refused under every backend."""
+    from flows.params import BACKEND_DEP, check_backend_deps
+    from tasks.core.errors import UserError
+
+    dvc = ROOT / "dvc.yaml"
+    for backend in ("sd1", "sdxl"):
+        check_backend_deps(load_params(ROOT / "params.yaml", [f"generate.backend={backend}"]), dvc)
+    with pytest.raises(UserError, match="stage generate runs image backend sd3, whose code includes "
+                                        "tasks/image/joint_p2p.py, which its deps lack"):
+        check_backend_deps(load_params(ROOT / "params.yaml", ["generate.backend=sd3"]), dvc)
+    stages = yaml.safe_load(dvc.read_text())["stages"]
+    assert all(BACKEND_DEP in stages[name]["deps"] for name in ("generate", "selection", "truth"))
+    stages["truth"]["deps"].remove("tasks/image/p2p.py")
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    for backend in ("sd1", "sdxl"):
+        with pytest.raises(UserError, match="stage truth runs image backend .*tasks/image/p2p.py"):
+            check_backend_deps(load_params(ROOT / "params.yaml", [f"generate.backend={backend}"]),
+                               tmp_path / "dvc.yaml")

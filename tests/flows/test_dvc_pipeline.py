@@ -826,7 +826,6 @@ def test_a_failed_exp_run_and_the_readmes_way_back_leave_every_output_as_it_was(
     assert sh(path, "git", "status", "--porcelain", env=env) == ""
 
 
-
 def test_the_image_stages_depend_on_the_chosen_backends_code(repo):
     """`dvc.yaml` interpolates `generate.backend` into a dep of generate, selection and truth: with sdxl chosen and
     the lock committed (`dvc commit`, nothing rendered), an edit to sdxl.py stales exactly those three stages and one
@@ -837,7 +836,9 @@ def test_the_image_stages_depend_on_the_chosen_backends_code(repo):
     before, backends = outputs(path), path / "tasks/image/backends"
 
     def stale() -> set[str]:
-        return set(json.loads(sh(path, "dvc", "status", "--json", "-q", env=env) or "{}"))
+        done = subprocess.run(["dvc", "status", "--json"], cwd=path, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return set(json.loads(done.stdout))
 
     try:
         set_param(path, "generate.backend", "sdxl")
@@ -858,6 +859,7 @@ def test_the_image_stages_depend_on_the_chosen_backends_code(repo):
     finally:
         sh(path, "git", "checkout", "params.yaml", "dvc.lock", "demo/dvc.lock", "tasks/image/backends", env=env)
     assert outputs(path) == before and sh(path, "git", "status", "--porcelain", env=env) == ""
+
 
 def test_exp_run_and_dataset_diff(repo):
     path, env = repo
