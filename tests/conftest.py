@@ -35,6 +35,9 @@ if NLTK_DATA.is_dir():
     os.environ.setdefault("NLTK_DATA", str(NLTK_DATA))
 
 
+pytest_plugins = ["tests.timing"]  # every run's per-test times and workers (benchmarks/suite.py)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     missing = [str(path) for path in REQUIRED_IN_CI if not path.exists()]
     if os.environ.get("CI") == "true" and missing:
