@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from tests.timing import TIMINGS
 
@@ -22,7 +22,7 @@ def main() -> None:
         raise SystemExit(f"no timings at {TIMINGS}: run the tests first (make test)")
     run = json.loads(TIMINGS.read_text())
     tests = run["tests"]
-    started = datetime.fromtimestamp(run["started"], timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    started = datetime.fromtimestamp(run["started"], UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"run of {started}: {len(tests)} tests, wall {run['wall_s'] / 60:.1f} min, exit {run['exit']}\n")
     print(f"| {top} slowest tests | worker | s |\n|---|---|---|")
     for t in sorted(tests, key=lambda t: -t["seconds"])[:top]:
