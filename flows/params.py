@@ -20,15 +20,16 @@ BACKEND_DEP = "tasks/image/backends/${generate.backend}.py"  # a stage that runs
 
 def check_params(params: Params) -> str:
     """Check the backend's code deps, then write the stamp at `paths.params_checked`; returns its path."""
-    check_backend_deps(params, params.root / "dvc.yaml")
+    check_backend_deps(params, ROOT / "dvc.yaml")
     write_text(params.paths.params_checked, STAMP)
     return str(params.paths.params_checked)
 
 
 def check_backend_deps(params: Params, dvc_file: Path) -> None:
-    """One line unless every stage of `dvc_file` that runs the chosen backend (its deps name `BACKEND_DEP`, which DVC
-    resolves to the backend's module) also lists the rest of the backend's code (`backends.code_files`), so that DVC
-    reruns it when any of it changes; nothing to check without a `dvc.yaml`."""
+    """One line unless every stage of `dvc_file` (the pipeline beside this code, whose deps name its files) that runs
+    the chosen backend (its deps name `BACKEND_DEP`, which DVC resolves to the backend's module) also lists the rest
+    of the backend's code (`backends.code_files`), so that DVC reruns it when any of it changes; nothing to check
+    without one."""
     if not dvc_file.is_file():
         return
     from tasks.image.backends import code_files
