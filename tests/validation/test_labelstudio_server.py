@@ -2,8 +2,9 @@
 posted by three annotators, the JSON export read back by `read_export` and scored, every count checked against what
 was posted.
 
-Label Studio runs from its own venv (its pins clash with ours), built from `requirements-labelstudio.lock` into
-`.labelstudio/venv` and rebuilt only when the lock changes. Under CI=true a venv that cannot be built fails the test.
+Label Studio runs from its own venv (its pins clash with ours), built from `requirements-labelstudio.lock` once per
+content of that lock, outside the clone (`VENVS`: every clone and run of this machine shares it); a build holds a file
+lock, so two runs build it once. Under CI=true a venv that cannot be built fails the test.
 """
 
 from __future__ import annotations
@@ -32,32 +33,37 @@ from tests.validation.test_labelstudio import selected, write_pngs
 
 pytestmark = pytest.mark.slow
 LOCK = ROOT / "requirements-labelstudio.lock"
-VENV = ROOT / ".labelstudio" / "venv"
+VENVS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cfgen" / "labelstudio"  # by lock hash
 ANNOTATORS = ("ann1", "ann2", "ann3")
 STARTUP_S = 240
 
 
 @pytest.fixture(scope="session")
 def labelstudio_bin() -> Path:
-    """`label-studio` from VENV, (re)built when the lock's hash differs from the one it was built from."""
-    stamp, digest = VENV / "lock.sha256", hashlib.sha256(LOCK.read_bytes()).hexdigest()
-    if stamp.is_file() and stamp.read_text() == digest:
-        return VENV / "bin" / "label-studio"
-    started = time.monotonic()
-    shutil.rmtree(VENV, ignore_errors=True)
-    try:
-        subprocess.run([sys.executable, "-m", "venv", VENV], check=True, capture_output=True, text=True)
-        subprocess.run([VENV / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "-r", LOCK], check=True,
-                       capture_output=True, text=True, timeout=1800)
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
-        output = err.stderr[-2000:] if isinstance(err.stderr, str) else ""
-        reason = f"cannot build {VENV} from {LOCK.name}: {err}\n{output}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    stamp.write_text(digest)
-    print(f"label-studio venv built in {time.monotonic() - started:.0f} s")
-    return VENV / "bin" / "label-studio"
+    """`label-studio` from the venv of LOCK's content under VENVS, built (under a file lock) when none is complete."""
+    from filelock import FileLock
+
+    venv = VENVS / hashlib.sha256(LOCK.read_bytes()).hexdigest()[:16]
+    complete, label_studio = venv / "complete", venv / "bin" / "label-studio"
+    VENVS.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{venv}.lock"):
+        if complete.is_file():
+            return label_studio
+        started = time.monotonic()
+        shutil.rmtree(venv, ignore_errors=True)  # a build that was killed
+        try:
+            subprocess.run([sys.executable, "-m", "venv", venv], check=True, capture_output=True, text=True)
+            subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "-r", LOCK],
+                           check=True, capture_output=True, text=True, timeout=1800)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
+            output = err.stderr[-2000:] if isinstance(err.stderr, str) else ""
+            reason = f"cannot build {venv} from {LOCK.name}: {err}\n{output}"
+            if os.environ.get("CI") == "true":
+                pytest.fail(reason)
+            pytest.skip(reason)
+        complete.touch()
+        print(f"label-studio venv built in {time.monotonic() - started:.0f} s")
+    return label_studio
 
 
 def free_port() -> int:
