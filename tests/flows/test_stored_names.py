@@ -78,6 +78,13 @@ class Project:
                      "run_metrics", "figures", "source_images")}}
         return project_params(*(f"paths.{k}={v}" for k, v in paths.items()), *overrides)
 
+    def gallery_overrides(self) -> list[str]:
+        """`-p paths.KEY=VALUE` for every path `cfgen gallery` reads or writes, as `params` sets them."""
+        paths = self.params().paths
+        return [arg for key in ("selected", "selected_images", "counterfactual_captions", "gallery", "judged",
+                                "truth", "validated", "removal_pairs", "run_metrics", "figures")
+                for arg in ("-p", f"paths.{key}={getattr(paths, key)}")]
+
     def written(self) -> list[str]:
         """Every file under the project's outputs (`root/out`) but a run's lock beside an output (`held`)."""
         out = self.root / "out"
@@ -148,10 +155,7 @@ def test_the_gallery_command_copies_no_file_from_outside_the_image_folder(projec
     """`cfgen gallery` (its flow is no Prefect flow: no server) in this process: exit 2, one `error:` line."""
     from tests.flows.test_faults import _run_in_process
 
-    params = project.params()
-    overrides = [arg for key in ("selected", "selected_images", "counterfactual_captions", "gallery", "judged",
-                                 "truth", "validated", "removal_pairs", "run_metrics", "figures")
-                 for arg in ("-p", f"paths.{key}={getattr(params.paths, key)}")]
+    overrides = project.gallery_overrides()
 
     def run():
         code, lines = _run_in_process("gallery", *overrides)
@@ -284,10 +288,7 @@ def test_syscalls_show_no_byte_read_or_written_beyond_the_project(project):
     needs_strace()
     from tests.flows.test_cli import cfgen
 
-    params = project.params()
-    overrides = [arg for key in ("selected", "selected_images", "counterfactual_captions", "gallery", "judged",
-                                 "truth", "validated", "removal_pairs", "run_metrics", "figures")
-                 for arg in ("-p", f"paths.{key}={getattr(params.paths, key)}")]
+    overrides = project.gallery_overrides()
     log = project.root.parent / "strace.log"
     code, _, err, _ = cfgen(project.root, "gallery", *overrides, env_extra={"PYTHONDONTWRITEBYTECODE": "1"},
                             wrapper=(STRACE, "-f", "-y", "-qq", "-e", f"trace={SYSCALLS}", "-o", str(log)))
