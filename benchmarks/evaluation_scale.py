@@ -129,7 +129,7 @@ def measure_rerank(n: int, dim: int, ks: tuple[int, ...], rerank_k: int) -> dict
 
     time_inside(evaluate, "rerank", spent)
     started = time.perf_counter()
-    recall(CrossEncoder(score, 64), first, pairs, read, EvaluateParams(models={}, ks=ks, rerank_k=rerank_k))
+    recall(CrossEncoder(score), first, pairs, read, EvaluateParams(models={}, ks=ks, rerank_k=rerank_k))
     return {"wall": time.perf_counter() - started, "rerank": spent[0], "base": base, "models": models,
             "peak": rss_mib(), "scored": scored[0]}
 

@@ -1,7 +1,8 @@
 """A stage's metrics (`stage_metrics`), shown as a table (`report_table`), and its run's counters, kept out of the
 metrics files that DVC tracks.
 
-A stage's metrics hold facts about its outputs beside COUNTERS (what this run computed vs. took from the cache).
+A stage's metrics hold facts about its outputs beside COUNTERS (how this run split its work, what it computed vs.
+took from the cache).
 `write_metrics` gives DVC the facts alone, so the tracked file (and `dvc.lock`, `dvc metrics diff`, `cfgen diff`)
 depends on the outputs only, never on what a cache spared; the whole document, counters included, goes to the run
 log beside it (`<stem>.run.json`), which neither DVC nor git tracks: it says what the last run computed.
@@ -20,7 +21,8 @@ from flows.engine.console import console
 from tasks.core.writing import write_json
 
 COUNTERS = frozenset({"pairs_generated", "samples_rendered", "renders", "renders_cached", "edits_filled",
-                      "edits_cached", "shards_computed", "pairs_asked", "pairs_cached", "pairs_checked"})
+                      "edits_cached", "shards", "shards_computed", "pairs_asked", "pairs_cached", "pairs_checked"})
+"""Facts of a run, not of its outputs: `shards` follows `engine.shard_size`, the rest the caches."""
 
 
 def facts(metrics: Any) -> Any:

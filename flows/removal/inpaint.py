@@ -47,10 +47,11 @@ def edit_content(image_0: str, edit: dict) -> str:
 
 
 @unit_task
-def fill_edit(source: Path, edit: dict, params: InpaintParams, unit: keys.Unit, content: str,
-              torch_threads: int | None) -> np.ndarray:
-    """I_1 of one edit (`inpaint.fill`); cached by content."""
-    set_torch_threads(torch_threads)
+def fill_edit(source: Path, edit: dict, params: InpaintParams, unit: keys.Unit, content: str) -> np.ndarray:
+    """I_1 of one edit (`inpaint.fill`); cached by content. One CPU thread whatever `engine.torch_threads`: the
+    pipeline's VAE normalises one image over few groups, and torch's GroupNorm then splits each group's sums
+    across threads, so its pixels would follow the thread count."""
+    set_torch_threads(1)
     return inpaint.fill(read_rgb(source), edit, params, inpaint.load_models(params))
 
 
@@ -89,7 +90,7 @@ def inpaint_flow(params: Params) -> dict:
         with StageProgress("inpaint", len(rows), unit="edits") as progress:
             fill = fill_edit.with_options(result_storage=result_store(params))
             unit = fill_unit(section)
-            futures = [fill.submit(s, e, section, unit, c, params.engine.torch_threads)
+            futures = [fill.submit(s, e, section, unit, c)
                        for s, e, c in zip(sources, rows, contents)]
             for future in futures:
                 image_1.append(write_png(staged, future.result()))

@@ -141,3 +141,15 @@ def set_torch_threads(threads: int | None) -> None:
         import torch
 
         torch.set_num_threads(threads)
+
+
+def thread_invariant_convolutions():
+    """oneDNN off while a diffusion model renders (a context; the setting is the process's, restored after): its CPU
+    convolutions round differently at different thread counts (measured with torch 2.15 on AVX2: every 1×1
+    convolution, so a toy-world render moved by a pixel level in 1 sample of 6 between 1 and 2 threads; ~1.5×
+    slower renders without it), while torch's own convolutions give the same bits at any count. Only around
+    convolutions: a bfloat16 language model on CPU needs oneDNN's matrix products to run at usable speed. GPU kernels
+    are not affected. Its other flags stay as they are (setting the TF32 one warns on every CPU build)."""
+    import torch
+
+    return torch.backends.mkldnn.flags(enabled=False, deterministic=None, allow_tf32=None, fp32_precision=None)

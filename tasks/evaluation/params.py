@@ -29,7 +29,8 @@ class EvaluateParams(Section):
                                                        "scores every (caption, image) pair (exact, N² passes)")
     rerank_with: str | None = Field(None, description="the bi-encoder of `models` whose top rerank_k the "
                                                       "cross-encoders re-rank; None: the first one listed")
-    batch_size: int = unkeyed(64, "captions, images or (caption, image) pairs per forward pass", ge=1)
+    batch_size: int = unkeyed(64, "a bi-encoder's captions or images per forward pass (a cross-encoder scores "
+                              "each pair alone: the same score in any company)", ge=1)
 
     @staticmethod
     def cross_encoder(spec: ItmSpec | ClipSpec) -> bool:

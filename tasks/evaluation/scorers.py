@@ -2,8 +2,8 @@
 
 Bi-encoders (open_clip, Hugging Face CLIP-style models) embed each unique caption and image once (`BiEncoder.embed`,
 N × d in memory): s = cosine × the model's logit scale, for aligned pairs or blocks of query rows. Cross-encoders
-(ViLT, FLAVA, BridgeTower ITM heads) run once per (caption, image) pair, in image order, reading each batch's images
-when it runs: s = the matching logit. A run that asks a cross-encoder several times records what it asks first
+(ViLT, FLAVA, BridgeTower ITM heads) run once per (caption, image) pair, alone, in image order, reading each image
+once: s = the matching logit. A run that asks a cross-encoder several times records what it asks first
 (`Asked`), then scores every pair in one call (`Scored`), so each image is read once per model. Every scorer is
 loaded once per process (`load_once`) and runs in inference mode.
 """
@@ -21,9 +21,10 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from tasks.core.batches import invariant_map
 from tasks.core.loading import hub_kwargs, load_once, resolve_device
 from tasks.core.specs import ClipSpec, ItmSpec
-from tasks.image.scoring import load_clip
+from tasks.image.scoring import load_clip, stacked
 
 Reader = Callable[[str], np.ndarray]  # image key -> HxWx3 uint8 pixels
 SEEDED = threading.Lock()  # held by a seeded forward pass (`_hugging_face`)
@@ -78,39 +79,37 @@ class Embedded:
 
 @dataclass(frozen=True)
 class BiEncoder:
-    """Unit embeddings in batches; scores are scaled cosines."""
+    """Unit embeddings, each the same in any batch (`invariant_map`: texts batched by token count, images `batch_size`
+    at a time, read per batch); scores are scaled cosines."""
 
-    embed_texts: Callable[[list[str]], torch.Tensor]
+    embed_texts: Callable[[list[str]], torch.Tensor]  # texts of one token count
     embed_images: Callable[[list[np.ndarray]], torch.Tensor]
+    text_lengths: Callable[[list[str]], list[int]]
     scale: float
     batch_size: int
 
-    def _embed(self, embed: Callable, items: Sequence) -> torch.Tensor:
-        batches = [embed(list(items[i:i + self.batch_size])) for i in range(0, len(items), self.batch_size)]
-        return torch.cat(batches) if batches else torch.zeros(0, 0)
-
     def embed(self, texts: Sequence[str], images: Images) -> Embedded:
         """Each unique caption and image key of `texts` and `images` embedded once, in first-appearance order."""
-        unique_texts, unique_keys = list(dict.fromkeys(texts)), tuple(dict.fromkeys(images.keys))
-        return Embedded({t: n for n, t in enumerate(unique_texts)}, self._embed(self.embed_texts, unique_texts),
-                        {k: n for n, k in enumerate(unique_keys)},
-                        self._embed(self.embed_images, Images(unique_keys, images.read)), self.scale)
+        unique_texts, unique = list(dict.fromkeys(texts)), Images(tuple(dict.fromkeys(images.keys)), images.read)
+        text_rows = invariant_map(self.embed_texts, unique_texts, self.batch_size, self.text_lengths(unique_texts))
+        image_rows = invariant_map(lambda at: self.embed_images(unique.take(at)[:]), list(range(len(unique))),
+                                   self.batch_size)
+        return Embedded({t: n for n, t in enumerate(unique_texts)}, stacked(text_rows),
+                        {k: n for n, k in enumerate(unique.keys)}, stacked(image_rows), self.scale)
 
 
 @dataclass(frozen=True)
 class CrossEncoder:
-    """One forward pass per (caption, image) pair, `batch_size` pairs at a time, in image-key order: each image of a
-    call is read once (`Images` reads a batch's distinct keys once; the one image two batches can share, the last of
-    one and the first of the next, comes from a one-image LRU)."""
+    """One forward pass per (caption, image) pair, each pair alone, in image-key order: a pair's score is the same
+    whatever else is asked (a batch would pad its text to its longest and its image to its largest, and ViLT draws
+    its patch order row by row from one seeded generator), and each image is read once (a one-image LRU)."""
 
     score: Callable[[list[str], list[np.ndarray]], torch.Tensor]
-    batch_size: int
 
     def pairs(self, texts: Sequence[str], images: Images) -> np.ndarray:
         order = sorted(range(len(texts)), key=images.keys.__getitem__)  # stable: an image's captions keep their order
         keys = Images(tuple(images.keys[i] for i in order), lru_cache(maxsize=1)(images.read))
-        out = [self.score([texts[i] for i in order[at:at + self.batch_size]], keys[at:at + self.batch_size])
-               for at in range(0, len(order), self.batch_size)]
+        out = [self.score([texts[i]], keys[at:at + 1]) for at, i in enumerate(order)]
         scores = torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
         return scores[np.argsort(order)]
 
@@ -175,8 +174,8 @@ def load_scorer(spec: ClipSpec | ItmSpec, batch_size: int) -> Scorer:
 
 def _open_clip(spec: ClipSpec, batch_size: int) -> BiEncoder:
     clip = load_clip(spec)
-    return BiEncoder(lambda texts: clip.embed_texts(texts).cpu(),
-                     lambda images: clip.embed_images(images, batch_size).cpu(),
+    return BiEncoder(lambda texts: clip.embed_texts(texts, batch_size).cpu(),
+                     lambda images: clip.embed_images(images, batch_size).cpu(), lambda texts: [0] * len(texts),
                      clip.model.logit_scale.detach().exp().item(), batch_size)
 
 
@@ -196,7 +195,7 @@ def _hugging_face(spec: ItmSpec, batch_size: int) -> Scorer:
     @torch.inference_mode()
     def run(texts: list[str] | None, images: list[np.ndarray] | None, call: Callable) -> torch.Tensor:
         """One forward pass, seeded: a model that draws (ViLT shuffles its image patches, which moves scores by
-        float rounding) scores the same batch the same way in every run. The global generator is the process's: one
+        float rounding) scores the same input the same way in every run. The global generator is the process's: one
         seeded pass at a time (`SEEDED`), or another model's, run by another thread of the evaluate flow, reseeds or
         restores it mid-pass."""
         inputs = processor(text=texts, images=[Image.fromarray(x) for x in images] if images else None,
@@ -212,6 +211,9 @@ def _hugging_face(spec: ItmSpec, batch_size: int) -> Scorer:
         def image(images: list[np.ndarray]) -> torch.Tensor:
             return F.normalize(run(None, images, model.get_image_features).pooler_output.float(), dim=-1).cpu()
 
-        return BiEncoder(text, image, model.logit_scale.detach().exp().item(), batch_size)
+        def lengths(texts: list[str]) -> list[int]:
+            return [len(ids) for ids in processor.tokenizer(texts, truncation=True)["input_ids"]]
+
+        return BiEncoder(text, image, lengths, model.logit_scale.detach().exp().item(), batch_size)
     return CrossEncoder(lambda texts, images: getattr(run(texts, images, model), spec.logits)[:, spec.index]
-                        .float().cpu(), batch_size)
+                        .float().cpu())

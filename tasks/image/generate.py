@@ -77,7 +77,7 @@ class Screening:
         if todo:
             models = self.models = self.models or render.load_models(self.params)
             prompts = models.diffusion.encode(pair["caption"], pair["counterfactual"])
-            texts = render.caption_texts(models, pair, self.params.subject_prompt)
+            texts = render.caption_texts(models, pair, self.params)
             done = 0
             chunks = self.batcher.render(models.diffusion, prompts, [samples[i] for i in todo], self.params)
             for chunk, rendered in chunks:

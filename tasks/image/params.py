@@ -107,8 +107,9 @@ class GenerateParams(Section):
         None, description="sd3 only: the joint transformer blocks whose attention shares (Stable Flow's 'vital "
                           "layers', `joint_p2p`); None: every block")
     seed: Seed = 0
-    batch_samples: int = unkeyed(4, "samples per UNet call (the backend's `rows_per_sample` rows each); after a "
-                                    "CUDA OOM the halved size is kept for the rest of the process", ge=1)
+    batch_samples: int = unkeyed(1, "samples per UNet call (the backend's `rows_per_sample` rows each); after a "
+                                    "CUDA OOM the halved size is kept for the rest of the process. 1: each sample "
+                                    "alone, its bytes independent of what else is rendered", ge=1)
     pairs_per_task: int = unkeyed(8, "caption pairs per Prefect task (cut to near-equal sample counts, the "
                                      "heaviest first): the unit a Dask worker takes", ge=1)
     channels_last: bool = Field(False, description="UNet and VAE in channels_last memory format (10% slower in "

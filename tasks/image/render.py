@@ -108,14 +108,14 @@ def batcher(shared: str, batch_samples: int) -> Batcher:
     return Batcher(batch_samples)
 
 
-def caption_texts(models: ImageModels, pair: dict, subject_prompt: str) -> torch.Tensor:
+def caption_texts(models: ImageModels, pair: dict, params: GenerateParams) -> torch.Tensor:
     """Unit embeddings of C_o, C_c and, for an edit type whose spans name what each image shows (`Edit.subjects`),
     the subject prompts of its original and substitute."""
     texts = [pair["caption"], pair["counterfactual"]]
     if EDIT_TYPES[pair["edit_type"]].subjects:
-        texts += [subject_prompt.format(word=edited_word(pair[k], pair["edit_type"]))
+        texts += [params.subject_prompt.format(word=edited_word(pair[k], pair["edit_type"]))
                   for k in ("original_word", "substitute")]
-    return models.clip.embed_texts(texts)
+    return models.clip.embed_texts(texts, params.clip_batch_size)
 
 
 def measure(rendered: Rendered, texts: torch.Tensor, models: ImageModels, clip_batch_size: int) -> list[dict]:
@@ -151,7 +151,7 @@ def canonical(pair: dict, sample: Sample, params: GenerateParams, models: ImageM
     """`sample` rendered alone: its measurement plus `images` (2, H, W, 3) uint8, I_o then I_c."""
     prompts = models.diffusion.encode(pair["caption"], pair["counterfactual"])
     rendered = render(models.diffusion, prompts, [sample], params.steps, params.size)
-    measured = measure(rendered, caption_texts(models, pair, params.subject_prompt), models, params.clip_batch_size)[0]
+    measured = measure(rendered, caption_texts(models, pair, params), models, params.clip_batch_size)[0]
     return {**measured, "images": rendered.images[0]}
 
 

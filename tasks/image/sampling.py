@@ -29,6 +29,7 @@ import torch
 from diffusers import EulerAncestralDiscreteScheduler, FlowMatchEulerDiscreteScheduler
 from diffusers.utils.torch_utils import randn_tensor
 
+from tasks.core.loading import thread_invariant_convolutions
 from tasks.image import p2p
 from tasks.image.params import GenerateParams
 
@@ -155,13 +156,13 @@ def render(diffusion: Diffusion, prompts: Any, samples: Sequence[Sample], steps:
     shared = p2p.schedule([s.p2p_fraction for s in samples], steps, device)
     context = diffusion.condition(prompts, n, size)
     scales = torch.tensor([s.guidance_scale for s in samples], device=device, dtype=dtype).view(n, 1, 1, 1, 1)
-    with diffusion.lock:
+    with diffusion.lock, thread_invariant_convolutions():
         for i, (t, step) in enumerate(zip(scheduler.timesteps, updates)):
             x = step.scale_input(latents).unflatten(0, (n, 1, 2)).expand(-1, 2, -1, -1, -1, -1)
             out = diffusion.denoise(x.flatten(0, 2), t, context, shared[i]).unflatten(0, (n, 2, 2))
             out = (out[:, 0] + scales * (out[:, 1] - out[:, 0])).flatten(0, 1).to(latents.dtype)
             latents = step(out, latents, noise[i])
-    decoded = diffusion.decode(latents).float()
+        decoded = diffusion.decode(latents).float()
     finite = torch.isfinite(decoded).flatten(1).all(1).view(n, 2).all(1)
     pixels = (decoded.nan_to_num(0.0) / 2 + 0.5).clamp(0, 1).mul(255).round().to(torch.uint8)
     images = pixels.permute(0, 2, 3, 1).unflatten(0, (n, 2)).cpu().numpy()

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from tasks.core.batches import invariant_map
 from tasks.core.loading import load_once, resolve_device, resolve_dtype
 from tasks.core.specs import ClipSpec
 
@@ -34,19 +35,27 @@ class ClipScorer:
     dtype: torch.dtype
 
     @torch.inference_mode()
-    def embed_texts(self, texts: Sequence[str]) -> torch.Tensor:
-        """(N, D) unit embeddings; open_clip's tokenizer truncates at the model's context length."""
-        tokens = self.tokenizer(list(texts)).to(self.device)
-        return self.model.encode_text(tokens, normalize=True).float()
+    def embed_texts(self, texts: Sequence[str], batch_size: int) -> torch.Tensor:
+        """(N, D) unit embeddings, each the same in any batch (`invariant_map`; open_clip's tokenizer pads every text
+        to the model's context length and truncates there)."""
+        def forward(batch: list[str]) -> torch.Tensor:
+            return self.model.encode_text(self.tokenizer(batch).to(self.device), normalize=True).float()
+
+        return stacked(invariant_map(forward, list(texts), batch_size))
 
     @torch.inference_mode()
     def embed_images(self, images: Sequence[np.ndarray], batch_size: int) -> torch.Tensor:
-        """(N, D) unit embeddings of N >= 1 HxWx3 uint8 images, `batch_size` at a time."""
-        out = []
-        for i in range(0, len(images), batch_size):
-            pixels = torch.stack([self.preprocess(Image.fromarray(x)) for x in images[i:i + batch_size]])
-            out.append(self.model.encode_image(pixels.to(self.device, self.dtype), normalize=True).float())
-        return torch.cat(out)
+        """(N, D) unit embeddings of N >= 1 HxWx3 uint8 images, each the same in any batch (`invariant_map`)."""
+        def forward(batch: list[np.ndarray]) -> torch.Tensor:
+            pixels = torch.stack([self.preprocess(Image.fromarray(x)) for x in batch])
+            return self.model.encode_image(pixels.to(self.device, self.dtype), normalize=True).float()
+
+        return stacked(invariant_map(forward, images, batch_size))
+
+
+def stacked(rows: list[torch.Tensor]) -> torch.Tensor:
+    """(N, D) of N rows; (0, 0) of none."""
+    return torch.stack(rows) if rows else torch.zeros(0, 0)
 
 
 def register_config(config: str) -> None:

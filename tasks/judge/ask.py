@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tasks.core.batches import invariant_map
 from tasks.core.edits import edited_word
 from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
 from tasks.core.schemas import JUDGE_QUESTIONS
@@ -41,13 +42,12 @@ def questions(pair: dict, templates: dict[str, str]) -> dict[str, tuple[str, str
 
 @load_once
 def load_judge(spec: ModelSpec) -> tuple:
-    """(processor with left padding, model in eval mode, device) for an image-text-to-text model."""
+    """(processor, model in eval mode, device) for an image-text-to-text model."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     device = resolve_device(spec)
     dtype = "auto" if spec.dtype == "auto" and device.type == "cuda" else resolve_dtype(spec, device)
     processor = AutoProcessor.from_pretrained(spec.local(), **hub_kwargs(spec))
-    processor.tokenizer.padding_side = "left"  # the last position of every row is its next token
     model = AutoModelForImageTextToText.from_pretrained(spec.local(), dtype=dtype, **hub_kwargs(spec))
     return processor, model.to(device).eval(), device
 
@@ -68,18 +68,23 @@ def prompt(processor, text: str) -> str:
 
 def p_yes(model: torch.nn.Module, processor, device: torch.device, images: Sequence[np.ndarray],
           texts: Sequence[str], answers: Sequence[str], batch_size: int) -> list[float]:
-    """P(Yes) of each (image, question), `batch_size` questions per forward pass."""
+    """P(Yes) of each (image, question), the same in any batch (`invariant_map`: at most `batch_size` questions per
+    forward pass, batched with questions of their own input shapes, unpadded). Each question is processed once, alone:
+    a batch is its questions' inputs stacked."""
     import torch
 
-    ids, found = answer_ids(processor, answers), []
-    for start in range(0, len(texts), batch_size):
-        inputs = processor(text=[prompt(processor, t) for t in texts[start:start + batch_size]],
-                           images=list(images[start:start + batch_size]), return_tensors="pt", padding=True)
+    ids = answer_ids(processor, answers)
+    asked = [processor(text=[prompt(processor, t)], images=[x], return_tensors="pt") for t, x in zip(texts, images)]
+
+    def forward(batch: list) -> list[float]:
+        inputs = {k: torch.cat([one[k] for one in batch]) for k in batch[0]}
         inputs = {k: v.to(device, model.dtype) if v.is_floating_point() else v.to(device) for k, v in inputs.items()}
         with torch.inference_mode():
             logits = model(**inputs, logits_to_keep=1, use_cache=False).logits[:, -1, ids].float()
-        found += torch.softmax(logits, dim=-1)[:, 0].tolist()
-    return found
+        return torch.softmax(logits, dim=-1)[:, 0].tolist()
+
+    return invariant_map(forward, asked, batch_size, [tuple((k, tuple(v.shape)) for k, v in one.items())
+                                                      for one in asked])
 
 
 def ask(pair: dict, images: dict[str, np.ndarray], params: JudgeParams) -> dict[str, float | None]:

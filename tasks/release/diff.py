@@ -16,6 +16,9 @@ from typing import Any, NamedTuple
 import polars as pl
 
 DIGITS = 6
+# a metric that moved by at most this share of its size moved by float rounding alone: what another CPU's or GPU's
+# kernels (or a float32 score on another library build) change, not what a param or a code change does
+ROUNDING = 1e-5
 TEXT = ["caption", "counterfactual"]
 IMAGES = ["image_o", "image_c"]
 CATEGORIES = {"counterfactuals": ("added", "removed", "changed"),
@@ -100,8 +103,8 @@ def diff_versions(a: Version | tuple, b: Version | tuple, max_examples: int = 10
         "counterfactuals": {"a": a.counterfactuals.height, "b": b.counterfactuals.height,
                             **{k: v.height for k, v in cf.items()}},
         "pairs": {"a": a.selected.height, "b": b.selected.height, **{k: v.height for k, v in pairs.items()}},
-        "metrics": [{"metric": key, "a": flat_a[key], "b": flat_b[key], "delta": round(flat_b[key] - flat_a[key],
-                                                                                      DIGITS)}
+        "metrics": [{"metric": key, "a": flat_a[key], "b": flat_b[key],
+                     "delta": round(flat_b[key] - flat_a[key], DIGITS), "rounding": _rounding(flat_a[key], flat_b[key])}
                     for key in sorted(flat_a.keys() & flat_b.keys())],
         "metrics_only_a": sorted(flat_a.keys() - flat_b.keys()),
         "metrics_only_b": sorted(flat_b.keys() - flat_a.keys()),
@@ -109,6 +112,11 @@ def diff_versions(a: Version | tuple, b: Version | tuple, max_examples: int = 10
                      for group, frames in (("counterfactuals", cf), ("pairs", pairs))
                      for category in CATEGORIES[group]},
     }
+
+
+def _rounding(a: float, b: float) -> bool:
+    """Moved, by float rounding alone (`ROUNDING`)."""
+    return a != b and abs(b - a) <= ROUNDING * max(1.0, abs(a), abs(b))
 
 
 def _number(value: Any, signed: bool = False) -> str:
@@ -131,14 +139,19 @@ def _sections(diff: dict, label_a: str, label_b: str) -> list[tuple[str, str, li
                ["selected pairs", str(pairs["a"]), str(pairs["b"]), str(pairs["added"]), str(pairs["removed"]),
                 f"{changed} ({pairs['caption_changed']} caption, {pairs['image_changed']} image)",
                 str(pairs["unchanged"])]]
-    moved = [m for m in diff["metrics"] if m["delta"] != 0]
-    note = f"{len(diff['metrics']) - len(moved)} of {len(diff['metrics'])} shared metrics unchanged."
+    moved = [m for m in diff["metrics"] if m["delta"] != 0 and not m["rounding"]]
+    rounded = [m for m in diff["metrics"] if m["rounding"]]
+    note = f"{len(diff['metrics']) - len(moved) - len(rounded)} of {len(diff['metrics'])} shared metrics unchanged."
     for side, label in (("a", label_a), ("b", label_b)):
         if diff[f"metrics_only_{side}"]:
             note += f" Only in {label}: {', '.join(diff[f'metrics_only_{side}'])}."
     sections = [("Summary", "", ["", label_a, label_b, "added", "removed", "changed", "unchanged"], summary),
                 ("Metrics", note, ["metric", label_a, label_b, "delta"],
                  [[m["metric"], _number(m["a"]), _number(m["b"]), _number(m["delta"], signed=True)] for m in moved])]
+    if rounded:
+        sections.append(("Metrics moved by float rounding only", f"At most {ROUNDING:g} of their size: another "
+                         "machine's kernels, not a change of params, code or models.", ["metric", label_a, label_b],
+                         [[m["metric"], repr(m["a"]), repr(m["b"])] for m in rounded]))
     for key, rows in diff["examples"].items():
         group, category = key.split(".")
         total = diff[group][category]

@@ -13,7 +13,7 @@ import numpy as np
 from PIL import Image, ImageFilter
 
 from tasks.core.keys import digest
-from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
+from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype, thread_invariant_convolutions
 from tasks.core.specs import ModelSpec
 from tasks.removal.masks import union_mask
 from tasks.removal.params import InpaintParams
@@ -71,10 +71,12 @@ def _inpainted(image: np.ndarray, mask: np.ndarray, edit: dict, params: InpaintP
 
     prompt, negative = prompts(edit, params)
     square = (params.size, params.size)
-    result = pipe(prompt=prompt, negative_prompt=negative, image=Image.fromarray(image).resize(square, Image.BICUBIC),
-                  mask_image=Image.fromarray(mask).convert("L").resize(square, Image.NEAREST), height=params.size,
-                  width=params.size, num_inference_steps=params.steps, guidance_scale=params.guidance_scale,
-                  generator=torch.Generator().manual_seed(edit_seed(edit, params)), output_type="np").images[0]
+    with thread_invariant_convolutions():
+        result = pipe(prompt=prompt, negative_prompt=negative,
+                      image=Image.fromarray(image).resize(square, Image.BICUBIC),
+                      mask_image=Image.fromarray(mask).convert("L").resize(square, Image.NEAREST), height=params.size,
+                      width=params.size, num_inference_steps=params.steps, guidance_scale=params.guidance_scale,
+                      generator=torch.Generator().manual_seed(edit_seed(edit, params)), output_type="np").images[0]
     filled = Image.fromarray(np.round(result * 255).clip(0, 255).astype(np.uint8))
     return np.asarray(filled.resize((image.shape[1], image.shape[0]), Image.BICUBIC))
 

@@ -42,8 +42,8 @@ def run(edits: pl.DataFrame, images_dir: Path, params: RemovalSelectionParams,
     files = [stored_files(images_dir, edits[column]) for column in ("image_0", "image_1")]
     image_0, image_1 = (clip.embed_images([read_rgb(f) for f in column], CLIP_BATCH) for column in files)
     classes = sorted({c for removed in edits["removed"] for c in removed})
-    prompt = dict(zip(classes, clip.embed_texts([params.prompt.format(name=c) for c in classes])))
-    captions = clip.embed_texts(edits["edited_caption"].to_list())
+    prompt = dict(zip(classes, clip.embed_texts([params.prompt.format(name=c) for c in classes], CLIP_BATCH)))
+    captions = clip.embed_texts(edits["edited_caption"].to_list(), CLIP_BATCH)
     drops = [min(float(prompt[c] @ i0 - prompt[c] @ i1) for c in removed)
              for removed, i0, i1 in zip(edits["removed"], image_0, image_1)]
     scored = edits.with_columns(clip_drop=pl.Series(drops, dtype=pl.Float64),

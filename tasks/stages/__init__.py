@@ -24,10 +24,10 @@ import importlib
 from dataclasses import dataclass
 from functools import cache
 from graphlib import TopologicalSorter
-from importlib.metadata import entry_points
 from types import ModuleType
 
 from tasks.core.errors import UserError
+from tasks.core.params import registered
 from tasks.core.schemas import Schema
 from tasks.core.source import check_entry, parse, source_file
 
@@ -116,22 +116,22 @@ class TableStage:
 
 def stage(name: str) -> Stage | TableStage:
     """The declaration of stage `name` (its DVC name or its command), importing its module and no other stage's."""
-    found = entry_points(group=GROUP, name=name.replace("-", "_"))
-    if not found:
+    point = registered(GROUP).get(name.replace("-", "_"))
+    if point is None:
         raise UserError(f"no stage named {name} is registered under {GROUP}: reinstall the project (`make setup`) "
                         "after editing pyproject.toml's entry points")
-    return next(iter(found)).load()
+    return point.load()
 
 
 def stage_names() -> list[str]:
     """Every registered stage's name, from the package metadata (nothing imported)."""
-    return [point.name for point in entry_points(group=GROUP)]
+    return list(registered(GROUP))
 
 
 @cache
 def stages() -> dict[str, Stage | TableStage]:
     """Every registered stage, in DAG order (a topological walk over `after`)."""
-    loaded = {point.name: point.load() for point in sorted(entry_points(group=GROUP), key=lambda p: p.name)}
+    loaded = {name: point.load() for name, point in sorted(registered(GROUP).items())}
     order = TopologicalSorter({name: list(s.needs) for name, s in loaded.items()}).static_order()
     return {name: loaded[name] for name in order}
 

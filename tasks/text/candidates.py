@@ -24,6 +24,7 @@ import torch
 from transformers import AutoModelForMaskedLM, BatchEncoding, PreTrainedTokenizerBase
 
 from tasks.core import schemas
+from tasks.core.batches import invariant_map
 from tasks.core.edits import EDIT_TYPES
 from tasks.core.loading import load_pretrained
 from tasks.text import edits, grammar, tagging
@@ -79,20 +80,18 @@ def masked_caption(site: dict, mask_token: str) -> str:
 @torch.inference_mode()
 def top_fills(mlm: MaskedLM, masked: list[str], lengths: list[int], top_k: int,
               batch_size: int) -> list[list[tuple[str, float]]]:
-    """For each masked sentence (of `lengths` tokens), its top-k (token, probability) fills, best first. Batches are
-    cut from the sentences sorted by length (little padding), and the MLM head runs at the masked positions only."""
-    order = sorted(range(len(masked)), key=lengths.__getitem__)
-    out: list[list[tuple[str, float]]] = [[] for _ in masked]
-    for b in range(0, len(order), batch_size):
-        batch = order[b:b + batch_size]
-        enc = mlm.tokenizer([masked[i] for i in batch], padding=True, return_tensors="pt").to(mlm.model.device)
+    """For each masked sentence (of `lengths` tokens), its top-k (token, probability) fills, best first, the same in
+    any batch (`invariant_map`: batches of one length, unpadded); the MLM head runs at the masked positions only."""
+    def forward(batch: list[str]) -> list[list[tuple[str, float]]]:
+        enc = mlm.tokenizer(batch, return_tensors="pt").to(mlm.model.device)
         rows, cols = (enc["input_ids"] == mlm.tokenizer.mask_token_id).nonzero(as_tuple=True)
         logits = mlm.masked_logits(enc, rows, cols)
         k = min(top_k, logits.shape[-1])  # a k over the vocabulary's size: every token
         scores, ids = logits.float().softmax(-1).topk(k, dim=-1)
-        for i, score_row, id_row in zip(rows.tolist(), scores.tolist(), ids.tolist()):
-            out[batch[i]] = list(zip(mlm.tokenizer.convert_ids_to_tokens(id_row), score_row))
-    return out
+        return [list(zip(mlm.tokenizer.convert_ids_to_tokens(id_row), score_row))
+                for id_row, score_row in zip(ids.tolist(), scores.tolist())]
+
+    return invariant_map(forward, masked, batch_size, lengths)
 
 
 def reject_reason(word_start: bool, fill: str, site: dict, params: CandidatesParams) -> str | None:
@@ -144,20 +143,20 @@ def _row(site: dict, substitute: str, mlm_score: float | None) -> dict:
     return {**{k: site[k] for k in _SITE_COLUMNS}, **edit(site, substitute), "mlm_score": mlm_score}
 
 
-def masked_rewrites(sites: list[dict], params: CandidatesParams, mlm: MaskedLM) -> tuple[list[dict], list[dict]]:
-    """(candidates, rejects) of the masked-LM edit types."""
+def masked_rewrites(sites: list[dict], params: CandidatesParams,
+                    mlm: MaskedLM) -> list[tuple[list[dict], list[dict]]]:
+    """(candidates, rejects) of each site of a masked-LM edit type."""
     masked = [masked_caption(site, mlm.tokenizer.mask_token) for site in sites]
     lengths = [len(ids) for ids in mlm.tokenizer(masked)["input_ids"]] if masked else []
     fits = [n <= mlm.max_length for n in lengths]
     fills = iter(top_fills(mlm, [m for m, ok in zip(masked, fits) if ok], [n for n, ok in zip(lengths, fits) if ok],
                            params.top_k, params.batch_size))
-    kept, rejects = [], []
+    out = []
     for site, ok in zip(sites, fits):
+        kept, rejects, seen = [], [], set()
         if not ok:
             rejects.append({**{k: site[k] for k in _SITE_COLUMNS}, "stage": "candidates", "reason": "too_long_for_mlm"})
-            continue
-        seen = set()
-        for token, score in next(fills):
+        for token, score in next(fills) if ok else ():
             fill = mlm.tokenizer.convert_tokens_to_string([token]).strip()
             row = _row(site, fill_text(site, fill), score)
             reason = "duplicate_fill" if fill in seen else reject_reason(mlm.is_word_start(token), fill, site, params)
@@ -166,19 +165,28 @@ def masked_rewrites(sites: list[dict], params: CandidatesParams, mlm: MaskedLM) 
                 kept.append(row)
             else:
                 rejects.append({**row, "stage": "candidates", "reason": reason})
-    return kept, rejects
+        out.append((kept, rejects))
+    return out
+
+
+def rule_rewrites(site: dict, params: CandidatesParams) -> tuple[list[dict], list[dict]]:
+    """(candidates, rejects) of a site of a rule-based edit type."""
+    rewrites, reason = edits.function(site["edit_type"], "rewrite")(site, params)
+    rejects = [] if reason is None else [{**{k: site[k] for k in _SITE_COLUMNS}, "stage": "candidates",
+                                          "reason": reason}]
+    return [_row(site, substitute, None) for substitute in rewrites], rejects
 
 
 def run(sites: pl.DataFrame, params: CandidatesParams, mlm: MaskedLM) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(candidates, rejects) for a `sites` frame, in its row order within each group (masked-LM types first)."""
+    """(candidates, rejects) for a `sites` frame: each site's rows together, in its row order, so a frame cut into
+    shards anywhere gives the same rows in the same order."""
     rows = list(sites.iter_rows(named=True))
-    kept, rejects = masked_rewrites([r for r in rows if EDIT_TYPES[r["edit_type"]].masked], params, mlm)
-    for site in (r for r in rows if not EDIT_TYPES[r["edit_type"]].masked):
-        rewrites, reason = edits.function(site["edit_type"], "rewrite")(site, params)
-        if reason is not None:
-            rejects.append({**{k: site[k] for k in _SITE_COLUMNS}, "stage": "candidates", "reason": reason})
-        kept.extend(_row(site, substitute, None) for substitute in rewrites)
-    defects = [caption_defect(row, params) for row in kept]
-    rejects.extend({**row, "stage": "candidates", "reason": reason} for row, reason in zip(kept, defects) if reason)
-    kept = [row for row, reason in zip(kept, defects) if reason is None]
+    masked = iter(masked_rewrites([r for r in rows if EDIT_TYPES[r["edit_type"]].masked], params, mlm))
+    kept, rejects = [], []
+    for site in rows:
+        found, refused = next(masked) if EDIT_TYPES[site["edit_type"]].masked else rule_rewrites(site, params)
+        defects = [caption_defect(row, params) for row in found]
+        kept += [row for row, reason in zip(found, defects) if reason is None]
+        rejects += refused + [{**row, "stage": "candidates", "reason": reason}
+                              for row, reason in zip(found, defects) if reason]
     return pl.DataFrame(kept, schema=SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)

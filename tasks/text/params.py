@@ -105,8 +105,8 @@ class PerplexityParams(Section):
 
     model: ModelSpec
     type_shares: dict[EditType, Annotated[float, Field(gt=0.0)]] = {"noun": 1.0}
-    batch_tokens: int = unkeyed(1024, "tokens per forward pass (whole captions' tries, packed in rows of <= 256)",
-                                ge=1)
+    batch_tokens: int = unkeyed(1024, "about this many tokens per forward pass (tries of one size batched, a row "
+                                      "each)", ge=1)
     shared_prefix: bool = unkeyed(True, "compute a token prefix shared by a caption's candidates once; False scores "
                                         "each candidate alone (the reference method; equal within float rounding)")
 

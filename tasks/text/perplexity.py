@@ -24,12 +24,12 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerBase
 from transformers.activations import GELUTanh, NewGELUActivation
 
 from tasks.core import schemas
+from tasks.core.batches import invariant_map
 from tasks.core.edits import EDIT_TYPES
 from tasks.core.loading import load_pretrained
 from tasks.text.params import PerplexityParams
 
 SCHEMA, REJECTS_SCHEMA = schemas.COUNTERFACTUALS, schemas.COUNTERFACTUALS_REJECTS
-ROW_TOKENS = 256  # longer packed rows spend more attention on masked pairs, shorter ones use the matmuls less well
 
 
 @dataclass(frozen=True)
@@ -89,22 +89,6 @@ class Trie:
         return node
 
 
-def packed_rows(tries: list[Trie], row_tokens: int) -> list[list[Trie]]:
-    """Tries packed whole into rows of at most `row_tokens` nodes, first fit by decreasing size (a larger trie gets
-    a row of its own), so a batch of rows carries almost no padding."""
-    rows: list[list[Trie]] = []
-    room: list[int] = []
-    for trie in sorted(tries, key=len, reverse=True):
-        row = next((i for i, free in enumerate(room) if free >= len(trie)), None)
-        if row is None:
-            rows.append([])
-            room.append(max(row_tokens, len(trie)))
-            row = len(rows) - 1
-        rows[row].append(trie)
-        room[row] -= len(trie)
-    return rows
-
-
 def layout(row: list[Trie]) -> tuple[list[list[int]], int]:
     """Each node's slot in its packed row, per trie, and the number of inner nodes: every trie's inner nodes (those
     with children) come first and the leaves after them, so the logits a row needs (leaves predict nothing) are its
@@ -153,22 +137,25 @@ def path_nll(lm: CausalLM, rows: list[list[Trie]]) -> list[list[float]]:
 
 
 def perplexities(lm: CausalLM, ids: list[list[int]], groups: list[Hashable], batch_tokens: int) -> list[float]:
-    """Perplexity of each token sequence (>= 2 tokens). Sequences of one group share a trie, so a token prefix they
-    share is computed once; an identical sequence anywhere is scored once; tries are packed into rows of
-    min(ROW_TOKENS, batch_tokens) nodes and `batch_tokens` nodes go through the model at a time."""
+    """Perplexity of each token sequence (>= 2 tokens), the same in any batch. Sequences of one group share a trie,
+    so a token prefix they share is computed once; an identical sequence anywhere is scored once. Each trie is a row
+    of its own, batched with tries of its own size and inner nodes (`invariant_map`: no padding), about
+    `batch_tokens` nodes per forward pass."""
     tries: dict[Hashable, Trie] = {}
     ends: dict[tuple[int, ...], tuple[Trie, int]] = {}
     for group, seq in zip(groups, ids):
         if tuple(seq) not in ends:
             trie = tries.setdefault(group, Trie())
             ends[tuple(seq)] = trie, trie.add(seq)
-    rows = sorted(packed_rows(list(tries.values()), min(ROW_TOKENS, batch_tokens)), key=lambda r: sum(map(len, r)))
+    by_size: dict[int, list[Trie]] = {}
+    for trie in tries.values():
+        by_size.setdefault(len(trie), []).append(trie)
     nll: dict[int, list[float]] = {}
-    while rows:
-        batch = [rows.pop()]
-        while rows and sum(map(len, rows[-1])) + sum(len(t) for row in batch for t in row) <= batch_tokens:
-            batch.append(rows.pop())
-        nll.update(zip((id(t) for row in batch for t in row), path_nll(lm, batch)))
+    for size, same in by_size.items():
+        inner = [len(set(trie.parents) - {-1}) for trie in same]
+        found = invariant_map(lambda batch: path_nll(lm, [[trie] for trie in batch]), same,
+                              max(1, batch_tokens // size), inner)
+        nll.update(zip(map(id, same), found))
     return [math.exp(nll[id(trie)][end] / trie.depths[end]) for trie, end in map(ends.__getitem__, map(tuple, ids))]
 
 

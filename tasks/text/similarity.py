@@ -7,9 +7,11 @@ Output: the candidate rows that pass, plus `similarity`. Each unique sentence (o
 from __future__ import annotations
 
 import polars as pl
+import torch
 from sentence_transformers import SentenceTransformer
 
 from tasks.core import schemas
+from tasks.core.batches import invariant_map
 from tasks.core.loading import hub_kwargs, load_once, resolve_device
 from tasks.core.specs import ModelSpec
 from tasks.text.params import SimilarityParams
@@ -36,11 +38,15 @@ def window_reason(similarity: float, lower: float, upper: float) -> str | None:
 
 
 def cosine(encoder: SentenceTransformer, pairs: list[tuple[str, str]], batch_size: int) -> list[float]:
-    """cos(E(a), E(b)) per pair; every distinct sentence is embedded once."""
+    """cos(E(a), E(b)) per pair; every distinct sentence is embedded once, the same in any batch (`invariant_map`:
+    batches of one token count, unpadded)."""
     if not pairs:
         return []
     sentences = sorted({s for pair in pairs for s in pair})
-    emb = encoder.encode(sentences, batch_size=batch_size, convert_to_tensor=True, normalize_embeddings=True)
+    lengths = [len(ids) for ids in encoder.tokenizer(sentences)["input_ids"]]
+    rows = invariant_map(lambda batch: encoder.encode(batch, batch_size=len(batch), convert_to_tensor=True,
+                                                      normalize_embeddings=True), sentences, batch_size, lengths)
+    emb = torch.stack(rows)
     index = {s: i for i, s in enumerate(sentences)}
     a = emb[[index[x] for x, _ in pairs]].float()
     b = emb[[index[y] for _, y in pairs]].float()

@@ -119,7 +119,7 @@ def test_hugging_face_scorer_equals_the_model_forward(eval_specs, family, monkey
     processor = transformers.AutoProcessor.from_pretrained(spec.id)
     model = cls.from_pretrained(spec.id).eval()
     images = Images(KEYS, PIXELS.__getitem__)
-    scorer = load_scorer(on_cpu(spec), batch_size=5)  # 5 pairs a batch, the last one short; the reference: one
+    scorer = load_scorer(on_cpu(spec), batch_size=5)  # the reference: one forward over everything
     with torch.inference_mode():
         if column is None:  # bi-encoder: every caption against every image in one forward
             inputs = processor(text=TEXTS, images=list(PIXELS.values()), return_tensors="pt", padding=True,
@@ -131,8 +131,13 @@ def test_hugging_face_scorer_equals_the_model_forward(eval_specs, family, monkey
             matrix = out.logits_per_text.numpy()  # captions x images
             with recording(monkeypatch, cls, ("get_text_features", "get_image_features")) as calls:
                 embedded = scorer.embed(PAIR_TEXT, images)
-            assert [len(made) for made in calls.values()] == [1, 1]  # 3 unique captions, 4 images: a batch each
-            assert_same_inputs(calls["get_text_features"][0], inputs, family)
+            lengths = [len(ids) for ids in processor.tokenizer(TEXTS, truncation=True)["input_ids"]]
+            # a batch per token count, unpadded, a multiple of 4 rows (its last text repeated); 4 images: one batch
+            assert len(calls["get_text_features"]) == len(set(lengths)) and len(calls["get_image_features"]) == 1
+            for call in calls["get_text_features"]:
+                same = [t for t, n in zip(TEXTS, lengths) if n == call["input_ids"].shape[1]]
+                rows = processor(text=same + same[-1:] * (-len(same) % 4), return_tensors="pt", truncation=True)
+                assert_same_inputs(call, rows, family)
             assert_same_inputs(calls["get_image_features"][0], inputs, family)
             assert_scores(embedded.rows(TEXTS, KEYS, True)(np.arange(len(TEXTS))), matrix, f"{family} caption rows")
             assert_scores(embedded.rows(TEXTS, KEYS, False)(np.arange(len(KEYS))), matrix.T, f"{family} image rows")
@@ -146,13 +151,11 @@ def test_hugging_face_scorer_equals_the_model_forward(eval_specs, family, monkey
             expected = model(**inputs).logits[:, column].numpy()
             with recording(monkeypatch, cls, ("forward",)) as calls:
                 actual = scorer.pairs(PAIR_TEXT, Images(tuple(PAIR_KEY), PIXELS.__getitem__))
-            assert len(calls["forward"]) == 3
-            by_image = sorted(range(len(PAIR_KEY)), key=PAIR_KEY.__getitem__)  # batches follow image-key order
-            for n, call in enumerate(calls["forward"]):
-                at = by_image[5 * n:5 * n + 5]
-                assert_same_inputs(call, processor(text=[PAIR_TEXT[i] for i in at],
-                                                   images=[PIXELS[PAIR_KEY[i]] for i in at],
-                                                   return_tensors="pt", padding=True, truncation=True), family)
+            assert len(calls["forward"]) == len(PAIR_TEXT)  # each pair alone, in image-key order
+            by_image = sorted(range(len(PAIR_KEY)), key=PAIR_KEY.__getitem__)
+            for i, call in zip(by_image, calls["forward"]):
+                assert_same_inputs(call, processor(text=[PAIR_TEXT[i]], images=[PIXELS[PAIR_KEY[i]]],
+                                                   return_tensors="pt", truncation=True), family)
     assert_scores(actual, expected, f"{family} pairs")
 
 
@@ -206,7 +209,7 @@ def test_a_seeded_pass_is_not_reseeded_by_another_models_pass_in_another_thread(
         return hook
 
     def clip_pass() -> None:
-        clip.embed_texts(CAPTIONS)
+        clip.embed_texts(CAPTIONS, 8)
         clip_done.set()
 
     hooks = [embeddings.register_forward_hook(lambda _, __, out: drawn.append(out[0].clone()))]

@@ -85,12 +85,12 @@ def test_scored_pairs_are_the_asked_ones_scored_once_and_no_other():
         return np.full((1, 1, 3), ord(key), dtype=np.uint8)
 
     model = CrossEncoder(lambda texts, images: torch.tensor([100. * len(t) + x[0, 0, 0]
-                                                            for t, x in zip(texts, images)]), batch_size=2)
+                                                            for t, x in zip(texts, images)]))
     asked = Asked()
     asked.pairs(["x", "yy", "x", "zzz"], Images(("b", "a", "a", "a"), pixels))
     asked.pairs(["yy"], Images(("a",), pixels))  # asked again: scored once
     scored = asked.scored(model, pixels)
-    assert read == {"a": 1, "b": 1}  # batches (x a, yy a), (zzz a, x b): "a" spans both and is read once
+    assert read == {"a": 1, "b": 1}  # pairs in image-key order, one at a time: each image read once
     assert scored.pairs(["yy", "x", "x"], Images(("a", "b", "a"), pixels)).tolist() == [200 + 97, 100 + 98, 100 + 97]
     with pytest.raises(KeyError):
         scored.pairs(["yy"], Images(("b",), pixels))  # both known, the pair never asked

@@ -217,7 +217,7 @@ def test_a_stage_metrics_file_holds_facts_and_its_run_log_the_counters(tmp_path)
     path = tmp_path / "reports/metrics/sites.json"
     write_metrics(first, path)
     tracked = path.read_bytes()
-    assert json.loads(tracked) == {"stage": "sites", "rows_in": 4, "rows_out": 9, "shards": 2}
+    assert json.loads(tracked) == {"stage": "sites", "rows_in": 4, "rows_out": 9}  # shards: engine.shard_size's
     write_metrics({**first, "shards_computed": 0}, path)  # all cached
     assert path.read_bytes() == tracked and json.loads(run_log(path).read_text())["shards_computed"] == 0
     several = {"sites": first, "candidates": {**first, "stage": "candidates"}}

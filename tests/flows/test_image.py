@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 import torch
 from filelock import FileLock
+from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 
 from flows.image.generate import generate_flow
 from flows.image.selection import selection_flow
@@ -68,11 +69,15 @@ def test_n_samples_up_and_down_through_the_flow(tmp_path, result_store, tiny_spe
     assert [(m["pairs_generated"], m["samples_rendered"]) for m in counts] == [(2, 6), (2, 4), (0, 0)]
     assert pl.read_parquet(tmp_path / "5.parquet").filter(pl.col("sample") < 3).equals(
         pl.read_parquet(tmp_path / "3.parquet"))
+    # raised in a store that held 3 samples: the same bytes as 5 rendered fresh, in other batches (issue 65)
+    with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: tmp_path / "fresh"}):
+        generate_flow(source, tmp_path / "fresh.parquet", image_params(
+            tiny_specs, "generate.n_samples=5", "generate.batch_samples=2", "generate.clip_batch_size=3"))
+    assert (tmp_path / "5.parquet").read_bytes() == (tmp_path / "fresh.parquet").read_bytes()
 
 
 def test_a_crash_mid_pair_loses_only_the_batch_in_flight_and_resumes_to_the_same_rows(tmp_path, result_store,
                                                                                      tiny_specs, monkeypatch):
-    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 
     params = image_params(tiny_specs, "generate.batch_samples=1")
     source = pairs_file(tmp_path, pl.concat([PAIRS, MORE]))

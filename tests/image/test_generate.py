@@ -259,7 +259,7 @@ def test_subject_margins_are_the_clip_prompt_differences_of_a_noun_swap_only(tin
     pair = PAIRS.row(0, named=True)
     rendered = render.canonical(pair, plan_sample(params, "p0", 0), params, image_models)
     image_o, image_c = image_models.clip.embed_images(list(rendered["images"]), 2)
-    original, substitute = image_models.clip.embed_texts(["a photo of a dog", "a photo of a cat"])
+    original, substitute = image_models.clip.embed_texts(["a photo of a dog", "a photo of a cat"], 8)
     assert rendered["subject_margin_o"] == pytest.approx(float(image_o @ original - image_o @ substitute), abs=1e-5)
     assert rendered["subject_margin_c"] == pytest.approx(float(image_c @ substitute - image_c @ original), abs=1e-5)
     # The screening's batch gives the same margins as the canonical render, within kernel rounding.

@@ -13,6 +13,7 @@ from diffusers import EulerAncestralDiscreteScheduler
 from diffusers.models.attention_processor import Attention
 from diffusers.utils.torch_utils import randn_tensor
 
+from tasks.core.loading import thread_invariant_convolutions
 from tasks.core.specs import ModelSpec
 from tasks.image import sampling
 from tasks.image.backends.sd1 import SD1, Prompts, load_diffusion
@@ -24,10 +25,12 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.i
 
 
 @torch.inference_mode()
+@thread_invariant_convolutions()
 def scheduler_stepped(diffusion: SD1, prompts: Prompts, samples: list[Sample], steps: int,
                       size: int) -> np.ndarray:
     """Reference: the loop as it ran before issue 46 — `scheduler.scale_model_input` and `scheduler.step` drawing
-    each step's noise from the 2S generators one by one, the sharing mask built from a Python list every step."""
+    each step's noise from the 2S generators one by one, the sharing mask built from a Python list every step; under
+    the render's convolution setting, as the comparison is of loops, not kernels."""
     n, device, dtype = len(samples), diffusion.device, diffusion.dtype
     scheduler = EulerAncestralDiscreteScheduler.from_config(diffusion.scheduler.config)
     scheduler.set_timesteps(steps, device=device)

@@ -32,7 +32,7 @@ def test_scores_match_a_direct_computation(scorer):
     rng = np.random.default_rng(0)
     images_o, images_c = rng.integers(0, 256, (2, 3, 32, 32, 3), dtype=np.uint8)
     captions = ["a dog on a couch", "a cat on a couch"]
-    texts = scorer.embed_texts(captions)
+    texts = scorer.embed_texts(captions, 8)
     emb_o, emb_c = scorer.embed_images([*images_o, *images_c], batch_size=2).split(3)
     got = pair_scores(texts[:1], texts[1:], emb_o, emb_c)
 
@@ -56,7 +56,7 @@ def test_scores_match_a_direct_computation(scorer):
 
 def test_identical_images_have_image_similarity_one_and_zero_direction(scorer):
     image = np.random.default_rng(1).integers(0, 256, (32, 32, 3), dtype=np.uint8)
-    texts = scorer.embed_texts(["a dog", "a cat"])
+    texts = scorer.embed_texts(["a dog", "a cat"], 8)
     emb = scorer.embed_images([image, image], batch_size=1)
     got = pair_scores(texts[:1], texts[1:], emb[:1], emb[1:])
     assert got["sim_image_image"][0] == pytest.approx(1.0, abs=1e-5)

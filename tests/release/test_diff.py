@@ -82,11 +82,26 @@ def test_a_version_against_itself_is_unchanged(versions):
 def test_metric_deltas_cover_numeric_leaves_present_in_both(versions):
     d = diff.diff_versions(*versions)
     assert d["metrics"] == [
-        {"metric": "funnel.final", "a": 4, "b": 4, "delta": 0},
-        {"metric": "means.similarity", "a": 0.8, "b": 0.85, "delta": 0.05},
-        {"metric": "stages.selection.rows_in", "a": 3, "b": 5, "delta": 2}]
+        {"metric": "funnel.final", "a": 4, "b": 4, "delta": 0, "rounding": False},
+        {"metric": "means.similarity", "a": 0.8, "b": 0.85, "delta": 0.05, "rounding": False},
+        {"metric": "stages.selection.rows_in", "a": 3, "b": 5, "delta": 2, "rounding": False}]
     assert d["metrics_only_a"] == ["old_counter"]
     assert d["metrics_only_b"] == ["means.perplexity", "new_counter"]  # None in a is not a number
+
+
+def test_a_metric_moved_by_float_rounding_alone_is_shown_as_that(versions):
+    """Another machine's kernels move float32 scores in their last bits: the diff lists such metrics apart, with
+    both values in full, and not among the changes (a move of 1e-4 of its size is a change)."""
+    a, b = versions
+    means = {"similarity": 0.527979, "clip_dir": 0.5, "rows": 10}
+    moved = {"similarity": 0.527975, "clip_dir": 0.50005, "rows": 10}
+    d = diff.diff_versions(a._replace(metrics={"means": means}), b._replace(metrics={"means": moved}))
+    assert [(m["metric"], m["rounding"]) for m in d["metrics"]] == [
+        ("means.clip_dir", False), ("means.rows", False), ("means.similarity", True)]
+    md = diff.to_markdown(d, "here", "there")
+    changes, rounding = md.split("Metrics moved by float rounding only")
+    assert "means.clip_dir" in changes and "means.similarity" not in changes
+    assert "| means.similarity | 0.527979 | 0.527975 |" in rounding and "1 of 3 shared metrics unchanged" in md
 
 
 def test_examples_show_both_sides(versions):

@@ -84,7 +84,7 @@ def test_token_ids_add_no_bos(lm):
 
 def test_batched_equals_unbatched_equals_direct(lm, mixed_ids):
     alone = range(len(mixed_ids))
-    batched = perplexity.perplexities(lm, mixed_ids, alone, batch_tokens=64)  # several sequences per row
+    batched = perplexity.perplexities(lm, mixed_ids, alone, batch_tokens=64)  # several tries per pass
     single = perplexity.perplexities(lm, mixed_ids, alone, batch_tokens=1)
     shared = perplexity.perplexities(lm, mixed_ids, [0] * len(mixed_ids), batch_tokens=1)  # one trie for all
     direct = [direct_perplexity(lm, ids) for ids in mixed_ids]
@@ -102,15 +102,13 @@ def test_trie_holds_each_distinct_prefix_once():
     assert ends == [3, 5, 6, 3, 8]
 
 
-def test_tries_are_packed_whole_first_fit_decreasing():
-    def trie(n: int) -> perplexity.Trie:
-        t = perplexity.Trie()
-        t.add(list(range(n)))
-        return t
-
-    rows = perplexity.packed_rows([trie(n) for n in (3, 9, 4, 2, 12, 5)], row_tokens=10)
-    assert [[len(t) for t in row] for row in rows] == [[12], [9], [5, 4], [3, 2]]
-    assert [[len(t) for t in row] for row in perplexity.packed_rows([trie(3), trie(2)], row_tokens=1)] == [[3], [2]]
+def test_a_tries_perplexities_are_the_same_bytes_in_any_batch(lm, mixed_ids):
+    """Batch size and batch-mates never move a score (`invariant_map`), not even in the last bit."""
+    alone = range(len(mixed_ids))
+    wide = perplexity.perplexities(lm, mixed_ids, alone, batch_tokens=4096)
+    assert perplexity.perplexities(lm, mixed_ids, alone, batch_tokens=1) == wide
+    assert [perplexity.perplexities(lm, [ids], [0], batch_tokens=4096)[0] for ids in mixed_ids] == wide
+    assert perplexity.perplexities(lm, mixed_ids[::-1], alone, batch_tokens=64) == wide[::-1]
 
 
 def test_shared_prefixes_are_computed_once(lm, monkeypatch):
@@ -123,7 +121,7 @@ def test_shared_prefixes_are_computed_once(lm, monkeypatch):
     monkeypatch.setattr(perplexity, "path_nll", lambda lm_, rows: seen.extend(t for r in rows for t in r)
                         or path_nll(lm_, rows))
     shared = perplexity.perplexities(lm, ids + ids[:2], ["a"] * 4 + ["b"] * 2, batch_tokens=64)
-    assert len(seen) == 1  # group "b" holds only sequences already scored
+    assert len({id(t) for t in seen}) == 1  # group "b" holds only sequences already scored (the rest: batch padding)
     assert len(seen[0].tokens) == len({tuple(x[:k]) for x in ids for k in range(1, len(x) + 1)})
     assert len(seen[0].tokens) < sum(map(len, ids))
     alone = perplexity.perplexities(lm, ids, range(4), batch_tokens=1)
