@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test setup tools
+.PHONY: demo test setup tools remote database
 
 $(BIN)/.installed: requirements.lock pyproject.toml
 	python3 -m venv $(VENV)
@@ -30,14 +30,25 @@ setup: $(BIN)/.installed | $(NLTK_DATA)
 demo: setup
 	$(BIN)/cfgen with-server -- $(BIN)/dvc repro
 
-# Debian's chromium (the gallery's browser tests) and strace (the syscall-level containment test), installed as a
-# user would (apt-get; sudo when not root). Without one its tests skip, except under CI=true, where they fail.
+# Debian packages the tests use, as package:program: chromium (the gallery's browser tests), strace (the
+# syscall-level containment test), PostgreSQL 15 (the Prefect server on PostgreSQL; Debian keeps its programs off
+# PATH), installed as a user would (apt-get; sudo when not root). Without one its tests skip, except under CI=true.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
-TOOLS := chromium strace
+TOOLS := chromium:chromium strace:strace postgresql-15:/usr/lib/postgresql/15/bin/initdb
 tools:
-	@for tool in $(TOOLS); do command -v $$tool >/dev/null || { $(SUDO) apt-get install -y -qq $$tool >/dev/null \
-	  || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$tool >/dev/null; } \
-	  || echo "$$tool could not be installed: its tests will skip (or fail under CI=true)"; }; done
+	@for tool in $(TOOLS); do package=$${tool%%:*}; command -v $${tool#*:} >/dev/null \
+	  || { $(SUDO) apt-get install -y -qq $$package >/dev/null \
+	  || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$package >/dev/null; } \
+	  || echo "$$package could not be installed: its tests will skip (or fail under CI=true)"; }; done
+
+# Local stand-ins for a team's services (README "Sharing results"), on loopback until Ctrl-C: a DVC remote over
+# WebDAV, and a throw-away PostgreSQL cluster for a Prefect server (in /tmp: as root it runs as `postgres`).
+REMOTE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cfgen/dvc-remote
+DATABASE_DIR ?= /tmp/cfgen-postgres-$(shell id -un)
+remote: setup
+	$(BIN)/python -m flows.services remote $(REMOTE_DIR)
+database: setup tools
+	$(BIN)/python -m flows.services database $(DATABASE_DIR)
 
 test: setup tools
 	$(BIN)/pytest

@@ -12,6 +12,7 @@ import polars as pl
 import yaml
 from dvc.api import read
 from dvc.exceptions import OutputNotFoundError, PathMissingError
+from dvc.repo import Repo
 from dvc.repo.experiments.utils import resolve_name
 from scmrepo.exceptions import SCMError
 from scmrepo.git import Git
@@ -45,6 +46,13 @@ def locked(path: Path, rev: str, repo: Path) -> bool:
     return any(out == target or out in target.parents for out in outs)
 
 
+def default_remote(repo: Path) -> str | None:
+    """`NAME (URL)` of the project's default DVC remote, or None when it has none."""
+    with Repo(str(repo)) as project:
+        name = project.config["core"].get("remote")
+        return f"{name} ({project.config['remote'][name]['url']})" if name in project.config["remote"] else None
+
+
 def load_version(rev: str, paths: PathsParams, repo: Path = Path(".")) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """(counterfactual captions, selected pairs, run metrics) as of `rev`."""
     full = resolve(rev, repo)
@@ -53,9 +61,13 @@ def load_version(rev: str, paths: PathsParams, repo: Path = Path(".")) -> tuple[
         try:
             return read(str(path), repo=str(repo), rev=full, mode="rb")
         except (FileNotFoundError, PathMissingError, OutputNotFoundError):
+            if locked(path, full, repo) and (remote := default_remote(repo)):
+                raise UserError(f"{path} of revision {rev} is neither in this DVC cache nor on the DVC remote "
+                                f"{remote} (its dvc.lock names it): `dvc push` it where it was made, or `dvc repro` "
+                                f"at {rev}") from None
             if locked(path, full, repo):
-                raise UserError(f"{path} of revision {rev} is not in this DVC cache (its dvc.lock names it): "
-                                f"`dvc pull` it from the remote, or `dvc repro` at {rev}") from None
+                raise UserError(f"{path} of revision {rev} is not in this DVC cache (its dvc.lock names it) and the "
+                                f"project has no DVC remote: `dvc pull` it from one, or `dvc repro` at {rev}") from None
             raise UserError(f"{path} is not in revision {rev}: run the pipeline there (`dvc repro`) and commit "
                             "dvc.lock, or push its outputs to the DVC remote") from None
 
