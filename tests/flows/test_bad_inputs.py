@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.flows import test_dag_dask
 from tests.flows.test_cli import assert_one_error, cfgen, one_row_parquet
-from tests.flows.test_dag_dask import ENGINE, assert_ran_on_workers, dask_cluster, finish, recording
+from tests.flows.test_dag_dask import ENGINE, LOCAL, assert_ran_on_workers, dask_cluster, finish, recording
 from tests.flows.test_dag_dask import cfgen as cfgen_process
 from tests.flows.test_faults import tree
 
@@ -229,16 +229,22 @@ def test_a_stage_metrics_file_holds_facts_and_its_run_log_the_counters(tmp_path)
 
 @pytest.mark.slow
 def test_cfgen_run_of_an_up_to_date_folder_leaves_every_report_as_it_was(tmp_path, local):
-    """The whole DAG again, every unit cached: no metrics file (or any other report) changes; only the run logs
-    (`*.run.json`: counters, untracked) say that nothing was computed."""
+    """The whole DAG again under other engine and batch settings, every unit cached: no metrics file (or any other
+    report) changes but the datasheet's lines of the params set differently (it lists every param as the run that
+    wrote it had them); only the run logs (`*.run.json`: counters, untracked) say that nothing was computed."""
     folder = shutil.copytree(local[0], tmp_path / "again")
+    set_differently = {option.split("=")[0] for option in (*LOCAL, *ENGINE)}
 
     def reports() -> dict[str, bytes]:
-        return {name: data for name, data in tree(folder / "reports").items() if not name.endswith(".run.json")}
+        return {name: b"\n".join(line for line in data.split(b"\n") if name != "datasheet.md"
+                                 or line.split(b" = ")[0].decode() not in set_differently)
+                for name, data in tree(folder / "reports").items() if not name.endswith(".run.json")}
     before = reports()
     run = cfgen_process(folder, "run", *(arg for option in ENGINE for arg in ("-p", option)), log="run.log")
     finish(run, folder / "run.log")
     assert reports() == before
+    listed = (folder / "reports/datasheet.md").read_text().splitlines()
+    assert {"engine.shard_size = 4", "engine.torch_threads = 1"} <= set(listed)
     assert json.loads((folder / "reports/metrics/generate.run.json").read_text())["samples_rendered"] == 0
 
 
