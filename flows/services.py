@@ -48,14 +48,18 @@ def program(name: str, install: str, folders: tuple[Path, ...] = ()) -> str:
     raise UserError(f"{name} is not installed: {install}")
 
 
+def last_line(text: str) -> str:
+    return (text.strip().splitlines() or ["(no output)"])[-1]
+
+
 def wait_until_listening(port: int, process: subprocess.Popen, what: str, log: Path, timeout_s: float = 60) -> None:
     """Return once something accepts on `port`; a one-line UserError (with the log's last line) if `process` exits or
     `timeout_s` passes first."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            last = (log.read_text(errors="replace").strip().splitlines() or ["(no output)"])[-1]
-            raise UserError(f"{what} exited with code {process.returncode} before listening on {HOST}:{port}: {last}")
+            raise UserError(f"{what} exited with code {process.returncode} before listening on {HOST}:{port}: "
+                            f"{last_line(log.read_text(errors='replace'))}")
         with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1):
             return
         time.sleep(0.1)
@@ -112,8 +116,7 @@ def run_checked(command: list[str], what: str) -> None:
     """Run `command`; a one-line UserError with its last line of output when it fails."""
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
-        last = (done.stderr.strip() or done.stdout.strip() or f"exit code {done.returncode}").splitlines()[-1]
-        raise UserError(f"{what} failed: {last}")
+        raise UserError(f"{what} failed: {last_line(done.stderr + done.stdout)}")
 
 
 @contextmanager
@@ -130,16 +133,14 @@ def database(folder: Path, port: int) -> Iterator[str]:
     if fresh:
         run_checked(as_postgres([initdb, "-D", str(folder), "-U", POSTGRES_USER, "--auth", "trust", "-E", "UTF8"]),
                     f"initdb of {folder}")
-    options = f"-p {port} -k {folder} -c listen_addresses={HOST}"
     log.touch()
     if os.geteuid() == 0:
         shutil.chown(log, "postgres", "postgres")
-    try:
-        run_checked(as_postgres([pg_ctl, "-D", str(folder), "-l", str(log), "-o", options, "-w", "start"]),
-                    f"PostgreSQL's start on {HOST}:{port} (its log: {log})")
-    except UserError:
-        raise UserError(f"PostgreSQL did not start on {HOST}:{port}: "
-                        f"{(log.read_text(errors='replace').strip().splitlines() or ['(no log)'])[-1]}") from None
+    options = f"-p {port} -c listen_addresses={HOST} -k ''"  # TCP only: no socket file, whatever the folder's length
+    started = subprocess.run(as_postgres([pg_ctl, "-D", str(folder), "-l", str(log), "-o", options, "-w", "start"]),
+                             capture_output=True)
+    if started.returncode:
+        raise UserError(f"PostgreSQL did not start on {HOST}:{port}: {last_line(log.read_text(errors='replace'))}")
     try:
         if fresh:
             run_checked([createdb, "-h", HOST, "-p", str(port), "-U", POSTGRES_USER, POSTGRES_DATABASE], "createdb")
