@@ -51,12 +51,12 @@ json.dump({"funnel": {"final": len(rows)}}, open("reports/metrics.json", "w"))
 open(os.environ["STAGE_RUNS"], "a").write("ran\\n")
 '''
 
-DVC_YAML = """stages:
+DVC_YAML = f"""stages:
   version:
-    cmd: python stage.py
+    cmd: {sys.executable} stage.py
     deps: [stage.py, version.json]
     outs: [data/processed/counterfactual_captions.parquet, data/processed/selected.parquet, data/processed/images]
-    metrics: [reports/metrics.json: {cache: false}]
+    metrics: [reports/metrics.json: {{cache: false}}]
 """
 
 PAIRS_A = [["p1", "A dog on a sofa.", "dog", "cat", 1], ["p2", "A man on a horse.", "horse", "bike", 2],
