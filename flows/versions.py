@@ -61,15 +61,15 @@ def load_version(rev: str, paths: PathsParams, repo: Path = Path(".")) -> tuple[
         try:
             return read(str(path), repo=str(repo), rev=full, mode="rb")
         except (FileNotFoundError, PathMissingError, OutputNotFoundError):
-            if locked(path, full, repo) and (remote := default_remote(repo)):
+            if not locked(path, full, repo):
+                raise UserError(f"{path} is not in revision {rev}: run the pipeline there (`dvc repro`) and commit "
+                                "dvc.lock, or push its outputs to the DVC remote") from None
+            if remote := default_remote(repo):
                 raise UserError(f"{path} of revision {rev} is neither in this DVC cache nor on the DVC remote "
                                 f"{remote} (its dvc.lock names it): `dvc push` it where it was made, or `dvc repro` "
                                 f"at {rev}") from None
-            if locked(path, full, repo):
-                raise UserError(f"{path} of revision {rev} is not in this DVC cache (its dvc.lock names it) and the "
-                                f"project has no DVC remote: `dvc pull` it from one, or `dvc repro` at {rev}") from None
-            raise UserError(f"{path} is not in revision {rev}: run the pipeline there (`dvc repro`) and commit "
-                            "dvc.lock, or push its outputs to the DVC remote") from None
+            raise UserError(f"{path} of revision {rev} is not in this DVC cache (its dvc.lock names it) and the "
+                            f"project has no DVC remote: `dvc pull` it from one, or `dvc repro` at {rev}") from None
 
     metrics = json.loads(at_rev(paths.run_metrics))
     return (pl.read_parquet(io.BytesIO(at_rev(paths.counterfactual_captions))),

@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
-import httpx
 import pytest
 
 from flows import services
+from flows.engine.process import PrefectUnavailable
+from flows.engine.server import check_reachable
 from tasks.core.errors import UserError
 from tests.conftest import ROOT, requires_nltk
 from tests.flows.test_cli import one_row_parquet
@@ -118,9 +119,9 @@ def lasting_server(tmp_path, database) -> Iterator[str]:
         while True:
             assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-3000:]
             try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
+                check_reachable(url)  # answers as a Prefect API does
+                break
+            except PrefectUnavailable:
                 time.sleep(0.5)
         yield url
     finally:

@@ -15,7 +15,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import httpx
 import polars as pl
 import pytest
 
+from flows import services
 from tasks.validation import agreement as ag
 from tasks.validation import labelstudio as ls
 from tests.conftest import ROOT
@@ -66,17 +66,11 @@ def labelstudio_bin() -> Path:
     return label_studio
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def labelstudio(labelstudio_bin, tmp_path) -> Iterator[httpx.Client]:
     """A Label Studio server on a free port with its data in tmp_path, as a client authenticated by the admin's
     legacy API token; stopped (its whole process group) however the test ends."""
-    port, token = free_port(), secrets.token_hex(20)
+    port, token = services.free_port(), secrets.token_hex(20)
     env = {**os.environ, "LABEL_STUDIO_BASE_DATA_DIR": str(tmp_path / "ls-data"), "SENTRY_DSN": "",
            "FRONTEND_SENTRY_DSN": "", "COLLECT_ANALYTICS": "false",  # offline: no telemetry
            **{f"XDG_{kind}_HOME": str(tmp_path / kind.lower()) for kind in ("CONFIG", "DATA", "CACHE")}}
