@@ -105,17 +105,19 @@ def edit_accuracy(pairs: int, steps: int, guidance: float, p2p_fraction: float, 
 RECIPES = {"before (a137a7e)": Schedule.from_record({}), "issue 63": Schedule()}
 
 
-def diffusion_seconds(device: str, configs: list[tuple[str, int, str, int]], steps: int, repeats: int
-                      ) -> dict[tuple[str, int, str, int], list[float]]:
-    """Seconds of `steps` diffusion training steps per (recipe, batch, draw, workers), `repeats` runs each
-    alternating, on the committed VAE, after a warm-up loop (run in a process of its own)."""
+Config = tuple[str, int, str, int, bool]  # recipe, batch, draw, workers, UNet compiled
+
+
+def diffusion_seconds(device: str, configs: list[Config], steps: int, repeats: int) -> dict[Config, list[float]]:
+    """Seconds of `steps` diffusion training steps per configuration, `repeats` runs each alternating, on the
+    committed VAE, after a warm-up loop of each (compiling included; run in a process of its own)."""
     multiprocessing.set_start_method("fork", force=True)  # a pool's workers start as under `cfgen` (not spawned)
     scale = json.loads((WEIGHTS / "train.json").read_text())["scaling_factor"]
     with tempfile.TemporaryDirectory() as folder:
-        def loop(recipe: str, batch: int, draw: str, workers: int, n: int = steps) -> float:
+        def loop(recipe: str, batch: int, draw: str, workers: int, compiled: bool, n: int = steps) -> float:
             schedule = replace(RECIPES[recipe], diffusion_steps=n, batch=batch, draw=draw)
-            t = Trainer(Path(folder), schedule, Run(device=device, workers=workers, eval_scenes=0),
-                        progress_bar(False))
+            t = Trainer(Path(folder), schedule, Run(device=device, workers=workers, eval_scenes=0,
+                                                    compile_unet=compiled), progress_bar(False))
             unet, vae, text_encoder = (m.to(t.device) for m in models.diffusion_modules(schedule.attention_heads))
             vae.load_state_dict(models.full(models.load(WEIGHTS / "diffusion.safetensors")["vae"]))
             if t.device.type == "cuda":
@@ -124,24 +126,28 @@ def diffusion_seconds(device: str, configs: list[tuple[str, int, str, int]], ste
             return t.seconds["diffusion"]
 
         clip_tokenizer()  # built once before a pool's workers fork, as `train` builds it
-        loop(*configs[0], n=2)
+        for config in configs:
+            loop(*config, n=2)
         return alternating({c: functools.partial(loop, *c) for c in configs}, repeats)
 
 
 def training_rate(train_steps: int, batches: list[int], repeats: int) -> None:
-    devices = {"cpu": [(r, b, "stream", 0) for r in RECIPES for b in batches] + [("issue 63", batches[-1], "pool", 1)]}
+    devices = {"cpu": [(r, b, "stream", 0, False) for r in RECIPES for b in batches]
+               + [("issue 63", batches[-1], "pool", 1, False), ("issue 63", batches[-1], "stream", 0, True)]}
     if torch.cuda.is_available():
         workers = max(1, (os.cpu_count() or 2) - 2)
-        devices["cuda"] = [(r, b, "pool", workers) for r in RECIPES for b in CUDA_BATCHES]
+        devices["cuda"] = [(r, b, "pool", workers, c) for r in RECIPES for b in CUDA_BATCHES for c in (False, True)]
     out = table(f"Toy-world diffusion training: {train_steps} steps per run, {repeats} runs each",
-                ["device", "recipe", "batch", "scenes drawn", "s/step", "samples/s"],
+                ["device", "recipe", "batch", "scenes drawn", "UNet", "s/step", "samples/s"],
                 [("s/step: the loop's wall time / steps (the first step and the pool's start included); "
-                  "samples/s: batch / that; before: 8 heads, text encoder trained with the UNet; issue 63 (the "
+                  "samples/s: batch / that; UNet: eager or `--compile` (torch.compile, its first compile in the "
+                  "warm-up loop); before: 8 heads, text encoder trained with the UNet; issue 63 (the "
                   "committed recipe): 2 heads, Min-SNR 5, frozen parsed encoder, grounding loss, low-SNR tilt")])
     for device, configs in devices.items():
         seconds = in_fresh_process(diffusion_seconds, device, configs, train_steps, repeats)
-        for (recipe, batch, draw, workers), runs in seconds.items():
+        for (recipe, batch, draw, workers, compiled), runs in seconds.items():
             out.add_row(device, recipe, str(batch), draw if draw == "stream" else f"pool, {workers} workers",
+                        "compiled" if compiled else "eager",
                         spread([s / train_steps for s in runs], ".3f"),
                         spread([batch * train_steps / s for s in runs], ".0f"))
     console.print(out)
