@@ -45,6 +45,19 @@ from tasks.toyworld.checkpoints import Checkpoints
 from tasks.toyworld.params import CHECKPOINT, WEIGHTS, Schedule
 
 log = logging.getLogger(__name__)
+WARMUP = 0.05  # the one-cycle learning rate's warm-up, a share of each loop's steps
+LOOP_STEPS = {"vae": ("vae_steps",), "diffusion": ("parse_steps", "diffusion_steps"), "clip": ("clip_steps",),
+              "lms": ("lm_steps",)}  # per model a run may train, the loops it runs
+
+
+def check_steps(schedule: Schedule, only: tuple[str, ...]) -> None:
+    """Refuse, before any training, a loop whose warm-up would be exactly one step: torch's `OneCycleLR` divides by
+    zero there (its first phase ends at step WARMUP × steps − 1 = 0)."""
+    for field in (field for model in only for field in LOOP_STEPS[model]):
+        if WARMUP * getattr(schedule, field) == 1:
+            steps = getattr(schedule, field)
+            raise UserError(f"--{field.replace('_', '-')} {steps}: a warm-up of one step ({WARMUP:.0%} of {steps}), "
+                            f"which torch's one-cycle schedule cannot run; use {steps - 1} or {steps + 1}")
 
 
 @dataclass(frozen=True)
@@ -159,7 +172,7 @@ class Trainer:
         params = [p for module in loop.modules.values() for p in module.parameters()]
         optimizer = torch.optim.AdamW(params, lr=self.schedule.lr)
         lr_scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, self.schedule.lr, total_steps=loop.steps,
-                                                           pct_start=0.05)
+                                                           pct_start=WARMUP)
         start, losses, curve, seconds = 0, [], [], 0.0
         if saved := self.checkpoints.loops.get(loop.name):
             start, losses, curve, seconds = saved["step"], list(saved["losses"]), list(saved["curve"]), saved["seconds"]

@@ -38,7 +38,7 @@ from tasks.tiny.text import train_vocab
 from tasks.toyworld import folders, grounding, models, parse, world
 from tasks.toyworld.accuracy import accuracy, sampler
 from tasks.toyworld.batches import caption_batch, clip_batch, diffusion_batch, draw, token_ids, vae_batch
-from tasks.toyworld.loop import Loop, Run, Trainer, progress_bar
+from tasks.toyworld.loop import Loop, Run, Trainer, check_steps, progress_bar
 from tasks.toyworld.params import Schedule
 
 # The files a model's weights take in a weights folder (the VAE's are in its UNet's file).
@@ -171,6 +171,7 @@ def train(out: Path, schedule: Schedule, run: Run = Run()) -> dict:  # noqa: B00
     """Train the models `run.only` names (copying the others from `run.reuse`) and write their compact weights, the
     LMs' vocabulary and `train.json` to `out`, built in its staging folder and swapped in whole (`folders`); returns
     the record. The checkpoint goes with the staging folder."""
+    check_steps(schedule, run.only)
     reused = folders.reused_record(out, schedule, run)
     with folders.staged(out) as staging:
         record = _train(staging, schedule, run, reused)

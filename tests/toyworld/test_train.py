@@ -132,6 +132,14 @@ def test_only_the_diffusion_model_trains_on_the_committed_vae_and_assembles_as_r
     assert unet.config.attention_head_dim == 2
 
 
+@pytest.mark.parametrize("steps", ["vae_steps", "parse_steps", "diffusion_steps", "clip_steps", "lm_steps"])
+def test_a_loop_of_twenty_steps_is_one_line_before_any_training(tmp_path, steps):
+    """5% of 20 is a one-step warm-up, which torch's one-cycle schedule divides by zero on: refused up front."""
+    with pytest.raises(UserError, match=f"--{steps.replace('_', '-')} 20: .* use 19 or 21"):
+        train(tmp_path / "out", replace(TINY, **{steps: 20}), RUN)
+    assert not any(tmp_path.iterdir())
+
+
 def test_auto_is_cuda_when_torch_sees_a_gpu_else_the_cpu():
     assert resolve("auto") == torch.device("cuda" if torch.cuda.is_available() else "cpu")
     assert resolve("cpu") == torch.device("cpu")
