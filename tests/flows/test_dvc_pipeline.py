@@ -351,7 +351,7 @@ def test_every_output_after_the_caption_stages_keeps_the_minimal_edit(repo):
 
 def test_a_dvc_repro_killed_in_generate_selection_and_inpaint_resumes_to_the_uninterrupted_bytes(
         first_repro, tmp_path):
-    """Three SIGKILLs of `dvc repro`'s process group, each at a point its progress bar reached, then a plain rerun:
+    """Three SIGKILLs of `dvc repro STAGE`'s process group, each at a point its progress bar reached, then reruns:
     every output, rejects file, metric, figure, PNG and lock file equals the uninterrupted first repro's, byte for
     byte (metrics hold no counter: those are in the untracked run logs). The caption stages, which no kill reaches,
     come from the first repro's run cache, and so does truth (its re-renders are the DAG's slowest stage): DVC
