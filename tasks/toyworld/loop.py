@@ -54,8 +54,7 @@ def check_steps(schedule: Schedule, only: tuple[str, ...]) -> None:
     """Refuse, before any training, a loop whose warm-up would be exactly one step: torch's `OneCycleLR` divides by
     zero there (its first phase ends at step WARMUP × steps − 1 = 0)."""
     for field in (field for model in only for field in LOOP_STEPS[model]):
-        if WARMUP * getattr(schedule, field) == 1:
-            steps = getattr(schedule, field)
+        if WARMUP * (steps := getattr(schedule, field)) == 1:
             raise UserError(f"--{field.replace('_', '-')} {steps}: a warm-up of one step ({WARMUP:.0%} of {steps}), "
                             f"which torch's one-cycle schedule cannot run; use {steps - 1} or {steps + 1}")
 
