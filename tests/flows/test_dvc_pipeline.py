@@ -107,11 +107,13 @@ def project_env(repo: Path) -> dict:
 
 def outputs(repo: Path) -> dict[str, bytes]:
     """Every file a repro writes (data, reports, lock files) and its bytes; not the run logs (`*.run.json`: what each
-    run computed, untracked)."""
+    run computed, untracked) nor the run lock beside a folder (`.NAME.lock`: made by the command that writes it,
+    which DVC's run cache does not run)."""
     found = {"dvc.lock": (repo / "dvc.lock").read_bytes(), "demo/dvc.lock": (repo / "demo/dvc.lock").read_bytes()}
     for folder in ("data", "reports", "models"):
         found |= {str(p.relative_to(repo)): p.read_bytes() for p in sorted((repo / folder).rglob("*"))
-                  if p.is_file() and not p.name.endswith(".run.json")}
+                  if p.is_file() and not p.name.endswith(".run.json")
+                  and not (p.name.startswith(".") and p.suffix == ".lock")}
     return found
 
 
@@ -287,7 +289,15 @@ def assert_minimal_edits(repo: Path) -> int:
     return sum(t.height for t in tables.values()) + mixtures.height
 
 
-RESTORED = "truth"  # the kill test's one restored stage after the kills: it re-renders every pair twice
+KILLED = ("generate", "selection", "inpaint")  # the kill test's stages, each SIGKILLed mid-way
+
+
+def never_run_cached(repo: Path) -> set[str]:
+    """The stages DVC's run cache never holds (`dvc.stage.Stage.run`): an output that persists, or one outside the
+    cache that is neither a metric nor a plot."""
+    return {name for name, stage in yaml.safe_load((repo / "dvc.yaml").read_text())["stages"].items()
+            for out in stage.get("outs", []) if isinstance(out, dict)
+            for options in out.values() if options and (options.get("persist") or options.get("cache") is False)}
 
 
 def kill_mid(repo: Path, env: dict, stage: str, log: Path) -> tuple[int, int]:
@@ -351,26 +361,23 @@ def test_every_output_after_the_caption_stages_keeps_the_minimal_edit(repo):
 
 def test_a_dvc_repro_killed_in_generate_selection_and_inpaint_resumes_to_the_uninterrupted_bytes(
         first_repro, tmp_path):
-    """Three SIGKILLs of `dvc repro STAGE`'s process group, each at a point its progress bar reached, then reruns:
-    every output, rejects file, metric, figure, PNG and lock file equals the uninterrupted first repro's, byte for
-    byte (metrics hold no counter: those are in the untracked run logs). The caption stages, which no kill reaches,
-    come from the first repro's run cache, and so does truth (its re-renders are the DAG's slowest stage): DVC
-    restores it only when every input is the uninterrupted bytes. Every other stage runs here, with a result store of
-    its own."""
+    """Three SIGKILLs of `dvc repro STAGE`'s process group, each at a point its progress bar reached, then the
+    killed stages resumed: every output, rejects file, metric, figure, PNG and lock file equals the uninterrupted
+    first repro's, byte for byte (metrics hold no counter: those are in the untracked run logs). The stages no kill
+    reaches come from the first repro's run cache, which restores a stage only when every input is the uninterrupted
+    bytes: after the resumes, nothing runs but the stages it never holds (`never_run_cached`)."""
     repo = tmp_path / "killed"
     repo.mkdir()
     env = project_env(repo)
     copy_project(repo, env)
     sh(repo, "dvc", "cache", "dir", str(first_repro.path / ".dvc" / "cache"), env=env)
     assert ran(sh(repo, "dvc", "repro", "perplexity", env=env)) == []  # restored, not run
-    order, killed = first_repro.order, {}
-    for stage in sorted(("generate", "selection", "inpaint"), key=order.index):  # in DVC's run order
-        killed[stage] = kill_mid(repo, env, stage, tmp_path / f"{stage}.log")
+    order = sorted(KILLED, key=first_repro.order.index)  # DVC's run order: a kill's repro resumes the one before
+    killed = {stage: kill_mid(repo, env, stage, tmp_path / f"{stage}.log") for stage in order}
     print(f"killed at {killed}")
-    earlier = dict.fromkeys([*killed, *order[:order.index(RESTORED)]])  # what runs before it, the killed first
-    sh(repo, "dvc", "repro", "--no-run-cache", *earlier, env=env)
-    assert ran(sh(repo, "dvc", "repro", RESTORED, env=env)) == []  # restored: its inputs are the uninterrupted ones
-    assert RESTORED not in ran(sh(repo, "dvc", "repro", "--no-run-cache", env=env))
+    assert order[-1] in ran(sh(repo, "dvc", "repro", "--no-run-cache", *KILLED, env=env))  # resumed, not restored
+    rest = ran(sh(repo, "dvc", "repro", env=env))  # the others restored: their inputs are the uninterrupted bytes
+    assert sorted(rest) == sorted(never_run_cached(repo) - {FIRST}), rest
     resumed = outputs(repo)
     assert not differing(first_repro.outputs, resumed), differing(first_repro.outputs, resumed)
     assert sum(name.endswith(".png") for name in resumed) > 20 and "data/interim/samples.rejects.parquet" in resumed
