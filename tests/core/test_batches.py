@@ -3,9 +3,6 @@ thread count, through a real transformer layer; the naive cut (pad to the batch'
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
 
@@ -60,25 +57,3 @@ def test_the_naive_cut_is_not_invariant(layer, texts):
     """What the helper is for: padding to the batch's longest moves an item's bits (else these tests prove nothing)."""
     together = pooled(layer, texts)
     assert not all(torch.equal(together[i], pooled(layer, [x])[0]) for i, x in enumerate(texts))
-
-
-PRODUCTS = """
-import hashlib, sys, torch
-torch.set_num_threads(int(sys.argv[1]))
-import tasks
-generator, digest = torch.Generator().manual_seed(0), hashlib.sha256()
-for k, n in [(512, 768), (64, 64), (320, 1280)]:
-    w = torch.randn(k, n, generator=generator)
-    for m in range(1, 20):
-        digest.update((torch.randn(m, k, generator=generator) @ w).numpy().tobytes())
-print(digest.hexdigest())
-"""
-
-
-def test_importing_tasks_makes_every_matrix_product_the_same_bits_at_any_thread_count():
-    """Each row count from 1 to 19, in fresh processes (MKL reads its mode once): without `tasks`' pin, MKL's default
-    rounds products of 5-7 and 9-11 rows differently at 1 and 2 threads (an AMD EPYC, torch 2.15's MKL 2024.0)."""
-    env = {"PATH": "/usr/bin:/bin"}  # no MKL_CBWR from the caller: the pin must come from `import tasks`
-    digests = {subprocess.run([sys.executable, "-c", PRODUCTS, str(threads)], env=env, check=True,
-                              capture_output=True, text=True).stdout for threads in (1, 2, 3)}
-    assert len(digests) == 1
