@@ -2,16 +2,19 @@
 and keep a pair minimal by the world's own edits.
 
     python benchmarks/toy_world.py                          # training throughput only (under 2 minutes on 2 cores)
-    python benchmarks/toy_world.py --pairs 40 --steps 20    # and the committed models' edits
+    python benchmarks/toy_world.py --train-steps 0 --pairs 100   # the committed models' edits, P2P's two forms
 
 Training: `cfgen toy-world train`'s diffusion loop (VAE encode, text encoder + UNet forward and backward, AdamW, EMA;
 scenes drawn as a stream or by a pool of workers) for `--train-steps` steps per batch size, on the CPU and on CUDA when
 torch sees a GPU, in a fresh process per device after one warm-up loop; prints s/step and samples/s.
 
-Edits (`--pairs` > 0): per edit kind, pairs (C_o, C_c) of random scenes rendered by the pipeline's sampler with
-attention sharing and without it (p2p fraction 0, same seed), read back by the checker. Prints, per edit kind: I_o
-accuracy (C_o shown), pair accuracy, minimality among accurate pairs, with and without P2P, and the P2P gain; then the
-training record (steps, wall time per model, final losses) and the weights' size.
+Edits (`--pairs` > 0): the world's own edits of random scenes (a shape, a colour, a count, the phrases swapped, a
+phrase deleted), each pair rendered by the pipeline's sampler at the demo's setting (10 steps, guidance U(2, 5) per
+pair) without attention sharing and, at each `--p2p-fraction`, with each form of it: self-attention maps (the
+paper's), and with the cross-attention maps of the words C_c shares with C_o added (`generate.p2p_tokens`); read
+back by truth's judge. Prints per form, fraction and edit kind: pair accuracy and accurate + minimal with and without
+sharing, and the P2P gain with its 95% interval; then the training record (steps, wall time per model, final
+losses) and the weights' size.
 """
 
 from __future__ import annotations
@@ -27,13 +30,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import torch
 from bench import ROOT, Repeats, alternating, console, in_fresh_process, spread, start, table
 
 from tasks.core.specs import ModelSpec
 from tasks.image.backends.sd1 import load_diffusion
 from tasks.image.sampling import Sample, render
-from tasks.toyworld import checker, models, truth, world
+from tasks.toyworld import models, stats, truth, world
 from tasks.toyworld.assemble import assemble
 from tasks.toyworld.batches import clip_tokenizer
 from tasks.toyworld.loop import Run, Trainer, progress_bar
@@ -60,35 +64,50 @@ def edits(rng: random.Random) -> dict[str, world.Spec]:
     return out
 
 
-def edit_accuracy(pairs: int, steps: int, guidance: float, p2p_fraction: float, seed: int) -> None:
+ARMS = {False: "self-attention", True: "+ words (p2p_tokens)"}
+
+
+def edit_accuracy(pairs: int, steps: int, guidance: tuple[float, float], fractions: list[float], seed: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         assemble(WEIGHTS, Path(folder))
-        diffusion = load_diffusion(ModelSpec(id=str(Path(folder) / "diffusion")), None)
-        rng, results = random.Random(seed), {}
+        spec = ModelSpec(id=str(Path(folder) / "diffusion"))
+        models = {tokens: load_diffusion(spec, None, False, "off", tokens) for tokens in ARMS}
+        rng, rows = random.Random(seed), []
         started = time.perf_counter()
         for i in range(pairs):
             found = edits(rng)
             caption = world.caption(found.pop("original"))
             for kind, spec_c in found.items():
                 counterfactual = world.caption(spec_c)
-                prompts = diffusion.encode(caption, counterfactual)
-                shared, alone = (render(diffusion, prompts, [Sample(seed * 10_000 + i, p, guidance)], steps,
-                                        32).images[0] for p in (p2p_fraction, 0.0))
-                verdicts = [truth.judge_pair(*images, caption, counterfactual) for images in (shared, alone)]
-                results.setdefault(kind, []).append(
-                    (checker.shows(shared[0], world.parse(caption)),
-                     *(v[k] for v in verdicts for k in ("accurate", "minimal"))))
+                sample = functools.partial(Sample, seed * 10_000 + i, guidance_scale=rng.uniform(*guidance))
+
+                def verdict(tokens: bool, fraction: float) -> tuple[bool, bool]:
+                    diffusion = models[tokens]
+                    images = render(diffusion, diffusion.encode(caption, counterfactual),
+                                    [sample(p2p_fraction=fraction)], steps, 32).images[0]
+                    judged = truth.judge_pair(*images, caption, counterfactual)
+                    return judged["accurate"], judged["minimal"]
+
+                alone = verdict(False, 0.0)
+                rows += [{"kind": kind, "arm": ARMS[tokens], "fraction": fraction, "n": 1, "accurate": accurate,
+                          "minimal": minimal, "accurate_alone": alone[0], "minimal_alone": alone[1]}
+                         for tokens in ARMS for fraction in fractions
+                         for accurate, minimal in [verdict(tokens, fraction)]]
         wall = time.perf_counter() - started
-    out = table(f"Toy world, committed weights: {pairs} scenes, {steps} steps, guidance {guidance}, p2p fraction "
-                f"{p2p_fraction} vs 0 ({wall:.0f} s)",
-                ["edit kind", "pairs", "I_o accuracy", "pair accuracy", "minimality (P2P)", "pair accuracy (no P2P)",
-                 "minimality (no P2P)", "P2P gain"])
-    for kind, rows in results.items():
-        a = np.array(rows, dtype=float)
-        with_p2p = a[a[:, 1] == 1, 2].mean() if a[:, 1].any() else float("nan")
-        without = a[a[:, 3] == 1, 4].mean() if a[:, 3].any() else float("nan")
-        out.add_row(kind, str(len(rows)), f"{a[:, 0].mean():.2f}", f"{a[:, 1].mean():.2f}", f"{with_p2p:.2f}",
-                    f"{a[:, 3].mean():.2f}", f"{without:.2f}", f"{with_p2p - without:+.2f}")
+    frame = pl.DataFrame(rows)
+    out = table(f"Toy world, committed weights: the world's own edits of {pairs} scenes, {steps} steps, guidance "
+                f"U{guidance}, each pair with sharing and without (p2p fraction 0, same seed; {wall:.0f} s)",
+                ["sharing", "p2p fraction", "edit kind", "pairs", "pair accuracy (no P2P)", "pair accuracy",
+                 "accurate + minimal (no P2P)", "accurate + minimal", "P2P gain (95%)"],
+                ["accurate + minimal: truth's `minimal` (shows its edit, what both captions share unchanged and in "
+                 "place); P2P gain: its share with sharing minus without, the interval resampling pairs"])
+    for (arm, fraction), group in frame.group_by("arm", "fraction", maintain_order=True):
+        for kind, rows in [("all", group), *((k, g) for (k,), g in group.group_by("kind", maintain_order=True))]:
+            gain = stats.by_pair(rows.select("n", "minimal", "minimal_alone").cast(pl.Int64),
+                                 lambda t: (t["minimal"] - t["minimal_alone"]) / t["n"])
+            out.add_row(arm, f"{fraction:g}", kind, str(rows.height),
+                        *(f"{rows[c].mean():.3f}" for c in ("accurate_alone", "accurate", "minimal_alone", "minimal")),
+                        f"{gain['value']:+.3f} ({gain['ci95'][0]:+.3f}–{gain['ci95'][1]:+.3f})")
     console.print(out)
     record = json.loads((WEIGHTS / "train.json").read_text())
     trained = table("Training (cfgen toy-world train, CPU)", ["model", "steps", "wall s", "final loss"])
@@ -154,8 +173,10 @@ def training_rate(train_steps: int, batches: list[int], repeats: int) -> None:
 
 
 def main(train_steps: int = 40, batches: list[int] = [8, 32], repeats: Repeats = 3,  # noqa: B006 (typer's default)
-         pairs: int = 0, steps: int = 20, guidance: float = 7.5, p2p_fraction: float = 0.6, seed: int = 0) -> None:
-    training_rate(train_steps, batches, repeats)
+         pairs: int = 0, steps: int = 10, guidance: tuple[float, float] = (2.0, 5.0),
+         p2p_fraction: list[float] = [0.2, 0.5, 0.8], seed: int = 0) -> None:  # noqa: B006
+    if train_steps:
+        training_rate(train_steps, batches, repeats)
     if pairs:
         edit_accuracy(pairs, steps, guidance, p2p_fraction, seed)
 

@@ -6,13 +6,14 @@ so row pair j belongs to sample j // 2. While a pair shares, its c row attends w
 `out_c = softmax(q_o k_oᵀ / √d) v_c = SDPA(q_o, k_o, v_c)`, no map materialised; o rows are never changed.
 
 Maps are shared in self-attention layers (attn1), as the paper does after InstructPix2Pix. Cross-attention layers
-run as stock, so C_c's tokens steer the c row whatever their count, unless the backend passes `p2p_tokens` (SDXL,
-Prompt-to-Prompt's refinement edit): then a shared pair's c row attends with its own map whose columns of the tokens
-C_c shares with C_o (an alignment made once per caption pair: `tokens`) are the o row's map at the aligned tokens,
-`out_c = P_c' v_c` (this map materialised: 77 columns); an edited token keeps its own column. A sample shares at
-step i (0-based) of T iff `i < p2p_fraction · T`. The UNet call of step i gets that step's mask as the `p2p_shared`
-cross-attention kwarg (`schedule`): a graph input, so a compiled UNet (CUDA graphs included) replays one graph for
-every sharing step and one for every stock step; the processors hold no state.
+run as stock, so C_c's tokens steer the c row whatever their count, unless the backend passes `p2p_tokens` (SDXL
+always, SD v1 under `generate.p2p_tokens`: Prompt-to-Prompt's word swap and refinement edits): then a shared pair's
+c row attends with its own map whose columns of the tokens C_c shares with C_o (an alignment made once per caption
+pair: `tokens`) are the o row's map at the aligned tokens, `out_c = P_c' v_c` (this map materialised: 77 columns);
+an edited token keeps its own column. A sample shares at step i (0-based) of T iff `i < p2p_fraction · T`. The UNet
+call of step i gets that step's mask as the `p2p_shared` cross-attention kwarg (`schedule`): a graph input, so a
+compiled UNet (CUDA graphs included) replays one graph for every sharing step and one for every stock step; the
+processors hold no state.
 """
 
 from __future__ import annotations
@@ -44,15 +45,26 @@ def share_rows(x: torch.Tensor, shared: torch.Tensor) -> torch.Tensor:
     return torch.stack([x[:, 0], torch.where(mask, x[:, 0], x[:, 1])], 1).flatten(0, 1)
 
 
-def tokens(original: Sequence[int], counterfactual: Sequence[int]) -> list[int]:
-    """Per token position j of C_c (its ids, padded as the encoder reads them): the column of `[map_o | map_c]` its
-    shared map takes, the o map's column of the aligned equal token of C_o (difflib's longest matching blocks), else
-    `len + j`, its own. Both id lists have one length."""
+def tokens(original: Sequence[int], counterfactual: Sequence[int], counts: tuple[int, int]) -> list[int]:
+    """Per token position j of C_c (its ids, padded as the encoder reads them; `counts`: both captions' untruncated
+    token counts, as the backend's `token_counts` gives them): the column of `[map_o | map_c]` its shared map takes,
+    the o map's column of the aligned equal token of C_o among both captions' start and word tokens (difflib's
+    longest matching blocks), else `len + j`, its own. The end token and the padding keep their own: they sum up the
+    whole caption, and C_o's maps cover what C_c dropped (a deleted phrase's objects would stay). Both id lists have
+    one length."""
+    n_o, n_c = (min(n, len(original)) - 1 for n in counts)
     index = [len(original) + j for j in range(len(counterfactual))]
-    matcher = difflib.SequenceMatcher(None, list(original), list(counterfactual), autojunk=False)
+    matcher = difflib.SequenceMatcher(None, list(original[:n_o]), list(counterfactual[:n_c]), autojunk=False)
     for i, j, size in matcher.get_matching_blocks():
         index[j:j + size] = range(i, i + size)
     return index
+
+
+def pair_columns(columns: torch.Tensor, n: int) -> torch.Tensor:
+    """`share_tokens`' columns of `n` samples' row pairs: the unconditional pair's prompts are one prompt (every token
+    its own o column), the conditional pair's `columns` (`tokens` of C_o and C_c)."""
+    every = torch.arange(len(columns), device=columns.device)
+    return torch.stack([every, columns]).repeat(n, 1)
 
 
 def share_tokens(out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

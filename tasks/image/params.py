@@ -101,6 +101,10 @@ class GenerateParams(Section):
     n_samples: int = unkeyed(100, "samples (seeds) per caption pair; each sample is cached alone", ge=1)
     guidance_scale: Annotated[tuple[float, float], AfterValidator(ordered)] = (7.5, 15.0)
     p2p_fraction: Annotated[tuple[Unit, Unit], AfterValidator(ordered)] = (0.1, 0.9)
+    p2p_tokens: bool = Field(False, description="sd1: while a pair shares, its c row also takes the o row's "
+                                                "cross-attention maps of the tokens C_c shares with C_o "
+                                                "(Prompt-to-Prompt's word swap, `p2p.tokens`); sdxl always does, "
+                                                "sd3 (joint attention) never")
     subject_prompt: WordPrompt = Field("a photo of a {word}", description="the both-subjects check's CLIP prompt for a "
                                                                     "swapped noun (`{word}`: C_o's or C_c's)")
     p2p_layers: tuple[Annotated[int, Field(ge=0)], ...] | None = Field(

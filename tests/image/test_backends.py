@@ -65,5 +65,5 @@ def test_each_backend_name_has_its_class_and_needs_and_is_keyed(tiny_params, ima
                                                                          "denoise"))
     assert keyed_dump(tiny_params)["backend"] == "sd1"
     diffusion = image_models.diffusion
-    rows = diffusion.condition(diffusion.encode("a dog", "a cat"), 3, tiny_params.size)
+    rows = diffusion.condition(diffusion.encode("a dog", "a cat"), 3, tiny_params.size).states
     assert rows.shape[0] == 3 * tiny_params.needs.rows_per_sample

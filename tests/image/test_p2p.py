@@ -147,6 +147,23 @@ def test_sharing_changes_only_the_counterfactual_image(diffusion):
     assert not np.array_equal(never.images[0, 1], always.images[0, 1])
 
 
+def test_p2p_tokens_shares_the_shared_tokens_cross_attention_maps_while_a_pair_shares(tiny_specs, diffusion):
+    """Under `generate.p2p_tokens` SD v1's prompts carry `p2p.tokens` of C_o's and C_c's ids and every row pair gets
+    them: I_c moves away from self-attention sharing alone, I_o never does, and a sample that never shares renders
+    as stock."""
+    tokens = load_diffusion(tiny_specs[0], None, False, "off", True)  # share_tokens
+    caption, counterfactual = "a dog on a red couch", "a cat on a couch"
+    prompts, stock = tokens.encode(caption, counterfactual), diffusion.encode(caption, counterfactual)
+    ids = tokens.tokenizer([caption, counterfactual], padding="max_length", max_length=77)["input_ids"]
+    assert stock.columns is None and prompts.columns.tolist() == p2p.tokens(*ids, prompts.token_counts)
+    assert tokens.condition(prompts, 2, TINY_IMAGE_SIZE).columns.tolist() == [list(range(77)),
+                                                                               prompts.columns.tolist()] * 2
+    for fraction, moves in ((1.0, True), (0.0, False)):
+        a, b = (render(model, p, [Sample(5, fraction, 9.0)], 3, TINY_IMAGE_SIZE).images[0]
+                for model, p in ((tokens, prompts), (diffusion, stock)))
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) != moves
+
+
 def test_the_loader_fuses_every_attention_layers_projections(diffusion):
     """One GEMM per fused projection (q·k·v in self-attention, k·v in cross-attention) in every attention layer the
     image stage renders with, each with the P2P processor."""

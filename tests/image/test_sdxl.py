@@ -57,24 +57,28 @@ def test_it_conditions_and_samples_as_the_pipeline_does(tiny_sdxl, sdxl):
 
 
 def test_the_tokens_alignment_shares_equal_tokens_and_keeps_edited_ones():
-    assert p2p.tokens([1, 5, 6, 7, 2], [1, 5, 9, 7, 2]) == [0, 1, 5 + 2, 3, 4]  # a swap: its token keeps its own
-    assert p2p.tokens([1, 5, 6, 2, 2], [1, 5, 8, 6, 2]) == [0, 1, 5 + 2, 2, 3]  # an insertion shifts the rest
+    assert p2p.tokens([1, 5, 6, 7, 2], [1, 5, 9, 7, 2], (5, 5)) == [0, 1, 5 + 2, 3, 5 + 4]  # a swap keeps its own
+    assert p2p.tokens([1, 5, 6, 2, 2], [1, 5, 8, 6, 2], (4, 5)) == [0, 1, 5 + 2, 2, 5 + 4]  # an insertion shifts
+    # a deletion: the end token and padding keep their own (C_o's cover the deleted phrase), equal ids or not
+    assert p2p.tokens([1, 5, 6, 7, 2, 2], [1, 5, 2, 2, 2, 2], (5, 3)) == [0, 1, 6 + 2, 6 + 3, 6 + 4, 6 + 5]
+    assert p2p.tokens([1, 5, 6, 7, 2], [1, 5, 6, 7, 2], (9, 9)) == [0, 1, 2, 3, 5 + 4]  # truncated: its end token
 
 
 def test_encode_shares_the_cross_attention_maps_of_the_tokens_both_captions_hold_only(sdxl):
     """The columns `encode` builds are `p2p.tokens` of C_o's and C_c's ids as the encoders read them (padded to 77):
-    an edited token keeps its own column (77 + j), an equal one takes the o map's; `condition` gives each o row every
-    token's own column and each c row those."""
+    an edited token, the end token and the padding keep their own column (77 + j), an equal word takes the o map's;
+    `condition` gives each o row every token's own column and each c row those."""
     diffusion = sdxl.diffusion
     prompts = diffusion.encode(CAPTION, COUNTERFACTUAL)
     tokenizer = diffusion.tokenizers[0]
     ids = [tokenizer(text, padding="max_length", truncation=True, max_length=tokenizer.model_max_length).input_ids
            for text in (CAPTION, COUNTERFACTUAL)]
-    want = p2p.tokens(*ids)
+    want = p2p.tokens(*ids, prompts.token_counts)
     assert prompts.columns.tolist() == want and len(want) == 77
     edited = [j for j, (o, c) in enumerate(zip(*ids)) if o != c]
-    assert edited and all(want[j] == 77 + j for j in edited)  # dog -> cat: the one column not shared
-    assert all(want[j] == j for j in range(77) if j not in edited)
+    end = prompts.token_counts[1] - 1
+    assert edited and all(want[j] == 77 + j for j in [*edited, *range(end, 77)])  # dog -> cat, end, padding
+    assert all(want[j] == j for j in range(end) if j not in edited)
     assert diffusion.condition(prompts, 2, 32).columns.tolist() == [list(range(77)), want] * 2
 
 
@@ -94,7 +98,7 @@ def test_cross_attention_shares_the_shared_tokens_maps_of_sharing_pairs_only():
     attn = Attention(query_dim=32, cross_attention_dim=24, heads=4, dim_head=8).eval()
     attn.set_processor(p2p.P2PAttnProcessor())
     hidden, context = torch.randn(4, 16, 32), torch.randn(4, 5, 24)
-    columns = [list(range(5)), p2p.tokens([1, 5, 6, 7, 2], [1, 5, 9, 7, 2])]
+    columns = [list(range(5)), p2p.tokens([1, 5, 6, 7, 2], [1, 5, 9, 7, 2], (5, 5))]
     with torch.no_grad():
         shared = attn(hidden, encoder_hidden_states=context, p2p_shared=torch.tensor([False, True]),
                       p2p_tokens=torch.tensor(columns))

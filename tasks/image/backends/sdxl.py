@@ -83,17 +83,17 @@ class SDXL(ClipBound):
         pooled = outs[-1].text_embeds
         if self.zero_uncond:
             states[0], pooled[0] = 0, 0
-        columns = torch.tensor(p2p.tokens(ids[0][1].tolist(), ids[0][2].tolist()), device=self.device)
-        return Prompts(states, pooled, columns, *token_counts(self.tokenizers[0], caption, counterfactual))
+        counts, truncated = token_counts(self.tokenizers[0], caption, counterfactual)
+        columns = torch.tensor(p2p.tokens(ids[0][1].tolist(), ids[0][2].tolist(), counts), device=self.device)
+        return Prompts(states, pooled, columns, counts, truncated)
 
     def condition(self, prompts: Prompts, n: int, size: int) -> Conditioning:
         """`n` samples' rows `[uncond, uncond, C_o, C_c]`, each with the time ids of a `size` square image."""
         rows = torch.tensor([0, 0, 1, 2], device=self.device).repeat(n)
         time_ids = torch.tensor([[size, size, 0, 0, size, size]], device=self.device, dtype=self.dtype)
-        every = torch.arange(len(prompts.columns), device=self.device)
         return Conditioning(prompts.states[rows], {"text_embeds": prompts.pooled[rows],
                                                    "time_ids": time_ids.expand(len(rows), -1)},
-                            torch.stack([every, prompts.columns]).repeat(n, 1))
+                            p2p.pair_columns(prompts.columns, n))
 
     def denoise(self, rows: torch.Tensor, t: torch.Tensor, conditioning: Conditioning,
                 shared: torch.Tensor | None) -> torch.Tensor:
