@@ -7,7 +7,8 @@ redacted, so the text holds no machine-specific path and no credential.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
@@ -155,42 +156,60 @@ def _models(models: Mapping[str, str], licenses: Mapping[str, License]) -> str:
                            for k, v in models.items() if k.startswith("model_")])
 
 
-def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], params: dict, models: dict[str, str],
-                     licenses: Mapping[str, License], table: pl.DataFrame, human_share: float, created: str,
-                     dp: DatasheetParams,
-                     evaluation: Mapping[str, Any] | None = None, validation: Mapping[str, Any] | None = None,
-                     by_edit_type: Mapping[str, Mapping[str, int]] | None = None,
-                     judge: Mapping[str, Any] | None = None, truth: Mapping[str, Any] | None = None) -> str:
-    """Markdown datasheet: the seven Gebru et al. sections, filled from this run (`models`: the provenance columns;
-    `licenses`: each `model_<role>`'s role -> its license; `evaluation`, `validation`, `judge`, `truth`: the evaluate,
-    validation, judge and truth stages' results, when they ran; `by_edit_type`: the report's per-type funnel)."""
-    final = list(funnel.values())[-1] if funnel else 0
-    top = [(row["edit_type"], row["original_word"] or "–", row["substitute"] or "–", row["count"],
-            f"{row['share']:.1%}") for row in table.head(dp.top_subjects).iter_rows(named=True)]
-    sections = {
-        "Motivation": (
-            "Counterfactual image-text pairs for evaluating and training multimodal models, regenerated with the "
+@dataclass(frozen=True)
+class Sources:
+    """What a datasheet is filled from: the funnel, per-stage metrics (rows in and out, rejects), resolved params,
+    `models` (the provenance columns), `licenses` (each `model_<role>`'s role -> its license), the altered-subject
+    `table` and its `human_share`, the creation date, `dp`; the evaluate, validation, judge and truth stages' results
+    when they ran, and `by_edit_type` (the report's per-type funnel)."""
+
+    funnel: dict[str, int]
+    stage_metrics: dict[str, dict]
+    params: dict
+    models: dict[str, str]
+    licenses: Mapping[str, License]
+    table: pl.DataFrame
+    human_share: float
+    created: str
+    dp: DatasheetParams
+    evaluation: Mapping[str, Any] | None = None
+    validation: Mapping[str, Any] | None = None
+    by_edit_type: Mapping[str, Mapping[str, int]] | None = None
+    judge: Mapping[str, Any] | None = None
+    truth: Mapping[str, Any] | None = None
+
+
+def motivation(s: Sources) -> str:
+    return ("Counterfactual image-text pairs for evaluating and training multimodal models, regenerated with the "
             "method of COCO-Counterfactuals (Le, Lal, Howard; NeurIPS 2023 Datasets and Benchmarks). Each instance "
             "pairs an MS-COCO caption C_o with a minimally edited counterfactual C_c (one edit, below) and two "
             "images (I_o, I_c) that ideally differ only in what the edit changes, so a model must tell the pair "
-            "apart by the single changed concept."),
-        "Composition": (
-            f"{final} instances (pairs), created {created}. Fields: `id`, `image_0` (I_o), `image_1` (I_c), "
+            "apart by the single changed concept.")
+
+
+def composition(s: Sources) -> str:
+    final = list(s.funnel.values())[-1] if s.funnel else 0
+    top = [(row["edit_type"], row["original_word"] or "–", row["substitute"] or "–", row["count"],
+            f"{row['share']:.1%}") for row in s.table.head(s.dp.top_subjects).iter_rows(named=True)]
+    return (f"{final} instances (pairs), created {s.created}. Fields: `id`, `image_0` (I_o), `image_1` (I_c), "
             "`caption_0` (C_o), `caption_1` (C_c), then provenance: COCO `image_id`, the `edit_type`, the edited span "
             "`original_word` of C_o and its rewrite `substitute` with its token `position`, MLM score, sentence "
             "similarity, perplexity, the CLIP scores of the accepted image pair (and the both-subjects margins of a "
             "noun edit or a swap), its sampling seed, p2p fraction and guidance scale, and the model ids.\n\n"
-            f"Pipeline funnel:\n\n{_funnel(funnel)}\n\n"
-            f"{_edit_types(by_edit_type or {}, list(params['sites']['types']))}\n\n"
-            f"Most frequent edits (top {dp.top_subjects}, lower-cased; – is an empty span):\n\n"
+            f"Pipeline funnel:\n\n{_funnel(s.funnel)}\n\n"
+            f"{_edit_types(s.by_edit_type or {}, list(s.params['sites']['types']))}\n\n"
+            f"Most frequent edits (top {s.dp.top_subjects}, lower-cased; – is an empty span):\n\n"
             f"{markdown_table(('Type', 'Original', 'Substitute', 'Count', 'Share'), top)}\n\n"
-            f"Human-related substitutions (original or substitute a human noun): {human_share:.1%}. Captions and "
-            "images may describe or depict people; no names or other personal data are added."),
-        "Collection Process": (
-            "Captions come from MS-COCO. Edit sites are found with NLTK tagging (and, when enabled with real images, "
+            f"Human-related substitutions (original or substitute a human noun): {s.human_share:.1%}. Captions and "
+            "images may describe or depict people; no names or other personal data are added.")
+
+
+def collection(s: Sources) -> str:
+    libraries = [(k.removeprefix("library_"), v) for k, v in s.models.items() if k.startswith("library_")]
+    return ("Captions come from MS-COCO. Edit sites are found with NLTK tagging (and, when enabled with real images, "
             "kept only on the words an image-text model relies on, AutoCAD-style saliency); a masked LM proposes "
             "single-token fills (rules make counting edits and deletions); "
-            f"fills WordNet relates to the original word ({', '.join(params['relations']['reject']) or 'none'}) "
+            f"fills WordNet relates to the original word ({', '.join(s.params['relations']['reject']) or 'none'}) "
             "are dropped, the rest are kept within a sentence-similarity window; each caption's edit type is drawn "
             "with the `perplexity.type_shares` weights among the types it has survivors of, and that type's "
             "lowest-perplexity rewrite becomes C_c. Each (C_o, C_c) is rendered many times with paired "
@@ -198,35 +217,52 @@ def render_datasheet(funnel: dict[str, int], stage_metrics: dict[str, dict], par
             "CLIP-filtered sample is kept; a noun edit must also pass the both-subjects check (CLIP prefers "
             "\"a photo of a {original}\" on I_o and \"a photo of a {substitute}\" on I_c; a swap, on its two "
             "phrases: \"dog on a couch\" against \"couch on a dog\").\n\n"
-            f"Models (the `model_<role>` columns) and the licenses they come under:\n\n{_models(models, licenses)}"
+            f"Models (the `model_<role>` columns) and the licenses they come under:\n\n{_models(s.models, s.licenses)}"
             "\n\nLibraries that decide the pixels and scores (the `library_<name>` columns; part of every cache "
-              "key, so another version recomputes instead of mixing outputs):\n\n"
-            + markdown_table(("Library", "Version"), [(k.removeprefix("library_"), v) for k, v in models.items()
-                                                      if k.startswith("library_")]) + "\n\n"
-            "Rows in and out of each stage, and why rows were dropped:\n\n"
-            f"{_rejects(stage_metrics)}"),
-        "Preprocessing/Cleaning/Labeling": (
-            f"{_validation(validation)}\n\n{_judge(judge)}\n\n{ground_truth.section(truth)}"
+            "key, so another version recomputes instead of mixing outputs):\n\n"
+            f"{markdown_table(('Library', 'Version'), libraries)}\n\n"
+            f"Rows in and out of each stage, and why rows were dropped:\n\n{_rejects(s.stage_metrics)}")
+
+
+def labeling(s: Sources) -> str:
+    return (f"{_validation(s.validation)}\n\n{_judge(s.judge)}\n\n{ground_truth.section(s.truth)}"
             "\n\nEvery filter is automatic and logged as a reject with its reason (above). Images "
             "are stored as lossless PNG exactly as generated. All parameters of this run (resolved params.yaml):\n\n"
-            f"{param_lines(params)}"),
-        "Uses": (
-            "Intended: zero-shot evaluation of image-text matching and retrieval on hard negatives, and training "
+            f"{param_lines(s.params)}")
+
+
+def uses(s: Sources) -> str:
+    return ("Intended: zero-shot evaluation of image-text matching and retrieval on hard negatives, and training "
             "data augmentation, as in the paper. Not intended: any use that treats the generated images as real "
             "photographs or as depictions of real people.\n\n"
-            f"{_evaluation(evaluation)}\n\nKnown limitations:\n\n"
-            + "\n".join(f"- {item}" for item in _limitations(params))),
-        "Distribution": (
-            "Parquet shards in the Hugging Face `datasets` layout (`data/train-*.parquet`, images embedded). "
+            f"{_evaluation(s.evaluation)}\n\nKnown limitations:\n\n"
+            + "\n".join(f"- {item}" for item in _limitations(s.params)))
+
+
+def distribution(s: Sources) -> str:
+    return ("Parquet shards in the Hugging Face `datasets` layout (`data/train-*.parquet`, images embedded). "
             "Captions derive from the MS-COCO annotations (CC BY 4.0) and are released under CC BY 4.0. Generated "
             "images are subject to the license of the diffusion model that made them, "
-            f"{licenses['diffusion'].markdown()}, and its use restrictions; every model's license is listed under "
-            "Collection Process."),
-        "Maintenance": (
-            "Generated by the DVC pipeline of this project: rerun it (`dvc repro`) with the parameters above to "
-            "regenerate the data and this datasheet. Errata and changes are tracked in the project's repository."),
-    }
-    return public("# Datasheet\n\n" + "\n\n".join(f"## {name}\n\n{body}" for name, body in sections.items()) + "\n")
+            f"{s.licenses['diffusion'].markdown()}, and its use restrictions; every model's license is listed under "
+            "Collection Process.")
+
+
+def maintenance(s: Sources) -> str:
+    return ("Generated by the DVC pipeline of this project: rerun it (`dvc repro`) with the parameters above to "
+            "regenerate the data and this datasheet. Errata and changes are tracked in the project's repository.")
+
+
+# The seven sections of Gebru et al., in their order, each rendered from the run's sources alone.
+SECTIONS: dict[str, Callable[[Sources], str]] = {
+    "Motivation": motivation, "Composition": composition, "Collection Process": collection,
+    "Preprocessing/Cleaning/Labeling": labeling, "Uses": uses, "Distribution": distribution,
+    "Maintenance": maintenance}
+
+
+def render_datasheet(sources: Sources) -> str:
+    """Markdown datasheet: the seven Gebru et al. sections (`SECTIONS`), filled from this run."""
+    return public("# Datasheet\n\n" + "\n\n".join(f"## {name}\n\n{render(sources)}"
+                                                    for name, render in SECTIONS.items()) + "\n")
 
 
 def write(run: Mapping[str, Any], counterfactuals: pl.DataFrame, exported: list[str], models: dict[str, str],
@@ -240,8 +276,9 @@ def write(run: Mapping[str, Any], counterfactuals: pl.DataFrame, exported: list[
         raise ValueError(f"export holds {funnel['final']} pairs but only {funnel['with_accepted_pair']} were accepted")
     subjects = altered_subjects(counterfactuals, exported)
     by_stage = {stage: run["stages"][stage] for stage in steps()}  # DAG order (the JSON is key-sorted)
-    sheet = render_datasheet(funnel, by_stage, params.model_dump(mode="json"), models, model_licenses(params),
-                             subjects, human_share(subjects, params.datasheet.human_words), date.today().isoformat(),
-                             params.datasheet, evaluation, validation, run.get("funnel_by_edit_type"), judge, truth)
+    sheet = render_datasheet(Sources(funnel, by_stage, params.model_dump(mode="json"), models, model_licenses(params),
+                                     subjects, human_share(subjects, params.datasheet.human_words),
+                                     date.today().isoformat(), params.datasheet, evaluation, validation,
+                                     run.get("funnel_by_edit_type"), judge, truth))
     write_text(params.paths.datasheet, sheet)
     return sheet

@@ -11,7 +11,7 @@ from tasks.config import load_params
 from tasks.core.licenses import LICENSES, named
 from tasks.core.specs import ModelSpec
 from tasks.release import card, markdown
-from tasks.release.datasheet import altered_subjects, human_share, render_datasheet
+from tasks.release.datasheet import SECTIONS, Sources, altered_subjects, human_share, render_datasheet
 from tasks.release.params import DatasheetParams, ExportParams
 from tasks.release.provenance import license_of, model_licenses
 from tests.conftest import ROOT
@@ -45,7 +45,7 @@ def sheet(**overrides) -> str:
     args = dict(funnel=FUNNEL, stage_metrics=METRICS, params=PARAMS, models=MODELS, licenses=LICENSED,
                 table=altered_subjects(counterfactuals(), None), human_share=0.25, created="2026-03-04",
                 dp=DatasheetParams(top_subjects=3))
-    return render_datasheet(**{**args, **overrides})
+    return render_datasheet(Sources(**{**args, **overrides}))
 
 
 def test_altered_subjects_counts_case_folded_most_frequent_first_ties_alphabetical():
@@ -77,8 +77,9 @@ def test_human_share_counts_either_side_weighted_by_count():
 def test_datasheet_has_the_seven_sections_in_order_with_the_funnel_and_metrics():
     text = sheet()
     headings = re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
-    assert headings == ["Motivation", "Composition", "Collection Process", "Preprocessing/Cleaning/Labeling", "Uses",
-                        "Distribution", "Maintenance"]  # Gebru et al.'s seven sections, in order
+    assert headings == list(SECTIONS) == ["Motivation", "Composition", "Collection Process",
+                                          "Preprocessing/Cleaning/Labeling", "Uses", "Distribution",
+                                          "Maintenance"]  # Gebru et al.'s seven sections, in order
     for step, count in FUNNEL.items():
         assert re.search(rf"^\| {re.escape(step)} \| {count} \|", text, flags=re.MULTILINE), step
     assert "407 instances" in text and "2026-03-04" in text and "25.0%" in text
@@ -88,6 +89,13 @@ def test_datasheet_has_the_seven_sections_in_order_with_the_funnel_and_metrics()
         in text
     assert "| diffusion | stable-diffusion-v1-5/stable-diffusion-v1-5@451f4fe | [CreativeML OpenRAIL-M](" in text
     assert "CC BY 4.0" in text
+
+
+def test_each_section_is_its_renderers_text_of_the_same_sources():
+    sources = Sources(FUNNEL, METRICS, PARAMS, MODELS, LICENSED, altered_subjects(counterfactuals(), None), 0.25,
+                      "2026-03-04", DatasheetParams(top_subjects=3))
+    bodies = re.split(r"^## .+\n\n", render_datasheet(sources), flags=re.MULTILINE)[1:]
+    assert [body.rstrip("\n") for body in bodies] == [markdown.public(render(sources)) for render in SECTIONS.values()]
 
 
 def test_datasheet_lists_every_param_and_the_top_subjects_only():

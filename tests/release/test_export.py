@@ -165,8 +165,9 @@ def test_push_uses_the_token_but_never_writes_or_logs_it(fake_hub, rows, images_
     params = everything.export
     export.write_dataset({"train": rows}, images_dir, out, params)
     table = datasheet.altered_subjects(counterfactual_frame(), None)
-    md = datasheet.render_datasheet({"captions": 5}, {}, everything.model_dump(mode="json"), MODELS,
-                                    model_licenses(everything), table, 0.0, "2026-01-01", everything.datasheet)
+    md = datasheet.render_datasheet(datasheet.Sources({"captions": 5}, {}, everything.model_dump(mode="json"), MODELS,
+                                                      model_licenses(everything), table, 0.0, "2026-01-01",
+                                                      everything.datasheet))
     reports.mkdir()
     (reports / "datasheet.md").write_text(md)
     (out / "README.md").write_text(card.dataset_card(md, rows.height, params))
