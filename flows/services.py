@@ -1,6 +1,6 @@
 """Local stand-ins for a team's shared services, to try them on one machine (`make remote`, `make database`) and for
-the tests that use them: a WebDAV server holding a DVC remote, and a throw-away PostgreSQL cluster holding a Prefect
-server's database.
+the tests that use them: a WebDAV server holding a DVC remote, a throw-away PostgreSQL cluster holding a Prefect
+server's database, and the venv Label Studio runs from (`make labelstudio`: its pins clash with ours).
 
 Invariants: each listens on 127.0.0.1 only, runs exactly as long as its `with` block (or its command, until Ctrl-C),
 keeps everything it writes in the folder it is given, and refuses in one line when its program is missing.
@@ -9,6 +9,7 @@ keeps everything it writes in the folder it is given, and refuses in one line wh
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import pwd
 import shutil
@@ -149,6 +150,33 @@ def database(folder: Path, port: int) -> Iterator[str]:
         subprocess.run(as_postgres([pg_ctl, "-D", str(folder), "-m", "fast", "-w", "stop"]), capture_output=True)
 
 
+LABELSTUDIO_LOCK = Path(__file__).resolve().parents[1] / "requirements-labelstudio.lock"
+
+
+def labelstudio_venv(lock: Path = LABELSTUDIO_LOCK) -> Path:
+    """`label-studio` of the venv built from `lock`'s content, under the user's cache (one per content of the lock:
+    every clone and run of this machine shares it), built under a file lock when none is complete (a killed build is
+    redone). A build that fails is one UserError line."""
+    from filelock import FileLock
+
+    venvs = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cfgen" / "labelstudio"
+    venv = venvs / hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
+    complete = venv / "complete"
+    venvs.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{venv}.lock"):
+        if not complete.is_file():
+            shutil.rmtree(venv, ignore_errors=True)
+            try:
+                subprocess.run([sys.executable, "-m", "venv", venv], check=True, capture_output=True, text=True)
+                subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "-r", lock],
+                               check=True, capture_output=True, text=True, timeout=1800)
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
+                output = err.stderr if isinstance(err.stderr, str) else ""
+                raise UserError(f"cannot build {venv} from {lock.name}: {last_line(output) or err}") from None
+            complete.touch()
+    return venv / "bin" / "label-studio"
+
+
 services = typer.Typer(add_completion=False, help=__doc__.split("\n\n")[0])
 Folder = Annotated[Path, typer.Argument(help="where it keeps everything it writes")]
 
@@ -172,6 +200,14 @@ def remote_command(folder: Folder, port: int = 8765) -> None:
 def database_command(folder: Folder, port: int = 5433) -> None:
     """Run a PostgreSQL cluster in FOLDER on loopback for a Prefect server until Ctrl-C."""
     serve_until_interrupted(database, folder, port, "PREFECT_API_DATABASE_CONNECTION_URL={url} prefect server start")
+
+
+@services.command("labelstudio")
+def labelstudio_command() -> None:
+    """Build (once per content of requirements-labelstudio.lock) the venv Label Studio runs from; print its
+    `label-studio`."""
+    with user_errors():
+        console.print(str(labelstudio_venv()), highlight=False, soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -2,21 +2,19 @@
 posted by three annotators, the JSON export read back by `read_export` and scored, every count checked against what
 was posted.
 
-Label Studio runs from its own venv (its pins clash with ours), built from `requirements-labelstudio.lock` once per
-content of that lock, outside the clone (`VENVS`: every clone and run of this machine shares it); a build holds a file
-lock, so two runs build it once. Under CI=true a venv that cannot be built fails the test.
+Label Studio runs from its own venv (its pins clash with ours), built by `make labelstudio` (a step of `make test`)
+from `requirements-labelstudio.lock` once per content of that lock, outside the clone (`services.labelstudio_venv`:
+every clone and run of this machine shares it), so the suite itself needs no network. Under CI=true a venv that
+cannot be built fails the test.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,44 +24,26 @@ import polars as pl
 import pytest
 
 from flows import services
+from tasks.core.errors import UserError
 from tasks.validation import agreement as ag
 from tasks.validation import labelstudio as ls
-from tests.conftest import ROOT
 from tests.validation.test_labelstudio import selected, write_pngs
 
 pytestmark = pytest.mark.slow
-LOCK = ROOT / "requirements-labelstudio.lock"
-VENVS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cfgen" / "labelstudio"  # by lock hash
 ANNOTATORS = ("ann1", "ann2", "ann3")
 STARTUP_S = 240
 
 
 @pytest.fixture(scope="session")
 def labelstudio_bin() -> Path:
-    """`label-studio` from the venv of LOCK's content under VENVS, built (under a file lock) when none is complete."""
-    from filelock import FileLock
-
-    venv = VENVS / hashlib.sha256(LOCK.read_bytes()).hexdigest()[:16]
-    complete, label_studio = venv / "complete", venv / "bin" / "label-studio"
-    VENVS.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{venv}.lock"):
-        if complete.is_file():
-            return label_studio
-        started = time.monotonic()
-        shutil.rmtree(venv, ignore_errors=True)  # a build that was killed
-        try:
-            subprocess.run([sys.executable, "-m", "venv", venv], check=True, capture_output=True, text=True)
-            subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "-r", LOCK],
-                           check=True, capture_output=True, text=True, timeout=1800)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
-            output = err.stderr[-2000:] if isinstance(err.stderr, str) else ""
-            reason = f"cannot build {venv} from {LOCK.name}: {err}\n{output}"
-            if os.environ.get("CI") == "true":
-                pytest.fail(reason)
-            pytest.skip(reason)
-        complete.touch()
-        print(f"label-studio venv built in {time.monotonic() - started:.0f} s")
-    return label_studio
+    """`label-studio` from the venv `make labelstudio` builds (`services.labelstudio_venv`), built now when it has
+    not been."""
+    try:
+        return services.labelstudio_venv()
+    except UserError as err:
+        if os.environ.get("CI") == "true":
+            pytest.fail(str(err))
+        pytest.skip(str(err))
 
 
 @pytest.fixture
@@ -196,3 +176,20 @@ def test_round_trip_through_label_studio(labelstudio, tmp_path):
     assert overlap.height == n_overlap
     print(f"label-studio round trip ({len(tasks)} tasks, {len(posts)} annotations): "
           f"{time.monotonic() - started:.1f} s; kappa {ag.overlap_kappa(ratings)}")
+
+
+def test_the_venv_is_built_once_per_content_of_its_lock_and_a_failed_build_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    lock = tmp_path / "empty.lock"
+    lock.write_text("# nothing pinned\n")
+    built = services.labelstudio_venv(lock)
+    complete = built.parents[1] / "complete"
+    stamp = complete.stat().st_mtime_ns
+    assert built.parents[3] == tmp_path / "cache" / "cfgen"
+    assert services.labelstudio_venv(lock) == built and complete.stat().st_mtime_ns == stamp  # not rebuilt
+    broken = tmp_path / "broken.lock"
+    broken.write_text("not a requirement ===\n")
+    with pytest.raises(UserError) as refused:
+        services.labelstudio_venv(broken)
+    assert "broken.lock" in str(refused.value) and "\n" not in str(refused.value)
+    assert [p.name for p in (tmp_path / "cache/cfgen/labelstudio").glob("*/complete")] == ["complete"]  # the first
