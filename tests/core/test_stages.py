@@ -19,7 +19,7 @@ from tasks.core.io import rejects_path
 from tasks.core.params import SHARED, section_names
 from tasks.stages import CAPTION_STEPS, Stage, TableStage, stages, steps
 from tests.conftest import ROOT
-from tests.tracing import code_deps
+from tools.tracing import code_deps
 
 
 def test_the_data_stages_form_one_chain_in_dag_order_and_every_stage_follows_what_it_reads():
@@ -143,7 +143,7 @@ def test_the_code_every_dvc_stage_shares_is_the_cli_params_schemas_and_io():
 
 
 def test_each_dvc_stage_reads_in_one_screen_and_its_code_deps_are_rewritten_alone():
-    """`dvc.yaml`'s deps are in the form `tests.tracing.code_deps` writes after a traced run, which changes a
+    """`dvc.yaml`'s deps are in the form `tools.tracing.code_deps` writes after a traced run, which changes a
     stage's code deps and nothing else; each stage's entry fits one screen (55 lines)."""
     for file in code_deps.FILES:
         text = (ROOT / file).read_text()

@@ -10,7 +10,7 @@ fills only new edits; (h) switching the relations filter off reruns from relatio
 pairs; (i) a judge threshold or an edit of its verdict code reruns the judge and asks the VLM nothing;
 `dvc exp run -S` behaves the same, and `cfgen diff` compares two versions.
 
-The first repro is traced (tests/tracing): every stage's code `deps` are exactly the project files its command
+The first repro is traced (tools/tracing): every stage's code `deps` are exactly the project files its command
 imports, its `params:` cover exactly the keys it reads and its deps and outs every data file it
 reads; it runs with HF_TOKEN and PREFECT_API_KEY set, and neither reaches any file or the Prefect
 database. Its outputs are the reference of a copy whose `dvc repro` is SIGKILLed in generate, selection and inpaint:
@@ -46,7 +46,7 @@ from tasks.stages import FIRST, stages
 from tasks.text.swaps import exchanged
 from tests.conftest import ROOT, WORLD_CAPTIONS, requires_nltk
 from tests.flows.records import persisted_samples
-from tests.tracing import code_deps
+from tools.tracing import code_deps
 
 pytestmark = [requires_nltk, pytest.mark.slow]
 N_CAPTIONS = 15
@@ -73,7 +73,7 @@ def metrics(repo: Path, stage: str) -> dict:
 
 SECRETS = {"HF_TOKEN": f"hf_{secrets.token_hex(16)}", "PREFECT_API_KEY": f"pnu_{secrets.token_hex(16)}"}  # made
 # here, so that no source file holds them
-TRACING = ROOT / "tests" / "tracing"  # its sitecustomize records each stage's params keys and files
+TRACING = ROOT / "tools" / "tracing"  # its sitecustomize records each stage's params keys and files
 
 
 def copy_project(repo: Path, env: dict) -> None:
@@ -122,7 +122,7 @@ class FirstRepro(NamedTuple):
     env: dict
     outputs: dict[str, bytes]  # the uninterrupted reference
     order: list[str]  # the stages in the order DVC ran them
-    trace: Path  # per stage, the params keys and files it read (tests/tracing)
+    trace: Path  # per stage, the params keys and files it read (tools/tracing)
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +162,7 @@ def test_every_stage_lists_exactly_the_code_it_imports(first_repro):
         if listed != files:
             wrong[stage] = {"missing": sorted(files - listed), "not imported": sorted(listed - files)}
     assert not wrong, (json.dumps(wrong, indent=1) + "\nto write what each stage imported: python -m "
-                       f"tests.tracing.code_deps {first_repro.trace} {path}")
+                       f"tools.tracing.code_deps {first_repro.trace} {path}")
 
 
 def locked_stages(repo: Path) -> dict[str, dict]:
@@ -177,7 +177,7 @@ def locked_stages(repo: Path) -> dict[str, dict]:
 
 
 def traced(first: FirstRepro) -> dict[str, dict]:
-    """Per stage (as DVC names it), the union over its processes of what tests/tracing recorded."""
+    """Per stage (as DVC names it), the union over its processes of what tools/tracing recorded."""
     found = code_deps.traced(first.trace)
     for name in locked_stages(first.path):
         assert name in found, f"no trace of stage {name}"

@@ -1,6 +1,6 @@
 """Each DVC stage's code deps, as a traced `dvc repro` saw its processes import them (`sitecustomize.py`).
 
-    python -m tests.tracing.code_deps TRACE REPO
+    python -m tools.tracing.code_deps TRACE REPO
 
 rewrites the code entries (`flows/`, `tasks/`) of every stage's `deps:` in this project's `dvc.yaml` and
 `demo/dvc.yaml` to what the stage imported in the traced copy REPO, less the modules that run nothing but a docstring
