@@ -1,16 +1,15 @@
 """The truth flow: the toy world's checker over every generated sample and every selected pair of a demo run.
 
 One cached Prefect task per caption pair re-renders its samples (with and without attention sharing) and reads them
-back (`tasks.toyworld.truth.pair_truth`); its key hashes the pair's captions and sample settings, the keyed generate
-params, the diffusion model's content and the code that renders and checks. The selected pairs are read from their
+back (`tasks.toyworld.truth.pair_truth`); its unit and content key are `truth.unit` and `truth.pair_content` (the
+pair's captions and sample settings, the keyed generate params, the diffusion model's content and the code that
+renders and checks). The selected pairs are read from their
 exported PNGs. Outputs, published together like every stage's: `paths.truth_samples`, `paths.truth` (a row per
 selected pair: the gallery's badge) and `paths.metrics/truth.json` (`tasks.toyworld.summary`). Disabled, it writes
 empty frames and `{"enabled": false}`.
 """
 
 from __future__ import annotations
-
-import json
 
 import polars as pl
 from prefect import flow, get_run_logger
@@ -37,13 +36,6 @@ from tasks.stages import stage
 from tasks.toyworld import identity, summary, truth
 
 
-def truth_unit(params: GenerateParams) -> keys.Unit:
-    """A pair's truth: `truth.pair_truth` run with the chosen backend's class (imported here), which `check_pair`
-    loads and renders with."""
-    models = [spec for spec in (params.diffusion, params.vae) if spec is not None]
-    return keys.unit("truth", (truth.pair_truth, backends.chosen(params)), params, models)
-
-
 @unit_task
 def check_pair(pair: list[dict], params: GenerateParams, torch_threads: int | None, unit: keys.Unit,
                content: str) -> list[dict]:
@@ -51,11 +43,6 @@ def check_pair(pair: list[dict], params: GenerateParams, torch_threads: int | No
     set_torch_threads(torch_threads)
     diffusion = backends.chosen(params).load(params)
     return truth.pair_truth(pl.DataFrame(pair, schema=SAMPLES), diffusion, params)
-
-
-def pair_content(pair: pl.DataFrame) -> str:
-    return keys.digest(json.dumps(pair.select("caption", "counterfactual", "edit_type", "sample", "seed",
-                                              "p2p_fraction", "guidance_scale").rows()))
 
 
 def subjects_pass(samples: pl.DataFrame, params: Params) -> pl.DataFrame:
@@ -77,11 +64,11 @@ def truth_flow(params: Params) -> dict:
     names = [*selected["image_o"], *selected["image_c"]]
     files = dict(zip(names, stored_files(params.root / paths.selected_images, names)))  # before any render
     pairs = samples.partition_by("caption_id", maintain_order=True)
-    gp, unit = params.generate, truth_unit(params.generate)
+    gp, unit = params.generate, truth.unit(params.generate)
     with StageProgress("truth", len(pairs), unit="pairs") as progress:
         futures = check_pair.with_options(result_storage=result_store(params)).map(
             pair=[p.to_dicts() for p in pairs], params=unmapped(gp), unit=unmapped(unit),
-            torch_threads=unmapped(params.engine.torch_threads), content=[pair_content(p) for p in pairs])
+            torch_threads=unmapped(params.engine.torch_threads), content=[truth.pair_content(p) for p in pairs])
         for _ in as_completed(futures):
             progress.advance()
     checked = pl.DataFrame([row for f in futures for row in f.result()], schema=TRUTH_SAMPLES)

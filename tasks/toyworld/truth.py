@@ -11,6 +11,7 @@ its exported PNGs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -18,6 +19,8 @@ import numpy as np
 import polars as pl
 from scipy.optimize import linear_sum_assignment
 
+from tasks.core import keys
+from tasks.image import backends
 from tasks.image.backends import Diffusion
 from tasks.image.params import GenerateParams
 from tasks.image.render import Batcher
@@ -65,6 +68,19 @@ def judge_pair(image_o: np.ndarray, image_c: np.ndarray, caption: str, counterfa
         not parts["c_shows_o"] or entails(spec_c, spec_o))
     return {**parts, "reason_o": reason_o, "reason_c": reason_c, "accurate": accurate,
             "minimal": accurate and minimal(image_o, image_c, spec_o, spec_c)}
+
+
+def unit(params: GenerateParams) -> keys.Unit:
+    """A pair's truth as a cache unit: `pair_truth` run with the chosen backend's class (which the truth flow loads
+    and renders with), the keyed generate params, the diffusion model's and VAE's content."""
+    models = [spec for spec in (params.diffusion, params.vae) if spec is not None]
+    return keys.unit("truth", (pair_truth, backends.chosen(params)), params, models)
+
+
+def pair_content(pair: pl.DataFrame) -> str:
+    """A pair's content key (rows of schemas.SAMPLES): its captions, edit type and every sample's settings."""
+    return keys.digest(json.dumps(pair.select("caption", "counterfactual", "edit_type", "sample", "seed",
+                                              "p2p_fraction", "guidance_scale").rows()))
 
 
 def pair_truth(pair: pl.DataFrame, diffusion: Diffusion, params: GenerateParams) -> list[dict]:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from flows.truth import truth_unit
 from tasks.core import code, source
 from tasks.core.specs import ModelSpec
 from tasks.image import render
 from tasks.image.params import BACKEND_NEEDS, GenerateParams
 from tasks.stages import stage
+from tasks.toyworld import truth
 
 RETURN_ROWS = "    return torch.stack([x[:, 0], torch.where(mask, x[:, 0], x[:, 1])], 1).flatten(0, 1)"  # share_rows's
 SAMPLE = (*stage("generate").entries, BACKEND_NEEDS["sd1"].entry)  # an SD v1 sample's render and measurement
@@ -86,10 +86,10 @@ def test_an_edit_the_sampler_executes_changes_it_and_reverting_restores_it(proje
 
 
 def unit_code(backend: str) -> tuple[str, str]:
-    """The code keys of a `backend` sample and of its truth, as `render.sample_unit` and `truth_unit` build them (a
+    """The code keys of a `backend` sample and of its truth, as `render.sample_unit` and `truth.unit` build them (a
     pinned revision: nothing fetched)."""
     params = GenerateParams(backend=backend, diffusion=ModelSpec(id="org/model", revision="0" * 40), vae=None)
-    return render.sample_unit(params, stage("generate").code).code, truth_unit(params).code
+    return render.sample_unit(params, stage("generate").code).code, truth.unit(params).code
 
 
 OWN_CODE = {  # per backend: an edit to code only its samples run
