@@ -101,8 +101,7 @@ def test_a_crash_mid_pair_loses_only_the_batch_in_flight_and_resumes_to_the_same
     assert (tmp_path / "out.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
 
 
-def test_selection_renders_each_winner_once_and_exports_its_canonical_scores(tmp_path, result_store, params,
-                                                                             image_models):
+def test_selection_renders_each_winner_once_and_exports_its_canonical_scores(tmp_path, result_store, params):
     generate_flow(pairs_file(tmp_path, PAIRS), tmp_path / "scores.parquet", params)
     first = selection_flow(tmp_path / "scores.parquet", tmp_path / "sel.parquet", tmp_path / "img", params)
     again = selection_flow(tmp_path / "scores.parquet", tmp_path / "sel2.parquet", tmp_path / "img2", params)
@@ -113,7 +112,7 @@ def test_selection_renders_each_winner_once_and_exports_its_canonical_scores(tmp
     for row in pl.read_parquet(tmp_path / "sel.parquet").iter_rows(named=True):
         pair = {k: row[k] for k in PAIR}
         canonical = render.canonical(pair, Sample(row["seed"], row["p2p_fraction"], row["guidance_scale"]),
-                                     params.generate, image_models)
+                                     params.generate, render.load_models(params.generate))  # the flow's
         # exported scores = exported pixels
         assert all(row[name] == canonical[name] for name in (*SCORE_COLUMNS, *SUBJECT_COLUMNS))
         for image, column in zip(canonical["images"], ("image_o", "image_c")):
