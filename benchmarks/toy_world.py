@@ -71,7 +71,7 @@ def edit_accuracy(pairs: int, steps: int, guidance: tuple[float, float], fractio
     with tempfile.TemporaryDirectory() as folder:
         assemble(WEIGHTS, Path(folder))
         spec = ModelSpec(id=str(Path(folder) / "diffusion"))
-        models = {tokens: load_diffusion(spec, None, False, "off", tokens) for tokens in ARMS}
+        diffusions = {tokens: load_diffusion(spec, None, False, "off", tokens) for tokens in ARMS}
         rng, rows = random.Random(seed), []
         started = time.perf_counter()
         for i in range(pairs):
@@ -82,7 +82,7 @@ def edit_accuracy(pairs: int, steps: int, guidance: tuple[float, float], fractio
                 sample = functools.partial(Sample, seed * 10_000 + i, guidance_scale=rng.uniform(*guidance))
 
                 def verdict(tokens: bool, fraction: float) -> tuple[bool, bool]:
-                    diffusion = models[tokens]
+                    diffusion = diffusions[tokens]
                     images = render(diffusion, diffusion.encode(caption, counterfactual),
                                     [sample(p2p_fraction=fraction)], steps, 32).images[0]
                     judged = truth.judge_pair(*images, caption, counterfactual)
@@ -102,11 +102,11 @@ def edit_accuracy(pairs: int, steps: int, guidance: tuple[float, float], fractio
                 ["accurate + minimal: truth's `minimal` (shows its edit, what both captions share unchanged and in "
                  "place); P2P gain: its share with sharing minus without, the interval resampling pairs"])
     for (arm, fraction), group in frame.group_by("arm", "fraction", maintain_order=True):
-        for kind, rows in [("all", group), *((k, g) for (k,), g in group.group_by("kind", maintain_order=True))]:
-            gain = stats.by_pair(rows.select("n", "minimal", "minimal_alone").cast(pl.Int64),
+        for kind, part in [("all", group), *((k, g) for (k,), g in group.group_by("kind", maintain_order=True))]:
+            gain = stats.by_pair(part.select("n", "minimal", "minimal_alone").cast(pl.Int64),
                                  lambda t: (t["minimal"] - t["minimal_alone"]) / t["n"])
-            out.add_row(arm, f"{fraction:g}", kind, str(rows.height),
-                        *(f"{rows[c].mean():.3f}" for c in ("accurate_alone", "accurate", "minimal_alone", "minimal")),
+            out.add_row(arm, f"{fraction:g}", kind, str(part.height),
+                        *(f"{part[c].mean():.3f}" for c in ("accurate_alone", "accurate", "minimal_alone", "minimal")),
                         f"{gain['value']:+.3f} ({gain['ci95'][0]:+.3f}–{gain['ci95'][1]:+.3f})")
     console.print(out)
     record = json.loads((WEIGHTS / "train.json").read_text())
