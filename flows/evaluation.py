@@ -19,10 +19,9 @@ from pathlib import Path
 import polars as pl
 from prefect import flow, get_run_logger
 
-from flows.engine.caching import unit_task
+from flows.engine.caching import in_store, unit_task
 from flows.engine.console import show_json
 from flows.engine.sharding import LocalTaskRunner
-from flows.engine.workspace import result_store
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import content_hash
@@ -93,7 +92,7 @@ def removal_metrics(params: Params) -> dict[str, dict] | None:
     gallery = pl.read_parquet(paths.removal_gallery).select("caption", "classes")
     stage.require_files(stored_files(paths.inpainted_images, queries["image_1"]))
     log.info("evaluate: ODmAP over %d test queries and %d gallery captions", queries.height, gallery.height)
-    odmap = odmap_model.with_options(result_storage=result_store(params))
+    odmap = in_store(odmap_model, params)
     content = keys.digest(queries.write_ndjson(), gallery.write_ndjson())
     return {name: odmap(spec, queries, gallery, params, model_unit(f"odmap-{name}", "od_map", spec, params), content)
             for name, spec in params.evaluate.models.items()}
@@ -109,7 +108,7 @@ def evaluate_flow(params: Params) -> dict:
     real = stage.locate(selected, paths.selected_images, real_paths)
     validated = pl.read_parquet(paths.validated)["caption_id"].to_list() if paths.validated.is_file() else None
     odmap = removal_metrics(params)  # after the selected images' check, before any R@k model
-    evaluate = evaluate_model.with_options(result_storage=result_store(params))
+    evaluate = in_store(evaluate_model, params)
     pairs = pairs_content(selected, real, validated)
     futures = {name: evaluate.submit(name, spec, selected, real, validated, params,
                                      model_unit(f"evaluate-{name}", "evaluate", spec, params),

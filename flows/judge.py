@@ -18,11 +18,10 @@ from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
-from flows.engine.caching import unit_task
+from flows.engine.caching import in_store, unit_task
 from flows.engine.console import console
 from flows.engine.counters import report_table, stage_metrics, write_metrics
 from flows.engine.progress import StageProgress
-from flows.engine.workspace import result_store
 from flows.validation import check_export, read_ratings
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
@@ -66,7 +65,7 @@ def asked(selected: pl.DataFrame, params: Params) -> tuple[pl.DataFrame, int]:
     pairs = selected.to_dicts()
     images = [{side: str(stored_file(folder, p[f"image_{side}"])) for side in "oc"} for p in pairs]  # before any task
     with StageProgress("judge", len(pairs), unit="pairs") as progress:
-        futures = ask_pair.with_options(result_storage=result_store(params)).map(
+        futures = in_store(ask_pair, params).map(
             pair=pairs, images=images,
             params=unmapped(jp), torch_threads=unmapped(params.engine.torch_threads), unit=unmapped(judge_unit(jp)),
             content=[pair_content(p, jp) for p in pairs])

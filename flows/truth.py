@@ -16,11 +16,10 @@ from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
-from flows.engine.caching import unit_task
+from flows.engine.caching import in_store, unit_task
 from flows.engine.console import show_json
 from flows.engine.counters import write_metrics
 from flows.engine.progress import StageProgress
-from flows.engine.workspace import result_store
 from flows.preflight import check_models
 from tasks.core import keys
 from tasks.core.images import read_rgb, stored_files
@@ -66,7 +65,7 @@ def truth_flow(params: Params) -> dict:
     pairs = samples.partition_by("caption_id", maintain_order=True)
     gp, unit = params.generate, truth.unit(params.generate)
     with StageProgress("truth", len(pairs), unit="pairs") as progress:
-        futures = check_pair.with_options(result_storage=result_store(params)).map(
+        futures = in_store(check_pair, params).map(
             pair=[p.to_dicts() for p in pairs], params=unmapped(gp), unit=unmapped(unit),
             torch_threads=unmapped(params.engine.torch_threads), content=[truth.pair_content(p) for p in pairs])
         for _ in as_completed(futures):

@@ -16,9 +16,8 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import unmapped
 from pydantic import BaseModel
 
-from flows.engine.caching import unit_task
+from flows.engine.caching import in_store, unit_task
 from flows.engine.progress import StageProgress
-from flows.engine.workspace import result_store
 from tasks.core import keys
 from tasks.core.loading import release_models, set_torch_threads
 from tasks.core.params import Params
@@ -75,7 +74,7 @@ def run_sharded(stage: Stage, frame: pl.DataFrame, params: Params) -> ShardedRes
     shards = content_shards(frame, engine.shard_size)
     specs = [spec for _, spec in model_specs(section)]
     with StageProgress(stage.name, len(shards), unit="shards") as progress:
-        futures = run_shard.with_options(name=stage.name, result_storage=result_store(params)).map(
+        futures = in_store(run_shard, params, name=stage.name).map(
             shard=shards, content=[shard_content(s) for s in shards], stage=unmapped(stage),
             section=unmapped(section), unit=unmapped(keys.unit(stage.name, stage.entries, section, specs)),
             torch_threads=unmapped(engine.torch_threads))

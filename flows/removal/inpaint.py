@@ -13,10 +13,9 @@ import numpy as np
 import polars as pl
 from prefect import flow
 
-from flows.engine.caching import unit_task
+from flows.engine.caching import in_store, unit_task
 from flows.engine.progress import StageProgress
 from flows.engine.sharding import LocalTaskRunner
-from flows.engine.workspace import result_store
 from flows.removal import finish
 from tasks.core import keys
 from tasks.core.fields import keyed_dump
@@ -88,7 +87,7 @@ def inpaint_flow(params: Params) -> dict:
             contents.append(edit_content(image_0[source], edit))
         image_1 = []
         with StageProgress("inpaint", len(rows), unit="edits") as progress:
-            fill = fill_edit.with_options(result_storage=result_store(params))
+            fill = in_store(fill_edit, params)
             unit = fill_unit(section)
             futures = [fill.submit(s, e, section, unit, c)
                        for s, e, c in zip(sources, rows, contents)]
