@@ -150,6 +150,40 @@ def database(folder: Path, port: int) -> Iterator[str]:
         subprocess.run(as_postgres([pg_ctl, "-D", str(folder), "-m", "fast", "-w", "stop"]), capture_output=True)
 
 
+@contextmanager
+def prefect_server(database_url: str, home: Path, port: int) -> Iterator[str]:
+    """`prefect server start` (no UI) over `database_url` (PostgreSQL, or
+    `sqlite+aiosqlite:///FILE`), its PREFECT_HOME `home`, on 127.0.0.1:`port`; yields its API URL once it answers.
+    Its log: `home`.log."""
+    from flows.engine.process import PrefectUnavailable
+    from flows.engine.server import check_reachable
+
+    home.mkdir(parents=True, exist_ok=True)
+    log = home.with_name(f"{home.name}.log")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}, "PREFECT_HOME": str(home),
+           "PREFECT_API_DATABASE_CONNECTION_URL": database_url, "PREFECT_UI_ENABLED": "0"}
+    with log.open("w") as out:
+        process = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", HOST, "--port",
+                                    str(port)], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    url = f"http://{HOST}:{port}/api"
+    try:
+        wait_until_listening(port, process, "the Prefect server", log, timeout_s=180)
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                check_reachable(url)  # answers as a Prefect API does (its database migrated)
+                break
+            except PrefectUnavailable:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise UserError(f"the Prefect server on {url} never answered: "
+                                    f"{last_line(log.read_text(errors='replace'))}") from None
+                time.sleep(0.5)
+        yield url
+    finally:
+        stop(process)
+
+
 LABELSTUDIO_LOCK = Path(__file__).resolve().parents[1] / "requirements-labelstudio.lock"
 
 

@@ -106,27 +106,9 @@ def test_with_server_runs_a_stage_on_a_temporary_server_over_postgresql(tmp_path
 
 @pytest.fixture
 def lasting_server(tmp_path, database) -> Iterator[str]:
-    """`prefect server start` over the cluster: its API URL."""
-    port = services.free_port()
-    log = (tmp_path / "server.log").open("w")
-    server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
-                               str(port), "--no-services"], env=env_on(database, tmp_path / "server-home",
-                                                                       PREFECT_UI_ENABLED="0"),
-                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/api"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-3000:]
-            try:
-                check_reachable(url)  # answers as a Prefect API does
-                break
-            except PrefectUnavailable:
-                time.sleep(0.5)
+    """`prefect server start` over the cluster (`services.prefect_server`): its API URL."""
+    with services.prefect_server(database, tmp_path / "server-home", services.free_port()) as url:
         yield url
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
 
 
 def test_a_lasting_server_over_postgresql_keeps_the_schedule_and_two_stages_at_once(tmp_path, database,
@@ -155,3 +137,14 @@ def test_a_lasting_server_over_postgresql_keeps_the_schedule_and_two_stages_at_o
     assert all((tmp_path / name / "out.parquet").exists() for name in ("one", "two"))
     assert completed_runs(database) >= before + 2
     assert not list((tmp_path / "home").rglob("*.db")) and not list((tmp_path / "server-home").rglob("*.db"))
+
+
+def test_two_workers_of_one_scheduled_deployment_render_nothing_twice(tmp_path, lasting_server):
+    """Both workers take a run of the same deployment at once, on a cold shared store: both complete, and no sample
+    or unit task is computed twice (`benchmarks/two_workers.py` runs ten, on PostgreSQL and SQLite)."""
+    from benchmarks.two_workers import run
+
+    outcome = run(tmp_path, lasting_server, runs=2, captions=2)
+    assert outcome.states == {"COMPLETED": 2} and outcome.taken == (1, 1), outcome
+    assert outcome.samples_rendered > 0 and outcome.units_computed > 0, outcome
+    assert outcome.rendered_twice == 0 and outcome.computed_twice == 0, outcome
