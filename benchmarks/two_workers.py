@@ -103,6 +103,7 @@ def run(folder: Path, api_url: str, runs: int, captions: int) -> Outcome:
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     source, store = folder / "captions.tsv", folder / "store"
+    folder.mkdir(parents=True, exist_ok=True)
     world = (ROOT / "data/raw/toyworld_captions.tsv").read_text().splitlines()
     source.write_text("\n".join(world[:captions]) + "\n")
     workers = [worker(folder / name, source, store, api_url) for name in ("worker-1", "worker-2")]
