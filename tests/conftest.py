@@ -9,10 +9,11 @@ guard's own test).
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # inherits it): beside the other worker and the stages' subprocesses, spinning threads took the cores from them,
 # 2x slower at two processes and 4x at three (`python -m benchmarks.omp_wait`). No result's bits move.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Each xdist worker and its subprocesses compute on its share of the cores (one each: two workers on two cores), not
+# all of them: oversubscribed, every parallel region of the small tensors the tests use waits for a descheduled thread
+# (a toy-world test beside a busy process: 58 s at 2 threads, 46 s at 1). Thread counts move no output's bits
+# (`engine.torch_threads`); the tests that compare counts set theirs.
+if workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // int(workers))))
 if NLTK_DATA.is_dir():
     os.environ.setdefault("NLTK_DATA", str(NLTK_DATA))
 
@@ -68,6 +75,24 @@ def paper_shape_models(tmp_path_factory) -> Iterator[Path]:
                    check=True, capture_output=True)
     yield out
     shutil.rmtree(out, ignore_errors=True)
+
+
+def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], object]
+                 ) -> tuple[Path, object]:
+    """(`folder`, `build(folder)`) with `build` run once per test run, by whichever xdist worker asks first: the others
+    wait on its file lock and read the JSON it returned. `folder` is under the run's temporary root, which every
+    worker shares; a test that changes it must work on a copy."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, done = root / name, root / f"{name}.json"
+    with FileLock(root / f"{name}.lock"):
+        if not done.is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # a build that failed part-way
+            folder.mkdir()
+            done.write_text(json.dumps(build(folder)))
+    return folder, json.loads(done.read_text())
 
 
 def crash_on_call(monkeypatch, module, n: int) -> None:

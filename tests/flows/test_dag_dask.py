@@ -38,7 +38,7 @@ import pytest
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from flows.engine.counters import facts, run_log
-from tests.conftest import ROOT, WORLD_CAPTIONS, project_params, requires_nltk
+from tests.conftest import ROOT, WORLD_CAPTIONS, once_per_run, project_params, requires_nltk
 from tests.flows.records import persisted, persisted_samples
 
 pytestmark = [requires_nltk, pytest.mark.slow]
@@ -240,20 +240,24 @@ def folder_with_captions(folder: Path) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def local(tmp_path_factory, prefect_server) -> tuple[Path, dict]:
+def run_locally(folder: Path) -> dict:
     """The whole DAG on 8 demo captions in this process, on the local task runner, with other threads, shard size and
-    batch sizes than the cluster's runs: (its folder, its metrics)."""
+    batch sizes than the cluster's runs, its result store in `folder`: its metrics."""
     from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 
     from flows.pipeline import run_dag
 
-    folder = folder_with_captions(tmp_path_factory.mktemp("local"))
+    folder_with_captions(folder)
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(folder)
         with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: folder / "store"}):
-            metrics = run_dag(project_params(*LOCAL))
-    return folder, metrics
+            return run_dag(project_params(*LOCAL))
+
+
+@pytest.fixture(scope="session")
+def local(tmp_path_factory, prefect_server) -> tuple[Path, dict]:
+    """(folder, metrics) of `run_locally`, once per test run (tests copy what they change)."""
+    return once_per_run(tmp_path_factory, "local-dag", run_locally)
 
 
 @pytest.fixture(scope="module")
