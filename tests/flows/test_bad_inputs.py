@@ -227,11 +227,15 @@ def test_a_stage_metrics_file_holds_facts_and_its_run_log_the_counters(tmp_path)
     assert ignored.returncode == 0, "run logs must stay out of git"
 
 
+PER_PAIR = {"pairs_generated", "samples_rendered", "renders", "edits_filled", "pairs_asked", "pairs_checked"}
+
+
 @pytest.mark.slow
 def test_cfgen_run_of_an_up_to_date_folder_leaves_every_report_as_it_was(tmp_path, local):
     """The whole DAG again under other engine and batch settings, every unit cached: no metrics file (or any other
     report) changes but the datasheet's lines of the params set differently (it lists every param as the run that
-    wrote it had them); only the run logs (`*.run.json`: counters, untracked) say that nothing was computed."""
+    wrote it had them); only the run logs (`*.run.json`: counters, untracked) say that no pair, sample, render, fill,
+    VLM question or truth check was computed."""
     folder = shutil.copytree(local[0], tmp_path / "again")
     set_differently = {option.split("=")[0] for option in (*LOCAL, *ENGINE)}
 
@@ -245,7 +249,11 @@ def test_cfgen_run_of_an_up_to_date_folder_leaves_every_report_as_it_was(tmp_pat
     assert reports() == before
     listed = (folder / "reports/datasheet.md").read_text().splitlines()
     assert {"engine.shard_size = 4", "engine.torch_threads = 1"} <= set(listed)
-    assert json.loads((folder / "reports/metrics/generate.run.json").read_text())["samples_rendered"] == 0
+    # every per-pair unit from the store (the shards are others: content-defined at another shard size)
+    computed = {path.name: {name: count for name, count in json.loads(path.read_text()).items() if name in PER_PAIR}
+                for path in (folder / "reports/metrics").glob("*.run.json")}
+    assert {name for counts in computed.values() for name in counts} == PER_PAIR
+    assert all(count == 0 for counts in computed.values() for count in counts.values()), computed
 
 
 def _captions_tsv(tmp_path) -> str:
