@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from tasks.core.edits import EDIT_TYPES, EditType
+from tasks.core.edits import EditType
 from tasks.core.fields import Unit, WordPrompt, unkeyed
 from tasks.core.params import Section
 from tasks.core.schemas import JUDGE_QUESTIONS
@@ -30,9 +30,7 @@ class JudgeParams(Section):
 
     @field_validator("templates")
     @classmethod
-    def _a_question_per_type(cls, templates: dict[str, str]) -> dict[str, str]:
-        if absent := [edit for edit in EDIT_TYPES if edit not in templates]:
-            raise ValueError(f"needs a question per edit type, none for {', '.join(absent)}")
+    def _word_slot(cls, templates: dict[str, str]) -> dict[str, str]:
         if missing := [edit for edit, template in templates.items() if "{word}" not in template]:
             raise ValueError(f"the template of {', '.join(missing)} has no {{word}}")
         return templates

@@ -133,11 +133,6 @@ def test_an_invalid_value_is_a_one_line_error_naming_its_key(tmp_path, raw, over
     assert error(write(tmp_path, raw), override).startswith(key)
 
 
-def test_a_judge_without_a_question_for_an_edit_type_is_one_line_before_any_work(tmp_path, raw):
-    del raw["judge"]["templates"]["delete"]
-    assert error(write(tmp_path, raw)) == "judge.templates: needs a question per edit type, none for delete"
-
-
 def test_the_paper_profile_needs_every_hub_model_pinned(tmp_path, raw):
     path = write(tmp_path, raw)
     assert error(path, "profile=paper", "candidates.model.paper.revision=null") == (
