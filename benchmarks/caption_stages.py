@@ -100,10 +100,10 @@ def cli_run(source: Path, n: int, overrides: list[str]) -> dict:
         head = Path(tmp) / "captions.tsv"
         head.write_text("".join(source.read_text(encoding="utf-8").splitlines(keepends=True)[:n]), encoding="utf-8")
         from flows.cli import app
-        from tasks.stages import CAPTION_STEPS, stage
+        from tasks.stages import caption_steps, stage
 
         spent = {"run": [0.0], "load_models": [0.0]}
-        for name in CAPTION_STEPS:  # each step's logic timed where the stage looks it up
+        for name in caption_steps():  # each step's logic timed where the stage looks it up
             for function, seconds in spent.items():
                 time_inside(stage(name).logic, function, seconds)
         with output_to(Path(tmp) / "cfgen.log") as log:

@@ -25,12 +25,11 @@ from flows.engine.console import VERBOSE, console, stop_on_signals, user_errors
 from tasks.config import PARAMS_FILE, load_params, use_project_environment
 from tasks.core import schemas
 from tasks.core.io import check_distinct, check_input, check_outputs, check_source
-from tasks.stages import CAPTION_STEPS, Stage, TableStage, skip_reason, stage, stage_names, stages
+from tasks.stages import STAGES, Stage, TableStage, caption_steps, skip_reason, stage, stages
 
 ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
                                                         "similarity.upper=0.9 (repeatable)")]
 ParamsFile = Annotated[Path, typer.Option("--params-file", help="the params file to read")]
-STEP_COMMANDS = (*CAPTION_STEPS, "generate")  # `cfgen NAME SOURCE OUTPUT`, built when invoked (`_step_command`)
 STAGES_PANEL = "Stages (each a DVC stage, in DAG order)"
 GROUPS = {"flows.commands:tools": ("plan", "tiny-models", "synthetic-coco", "toy-world"),
           "flows.dag:dag": ("publish", "run", "serve", "diff", "with-server")}
@@ -63,7 +62,7 @@ class Commands(TyperGroup):
 
     def list_commands(self, ctx) -> list[str]:
         """Every command; the stages in DAG order when listing (their declarations loaded), else by name (none)."""
-        ordered = list(dag_order()) if self.listing else [name.replace("_", "-") for name in stage_names()]
+        ordered = list(dag_order()) if self.listing else [name.replace("_", "-") for name in STAGES]
         names = {*super().list_commands(ctx), *ordered, *(name for group in GROUPS.values() for name in group)}
         return sorted(names - set(ordered)) + ordered
 
@@ -77,17 +76,17 @@ class Commands(TyperGroup):
     def get_command(self, ctx, name: str):
         if group := next((entry for entry, names in GROUPS.items() if name in names), None):
             return typer.main.get_group(resolve_name(group)).get_command(ctx, name)
-        built = name in STEP_COMMANDS or (name.replace("-", "_") in stage_names()
-                                          and isinstance(stage(name), TableStage))
+        written = super().get_command(ctx, name)  # ingest's and selection's commands are written out
+        built = written is None and name.replace("-", "_") in STAGES
         if self.listing:
-            command = click.Command(name, help=stage_help(name)) if built else super().get_command(ctx, name)
+            command = click.Command(name, help=stage_help(name)) if built else written
             if command is not None:
                 command.rich_help_panel = STAGES_PANEL if name in dag_order() else None
             return command
         if not built:
-            return super().get_command(ctx, name)
+            return written
         one = typer.Typer(add_completion=False)
-        one.command(name)(_step_command(name) if name in STEP_COMMANDS else table_command(name))
+        one.command(name)(_step_command(name) if isinstance(stage(name), Stage) else table_command(name))
         return typer.main.get_command(one)
 
 
@@ -141,13 +140,13 @@ def captions(source: Path, output: Path, param: ParamOption = None, params_file:
     """Every caption step (ingest, sites, saliency, candidates, relations, similarity, perplexity) on a COCO JSON or
     TSV file."""
     with user_errors():
-        params = load_params(params_file, param or [], CAPTION_STEPS)
+        params = load_params(params_file, param or [], caption_steps())
         check_source(source)
         check_distinct(source, output, metrics)
         check_outputs(output, metrics)
         from flows.preflight import check_models
 
-        check_models(*(getattr(params, name) for name in CAPTION_STEPS if not skip_reason(name, params)))
+        check_models(*(getattr(params, name) for name in caption_steps() if not skip_reason(name, params)))
         from flows.engine.counters import report_table
         from flows.engine.sharding import task_runner
         from flows.runners import engine_api

@@ -20,7 +20,7 @@ import polars as pl
 from tasks.core.errors import UserError
 from tasks.core.params import Params
 from tasks.core.schemas import COUNTERFACTUALS
-from tasks.stages import CAPTION_STEPS, skip_reason, stage
+from tasks.stages import caption_steps, skip_reason, stage
 
 
 def quiet_placement() -> None:
@@ -37,7 +37,7 @@ def caption_bench(source: Path, params: Params, sample: int) -> tuple[dict, list
     captions = read_captions(source)[0]
     frame = captions.sample(min(sample, captions.height), seed=0)
     seconds = {"caption_seconds": 0.0, "caption_load_seconds": 0.0}
-    for name in CAPTION_STEPS:
+    for name in caption_steps():
         if skip_reason(name, params) or frame.is_empty():
             continue
         if name == "saliency":

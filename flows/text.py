@@ -21,7 +21,7 @@ from tasks.core.fingerprints import content_hash
 from tasks.core.images import source_image_paths
 from tasks.core.io import read_frame, write_outputs
 from tasks.core.params import Params, PathsParams
-from tasks.stages import CAPTION_STEPS, skip_reason, stage
+from tasks.stages import caption_steps, skip_reason, stage
 
 
 def with_source_images(sites: pl.DataFrame, paths: PathsParams) -> pl.DataFrame:
@@ -70,8 +70,9 @@ def captions_flow(source: Path, output: Path, params: Params) -> list[dict]:
     """Every caption step on any caption file; intermediates and their rejects kept beside `output`."""
     metrics = [ingest_task(source, intermediate(output, "ingest"))]
     previous = intermediate(output, "ingest")
-    for name in CAPTION_STEPS:
-        target = output if name == "perplexity" else intermediate(output, name)
+    steps = caption_steps()
+    for name in steps:
+        target = output if name == steps[-1] else intermediate(output, name)
         metrics.append(run_step(name, previous, target, params))
         previous = target
     return metrics

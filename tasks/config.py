@@ -19,15 +19,17 @@ import os
 import sys
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any, get_args
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, create_model
 
 from tasks.core.errors import UserError
-from tasks.core.params import PROFILES, SHARED, Params, assemble, section_names
+from tasks.core.params import PROFILES, SHARED, Params
 from tasks.core.source import ROOT
+from tasks.stages import section, section_names
 
 PARAMS_FILE = Path("params.yaml")
 CHECKED_BY_DVC = "DVC_STAGE"  # set by DVC in a stage's command; the `params` stage ran before every stage
@@ -116,6 +118,35 @@ def _validated(sections: Iterable[str], raw: dict, picked: dict) -> Params:
     except ValidationError as e:
         errors = sorted(e.errors(), key=lambda err: err["type"] != "extra_forbidden")
         raise ParamsError("; ".join(_describe(err, model) for err in errors)) from None
+
+
+class Assembled(Params):
+    """`Params` with some sections (`assemble`): pickled as their names and its state, and rebuilt, not looked up,
+    in another process."""
+
+    def __reduce__(self) -> tuple:
+        return _restore, (self.sections, self.__getstate__())
+
+
+def _restore(names: tuple[str, ...], state: dict) -> Params:
+    model = assemble(names)
+    params = model.__new__(model)
+    params.__setstate__(state)
+    return params
+
+
+@cache
+def _assembled(names: tuple[str, ...]) -> type[Params]:
+    return create_model("Params", __base__=Assembled, __module__=__name__,
+                        **{name: (section(name), ...) for name in names})
+
+
+def assemble(names: Iterable[str] | None = None) -> type[Params]:
+    """`Params` with the sections `names` (None: every one), in that order."""
+    names = tuple(dict.fromkeys(section_names() if names is None else names))
+    if unknown := sorted(set(names) - set(section_names())):
+        raise ValueError(f"{', '.join(unknown)}: no such params section (declared: {', '.join(section_names())})")
+    return _assembled(names)
 
 
 def literal_overrides(values: Mapping[str, str | None]) -> list[str]:

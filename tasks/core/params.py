@@ -1,20 +1,19 @@
-"""`Params`: the params every stage shares (the profile, every path, where stages run) and the `Section`s registered
-under the `cfgen.sections` entry-point group, each declared beside its stage's logic (`tasks/<package>/params.py`).
+"""`Params`: the params every stage shares (the profile, every path, where stages run) and the `Section`s a command
+reads (the manifest, `tasks.stages.Sections`, names them; each is declared beside its stage's logic,
+`tasks/<package>/params.py`).
 
-A command assembles only the sections it reads (`assemble`): this module imports no section, so an edit to one
-stage's section reruns the stages that read it and no other. Under the paper profile every hub model that runs is
-pinned.
+A command assembles only the sections it reads (`tasks.config.assemble`): this module imports no section, so an edit
+to one stage's section reruns the stages that read it and no other. Under the paper profile every hub model that runs
+is pinned.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from functools import cache
-from importlib.metadata import EntryPoint, entry_points
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, create_model, model_validator
+from pydantic import Field, model_validator
 
 from tasks.core.fields import Frozen, Rooted, template, unkeyed
 
@@ -119,25 +118,12 @@ class Section(Frozen):
         """Raise a ValueError when this section contradicts another one in `params` (one that is assembled)."""
 
 
-SECTIONS = "cfgen.sections"
 SHARED = ("profile", "paths", "engine")
 
 
-@cache
-def registered(group: str) -> dict[str, EntryPoint]:
-    """The entry points of `group` by name, read once per process: each read of the package metadata opens every
-    installed distribution's (`cfgen --help` made 69 of them, 1.5 s)."""
-    return {point.name: point for point in entry_points(group=group)}
-
-
-def section_names() -> tuple[str, ...]:
-    """Every registered section's name, from the package metadata (nothing imported)."""
-    return tuple(registered(SECTIONS))
-
-
 class Params(Rooted):
-    """The params file resolved for `profile` (`tasks.config.load_params`): the shared sections and the registered
-    sections a command reads, as fields of an `assemble`d subclass; `root` is the project."""
+    """The params file resolved for `profile` (`tasks.config.load_params`): the shared sections and the sections a
+    command reads, as fields of an assembled subclass (`tasks.config.assemble`); `root` is the project."""
 
     profile: Literal[PROFILES]
     paths: PathsParams
@@ -145,7 +131,7 @@ class Params(Rooted):
 
     @property
     def sections(self) -> tuple[str, ...]:
-        """The registered sections assembled here, in their order."""
+        """The sections assembled here, in their order."""
         return tuple(name for name in type(self).model_fields if name not in SHARED)
 
     @model_validator(mode="before")
@@ -183,35 +169,3 @@ class Params(Rooted):
             if unpinned:
                 raise ValueError("; ".join(unpinned))
         return self
-
-    def __reduce__(self) -> tuple:
-        """Pickled as its section names and state: an assembled class is rebuilt, not looked up, in another process."""
-        return _restore, (self.sections, self.__getstate__())
-
-
-def _restore(names: tuple[str, ...], state: dict) -> Params:
-    model = assemble(names)
-    params = model.__new__(model)
-    params.__setstate__(state)
-    return params
-
-
-@cache
-def _section(name: str) -> type[Section]:
-    if name not in registered(SECTIONS):
-        raise ValueError(f"no params section named {name} is registered under {SECTIONS}")
-    return registered(SECTIONS)[name].load()
-
-
-@cache
-def _assembled(names: tuple[str, ...]) -> type[Params]:
-    return create_model("Params", __base__=Params, __module__=__name__,
-                        **{name: (_section(name), ...) for name in names})
-
-
-def assemble(names: Iterable[str] | None = None) -> type[Params]:
-    """`Params` with the registered sections `names` (None: every one), in that order."""
-    names = tuple(dict.fromkeys(section_names() if names is None else names))
-    if unknown := sorted(set(names) - set(section_names())):
-        raise ValueError(f"{', '.join(unknown)}: no such params section (registered: {', '.join(section_names())})")
-    return _assembled(names)

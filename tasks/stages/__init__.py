@@ -1,5 +1,7 @@
-"""The stage manifest: every DVC stage is one declaration in its own module of this package, registered under the
-`cfgen.stages` entry-point group (`pyproject.toml`). A declaration imports no stage logic, no flow and no model library
+"""The manifest: every DVC stage (`STAGES`, each one declaration, `STAGE` in `tasks/stages/<name>.py`) and every
+params section (`Sections`, each a class beside its stage's logic in `tasks/<package>/params.py`). It imports neither:
+a command imports the declaration of the stage it runs and the sections it reads, so an edit to another stage's
+declaration or section is none of its code. A declaration imports no stage logic, no flow and no model library
 (polars schemas only), so `cfgen --help`, the DAG and the release stages read every declaration and run no stage's
 code, and a command loads only the logic of the stage it runs. Its CLI command, the whole-DAG flow's order and
 `dvc.yaml`'s stages derive from it (`tests/core/test_stages.py` checks `dvc.yaml` against it).
@@ -25,15 +27,72 @@ from dataclasses import dataclass
 from functools import cache
 from graphlib import TopologicalSorter
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from tasks.core.errors import UserError
-from tasks.core.params import registered
 from tasks.core.schemas import Schema
 from tasks.core.source import check_entry, parse, source_file
 
-GROUP = "cfgen.stages"
-CAPTION_STEPS = ("sites", "saliency", "candidates", "relations", "similarity", "perplexity")
+if TYPE_CHECKING:  # the sections, as typed references `Sections` names; a command imports the ones it reads
+    import tasks.demo.params
+    import tasks.evaluation.params
+    import tasks.image.params
+    import tasks.judge.params
+    import tasks.release.params
+    import tasks.removal.params
+    import tasks.text.params
+    import tasks.toyworld.params
+    import tasks.validation.params
+    from tasks.core.params import Section
+
+STAGES = ("params", "ingest", "sites", "saliency", "candidates", "relations", "similarity", "perplexity", "generate",
+          "selection", "judge", "truth", "validation_tasks", "validation", "evaluate", "report", "export", "mixtures",
+          "datasheet", "gallery", "removal_masks", "removal_captions", "inpaint", "removal_selection",
+          "removal_export")
 FIRST = "params"  # the stage every other one follows: the whole params file validated before any stage works
+CAPTIONS, IMAGES = "ingest", "generate"  # the caption steps run between them (`caption_steps`)
+
+
+class Sections:
+    """Every params section but the shared ones (`tasks.core.params.SHARED`), in `params.yaml`'s order: its name and
+    its class. Read, not instantiated: `section` imports a class when a command assembles it."""
+
+    tiny_models: tasks.demo.params.TinyModelsParams
+    sites: tasks.text.params.SitesParams
+    saliency: tasks.text.params.SaliencyParams
+    candidates: tasks.text.params.CandidatesParams
+    relations: tasks.text.params.RelationsParams
+    similarity: tasks.text.params.SimilarityParams
+    perplexity: tasks.text.params.PerplexityParams
+    generate: tasks.image.params.GenerateParams
+    selection: tasks.image.params.SelectionParams
+    judge: tasks.judge.params.JudgeParams
+    truth: tasks.toyworld.params.TruthParams
+    export: tasks.release.params.ExportParams
+    validation: tasks.validation.params.ValidationParams
+    evaluate: tasks.evaluation.params.EvaluateParams
+    mixtures: tasks.release.params.MixturesParams
+    datasheet: tasks.release.params.DatasheetParams
+    gallery: tasks.release.params.GalleryParams
+    synthetic_coco: tasks.demo.params.SyntheticCocoParams
+    removal_masks: tasks.removal.params.RemovalMasksParams
+    removal_captions: tasks.removal.params.RemovalCaptionsParams
+    inpaint: tasks.removal.params.InpaintParams
+    removal_selection: tasks.removal.params.RemovalSelectionParams
+
+
+def section_names() -> tuple[str, ...]:
+    """Every section's name (nothing imported)."""
+    return tuple(Sections.__annotations__)
+
+
+@cache
+def section(name: str) -> type[Section]:
+    """The class of section `name`, imported with its module (and no other section's)."""
+    if name not in Sections.__annotations__:
+        raise ValueError(f"no params section named {name} is declared in tasks.stages.Sections")
+    module, _, attribute = Sections.__annotations__[name].rpartition(".")
+    return getattr(importlib.import_module(module), attribute)
 
 
 @dataclass(frozen=True)
@@ -116,22 +175,16 @@ class TableStage:
 
 def stage(name: str) -> Stage | TableStage:
     """The declaration of stage `name` (its DVC name or its command), importing its module and no other stage's."""
-    point = registered(GROUP).get(name.replace("-", "_"))
-    if point is None:
-        raise UserError(f"no stage named {name} is registered under {GROUP}: reinstall the project (`make setup`) "
-                        "after editing pyproject.toml's entry points")
-    return point.load()
-
-
-def stage_names() -> list[str]:
-    """Every registered stage's name, from the package metadata (nothing imported)."""
-    return list(registered(GROUP))
+    if (key := name.replace("-", "_")) not in STAGES:
+        raise UserError(f"no stage named {name}: a stage is declared in tasks/stages/<name>.py and listed in "
+                        "tasks.stages.STAGES")
+    return importlib.import_module(f"{__name__}.{key}").STAGE
 
 
 @cache
 def stages() -> dict[str, Stage | TableStage]:
-    """Every registered stage, in DAG order (a topological walk over `after`)."""
-    loaded = {name: point.load() for name, point in sorted(registered(GROUP).items())}
+    """Every stage, in DAG order (a topological walk over `after`)."""
+    loaded = {name: stage(name) for name in sorted(STAGES)}
     order = TopologicalSorter({name: list(s.needs) for name, s in loaded.items()}).static_order()
     return {name: loaded[name] for name in order}
 
@@ -139,6 +192,15 @@ def stages() -> dict[str, Stage | TableStage]:
 def steps() -> dict[str, Stage]:
     """The data stages (ingest, the caption steps, generate, selection), in DAG order."""
     return {name: s for name, s in stages().items() if isinstance(s, Stage)}
+
+
+def caption_steps() -> tuple[str, ...]:
+    """The sharded caption steps, in DAG order: the data stages, ingest aside, that the image stage reads through."""
+    read, todo = set(), [IMAGES]
+    while todo:
+        read |= (new := set(stages()[todo.pop()].needs) - read)
+        todo += new
+    return tuple(name for name in steps() if name in read and name != CAPTIONS)
 
 
 def skip_reason(name: str, params) -> str | None:

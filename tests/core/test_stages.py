@@ -1,5 +1,6 @@
-"""The stage manifest (`tasks.stages`, `pyproject.toml`'s entry points): every DVC stage is declared once and loads
-alone; the DAG order, the CLI's commands, the params each command assembles and `dvc.yaml`'s stages derive from it."""
+"""The manifest (`tasks.stages`: `STAGES` and `Sections`): every DVC stage is declared once and loads alone, every
+params section is named once; the DAG order, the caption steps, the CLI's commands, the params each command assembles
+and `dvc.yaml`'s stages derive from it."""
 
 from __future__ import annotations
 
@@ -16,15 +17,16 @@ from tasks.config import load_params
 from tasks.core.code import entry
 from tasks.core.edits import EDIT_TYPES
 from tasks.core.io import rejects_path
-from tasks.core.params import SHARED, section_names
-from tasks.stages import CAPTION_STEPS, Stage, TableStage, stages, steps
+from tasks.core.params import SHARED
+from tasks.stages import Stage, TableStage, caption_steps, section_names, stages, steps
 from tests.conftest import ROOT
 from tools.tracing import code_deps
 
 
 def test_the_data_stages_form_one_chain_in_dag_order_and_every_stage_follows_what_it_reads():
     order = list(steps())
-    assert order == ["ingest", *CAPTION_STEPS, "generate", "selection"]
+    assert order == ["ingest", *caption_steps(), "generate", "selection"]
+    assert caption_steps() == ("sites", "saliency", "candidates", "relations", "similarity", "perplexity")
     for before, after in zip(order, order[1:]):
         assert steps()[after].after == before and steps()[after].input is not None
     assert all(isinstance(s, Stage | TableStage) and s.name == name for name, s in stages().items())
@@ -41,6 +43,27 @@ def test_a_declaration_names_its_logic_and_its_keys_read_it_by_name():
     assert sites.entries[:2] == ("tasks.text.sites:run", "tasks.text.sites:load_models") == (
         entry(module.run), entry(module.load_models))
     assert sites.entries[2:] == tuple(entry(edits.function(name, "sites")) for name in EDIT_TYPES)
+
+
+def test_the_manifest_names_each_section_and_stage_once_and_a_name_it_lacks_is_one_line():
+    """Each `Sections` entry is a `Section` class of its own module, imported with no other section's module; every
+    non-shared key of `params.yaml` is one of them; an undeclared stage or section is refused in one line."""
+    from tasks.core.errors import UserError
+    from tasks.core.params import Section
+    from tasks.stages import STAGES, section, stage
+
+    assert [*SHARED, *section_names()] == list(yaml.safe_load((ROOT / "params.yaml").read_text()))
+    assert len(set(STAGES)) == len(STAGES) == len(stages())
+    probe = ("import sys\nfrom tasks.stages import section\nsection('relations')\n"
+             "print(sorted(m for m in sys.modules if m.endswith('.params') and m.startswith('tasks.')))")
+    found = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert found.stdout.splitlines()[-1] == "['tasks.core.params', 'tasks.text.params']", found.stderr[-2000:]
+    for name in section_names():
+        assert issubclass(section(name), Section) and section(name).__module__.startswith("tasks."), name
+    with pytest.raises(ValueError, match="no params section named colours is declared in tasks.stages.Sections"):
+        section("colours")
+    with pytest.raises(UserError, match="no stage named colours: a stage is declared in tasks/stages/<name>.py"):
+        stage("colours")
 
 
 def test_a_declared_entry_naming_nothing_fails_where_it_is_declared(tmp_path):
@@ -184,7 +207,7 @@ def test_imports_follow_reads_no_stage_lists_an_image_section_it_does_not_read()
     for name, declared in stages().items():
         if declared.sections is not None and not IMAGE_SECTIONS & set(declared.sections):
             assert "tasks/image/params.py" not in dvc[name]["deps"], name
-    for name in ("ingest", *CAPTION_STEPS):
+    for name in ("ingest", *caption_steps()):
         assert not [d for d in dvc[name]["deps"] if d.startswith("tasks/image/")], name
 
 

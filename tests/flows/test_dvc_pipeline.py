@@ -30,7 +30,6 @@ import signal
 import subprocess
 import sys
 import time
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import NamedTuple
 
@@ -40,9 +39,8 @@ import pytest
 import yaml
 
 from flows.engine.counters import facts, run_log
-from tasks.core.params import SECTIONS
 from tasks.release import gallery
-from tasks.stages import FIRST, stages
+from tasks.stages import FIRST, Sections, stages
 from tasks.text.swaps import exchanged
 from tests.conftest import ROOT, WORLD_CAPTIONS, requires_nltk
 from tests.flows.records import persisted_samples
@@ -410,8 +408,8 @@ SECTION_MODULES = ("tasks/judge/params.py", "tasks/validation/params.py", "tasks
 
 def readers(module: str) -> set[str]:
     """The stages whose declarations read a section defined in `module` (the datasheet reads every section)."""
-    defined = {point.name for point in entry_points(group=SECTIONS) if point.module == module.removesuffix(".py")
-               .replace("/", ".")}
+    dotted = module.removesuffix(".py").replace("/", ".")
+    defined = {name for name, cls in Sections.__annotations__.items() if cls.rpartition(".")[0] == dotted}
     return {name for name, s in stages().items() if s.sections is None or defined & set(s.sections)}
 
 

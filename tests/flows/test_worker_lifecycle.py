@@ -22,7 +22,7 @@ def test_a_stage_s_models_are_gone_once_its_flow_run_ends(tmp_path, result_store
     masked LM once for all its shards and perplexity its causal LM; each model is garbage (its weakref dead) once its
     stage's flow run has ended, so when perplexity loads, the masked LM is already gone."""
     from flows.text import stage_flow
-    from tasks.stages import CAPTION_STEPS
+    from tasks.stages import caption_steps
     from tasks.text import candidates, perplexity
 
     loads: dict[str, list] = {}  # stage -> (id, weakref) of the model each call of its loader returned
@@ -44,7 +44,7 @@ def test_a_stage_s_models_are_gone_once_its_flow_run_ends(tmp_path, result_store
     spy("perplexity", perplexity)
     runner, source = task_runner(caption_params), tmp_path / "captions.parquet"
     write_frame(read_captions(DEMO_CAPTIONS)[0].head(24), source)
-    for name in CAPTION_STEPS:
+    for name in caption_steps():
         output = tmp_path / f"{name}.parquet"
         metrics = stage_flow.with_options(task_runner=runner)(name, source, output, caption_params)
         source = output
