@@ -60,10 +60,10 @@ def test_the_manifest_names_each_section_and_stage_once_and_a_name_it_lacks_is_o
     assert found.stdout.splitlines()[-1] == "['tasks.core.params', 'tasks.text.params']", found.stderr[-2000:]
     for name in section_names():
         assert issubclass(section(name), Section) and section(name).__module__.startswith("tasks."), name
-    with pytest.raises(ValueError, match="no params section named colours is declared in tasks.stages.Sections"):
-        section("colours")
-    with pytest.raises(UserError, match="no stage named colours: a stage is declared in tasks/stages/<name>.py"):
-        stage("colours")
+    with pytest.raises(ValueError, match="no params section named nowhere is declared in tasks.stages.Sections"):
+        section("nowhere")
+    with pytest.raises(UserError, match="no stage named nowhere: a stage is declared in tasks/stages/<name>.py"):
+        stage("nowhere")
 
 
 def test_a_declared_entry_naming_nothing_fails_where_it_is_declared(tmp_path):
