@@ -28,12 +28,12 @@ from tasks.core.fingerprints import content_hash
 from tasks.core.images import source_image_paths, stored_files
 from tasks.core.io import plain
 from tasks.core.loading import set_torch_threads
-from tasks.core.params import Params
 from tasks.core.schemas import EVALUATION, ITM_DELTAS
 from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.core.writing import write_frame, write_json
 from tasks.evaluation import evaluate as stage
 from tasks.release import figures
+from tasks.stages import Params
 
 log = logging.getLogger(__name__)
 

@@ -29,12 +29,12 @@ from tasks.core.fingerprints import fingerprint
 from tasks.core.images import read_rgb, stored_file
 from tasks.core.io import check_input, plain, read_frame, write_outputs
 from tasks.core.loading import set_torch_threads
-from tasks.core.params import Params
 from tasks.core.schemas import JUDGE_COLUMNS, JUDGED, JUDGED_REJECTS, PAIR, SELECTED
 from tasks.judge import ask, calibration
 from tasks.judge.params import JudgeParams
 from tasks.judge.verdict import verdicts
 from tasks.release import figures
+from tasks.stages import Params
 from tasks.validation import agreement
 
 CODE = (ask.ask,)  # taken as declared: a patched name keys the same code

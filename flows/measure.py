@@ -18,9 +18,8 @@ from pathlib import Path
 import polars as pl
 
 from tasks.core.errors import UserError
-from tasks.core.params import Params
 from tasks.core.schemas import COUNTERFACTUALS
-from tasks.stages import caption_steps, skip_reason, stage
+from tasks.stages import Params, caption_steps, skip_reason, stage
 
 
 def quiet_placement() -> None:

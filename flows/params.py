@@ -10,9 +10,9 @@ import yaml
 
 from flows.engine.console import console
 from tasks.core.errors import UserError
-from tasks.core.params import Params
 from tasks.core.source import ROOT
 from tasks.core.writing import write_text
+from tasks.stages import Params
 
 STAMP = "every section of the params file is valid\n"
 BACKEND_DEP = "tasks/image/backends/${generate.backend}.py"  # a stage that runs the chosen backend lists this dep

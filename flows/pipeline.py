@@ -15,10 +15,9 @@ from flows.engine.counters import write_metrics
 from flows.engine.sharding import task_runner
 from flows.runners import run_step, run_table
 from tasks.config import PARAMS_FILE, literal_overrides, load_params
-from tasks.core.params import Params
 from tasks.demo import synthetic_coco, tiny_models
 from tasks.demo.params import TinyModelsParams
-from tasks.stages import Stage, stages
+from tasks.stages import Params, Stage, stages
 
 
 @task(retries=2, retry_delay_seconds=5)

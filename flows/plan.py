@@ -25,9 +25,9 @@ from flows.engine.workspace import result_store
 from flows.measure import caption_bench, image_bench, quiet_placement, startup_seconds
 from tasks.core.errors import UserError
 from tasks.core.loading import release_models
-from tasks.core.params import Params
 from tasks.core.schemas import PAIR, SAMPLES
 from tasks.plan import estimate, preflight
+from tasks.stages import Params
 
 
 def pass_rates(params: Params, given: float | None) -> tuple[float, tuple[tuple[bool, ...], ...], str]:

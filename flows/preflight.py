@@ -8,7 +8,7 @@ from typing import Any
 
 from tasks.core.errors import UserError
 from tasks.core.io import check_folder
-from tasks.core.params import Params
+from tasks.stages import Params
 
 
 def check_models(*sections: Any) -> None:

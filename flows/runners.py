@@ -13,8 +13,7 @@ from typing import Any
 from prefect import Flow
 from prefect.task_runners import TaskRunner
 
-from tasks.core.params import Params
-from tasks.stages import Stage, TableStage
+from tasks.stages import Params, Stage, TableStage
 
 
 def _runner(params: Params, runner: TaskRunner | None) -> TaskRunner:

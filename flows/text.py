@@ -20,8 +20,8 @@ from flows.ingest import ingest_task
 from tasks.core.fingerprints import content_hash
 from tasks.core.images import source_image_paths
 from tasks.core.io import read_frame, write_outputs
-from tasks.core.params import Params, PathsParams
-from tasks.stages import caption_steps, skip_reason, stage
+from tasks.core.params import PathsParams
+from tasks.stages import Params, caption_steps, skip_reason, stage
 
 
 def with_source_images(sites: pl.DataFrame, paths: PathsParams) -> pl.DataFrame:

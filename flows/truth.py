@@ -25,13 +25,12 @@ from tasks.core import keys
 from tasks.core.images import read_rgb, stored_files
 from tasks.core.io import check_input, plain, read_frame
 from tasks.core.loading import set_torch_threads
-from tasks.core.params import Params
 from tasks.core.schemas import SAMPLES, SELECTED, TRUTH, TRUTH_SAMPLES
 from tasks.core.writing import write_frames
 from tasks.image import backends
 from tasks.image.params import GenerateParams
 from tasks.image.thresholds import subjects_failure
-from tasks.stages import stage
+from tasks.stages import Params, stage
 from tasks.toyworld import identity, summary, truth
 
 

@@ -9,8 +9,8 @@ from prefect import flow, get_run_logger
 
 from flows.engine.console import console, show_json
 from tasks.core.io import read_frame
-from tasks.core.params import Params
 from tasks.core.writing import write_file, write_frame, write_json, write_text
+from tasks.stages import Params
 from tasks.validation import agreement, labelstudio
 
 VALIDATED = {"caption_id": pl.String}

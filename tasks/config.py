@@ -27,9 +27,9 @@ import yaml
 from pydantic import BaseModel, ValidationError, create_model
 
 from tasks.core.errors import UserError
-from tasks.core.params import PROFILES, SHARED, Params
+from tasks.core.params import PROFILES, SHARED
 from tasks.core.source import ROOT
-from tasks.stages import section, section_names
+from tasks.stages import Params, section, section_names
 
 PARAMS_FILE = Path("params.yaml")
 CHECKED_BY_DVC = "DVC_STAGE"  # set by DVC in a stage's command; the `params` stage ran before every stage

@@ -25,7 +25,7 @@ ALLOWED = {  # package -> project packages/modules it may import
     "tasks.evaluation": ("tasks.core", "tasks.image.scoring", "tasks.evaluation"),
     "tasks.validation": ("tasks.core", "tasks.validation"),
     "tasks.removal": ("tasks.core", "tasks.text.ingest", "tasks.text.tagging", "tasks.image.scoring", "tasks.removal"),
-    "tasks.plan": ("tasks.core", "tasks.image.params", "tasks.plan"),
+    "tasks.plan": ("tasks.core", "tasks.stages", "tasks.image.params", "tasks.plan"),
     "tasks.judge": ("tasks.core", "tasks.validation.agreement", "tasks.judge"),
 }
 SECTIONS = tuple(f"{package}.params" for package in ALLOWED  # each stage's params

@@ -29,7 +29,7 @@ from flows.engine.workspace import result_store
 if TYPE_CHECKING:
     from prefect import Task
 
-    from tasks.core.params import Params
+    from tasks.stages import Params
 
 _held: dict[Path, tuple[str, FileLock]] = {}  # lock file -> (holder, its lock), this process's
 

@@ -20,10 +20,9 @@ from flows.engine.caching import in_store, unit_task
 from flows.engine.progress import StageProgress
 from tasks.core import keys
 from tasks.core.loading import release_models, set_torch_threads
-from tasks.core.params import Params
 from tasks.core.shards import content_shards, shard_content
 from tasks.core.specs import model_specs
-from tasks.stages import Stage
+from tasks.stages import Params, Stage
 
 
 class LocalTaskRunner(ThreadPoolTaskRunner):

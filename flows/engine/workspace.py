@@ -19,7 +19,7 @@ from tasks.config import experiment_workspace
 from tasks.core.errors import UserError
 
 if TYPE_CHECKING:
-    from tasks.core.params import Params
+    from tasks.stages import Params
 
 def result_store(params: Params) -> Path:
     """Shard results, sample records, canonical PNGs, fills and evaluation results, all under one absolute folder:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from flows.engine.workspace import result_store
 from tasks.image.records import PairRecords
-from tasks.core.params import Params
+from tasks.stages import Params
 
 
 def sample_records(params: Params) -> PairRecords:

@@ -26,8 +26,7 @@ from tasks.core.schemas import PAIR, SAMPLES
 from tasks.image import chunks, generate, render
 from tasks.image.params import GenerateParams, SelectionParams
 from tasks.image.records import PairRecords
-from tasks.core.params import Params
-from tasks.stages import stage
+from tasks.stages import Params, stage
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)

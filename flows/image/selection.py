@@ -25,14 +25,13 @@ from tasks.core import keys
 from tasks.core.images import read_rgb, stored_file
 from tasks.core.io import read_frame, write_outputs
 from tasks.core.loading import set_torch_threads
-from tasks.core.params import Params
 from tasks.core.publication import STORED_PNG, held_folder, publish_folder
 from tasks.core.schemas import SAMPLES
 from tasks.image import render, selection, store, thresholds
 from tasks.image.params import GenerateParams
 from tasks.image.records import PairRecords
 from tasks.image.sampling import Sample
-from tasks.stages import stage
+from tasks.stages import Params, stage
 
 
 def canonical_images(records: PairRecords) -> Path:

@@ -7,10 +7,10 @@ import json
 import polars as pl
 from prefect import flow
 
-from tasks.core.params import Params
 from tasks.core.writing import write_text
 from tasks.release import card, datasheet
 from tasks.release.provenance import provenance
+from tasks.stages import Params
 
 
 @flow(name="datasheet")

@@ -6,9 +6,9 @@ import polars as pl
 from prefect import flow
 
 from flows.engine.console import console
-from tasks.core.params import Params
 from tasks.release import export
 from tasks.release.provenance import provenance
+from tasks.stages import Params
 
 
 @flow(name="export")

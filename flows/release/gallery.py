@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from flows.engine.console import console
 from tasks.core.io import check_input
-from tasks.core.params import Params
 from tasks.core.schemas import SELECTED
+from tasks.stages import Params
 
 
 def check(params: Params) -> None:

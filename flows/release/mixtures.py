@@ -7,9 +7,9 @@ from prefect import flow
 
 from flows.engine.console import show_json
 from tasks.core.images import source_image_paths, stored_files
-from tasks.core.params import Params
 from tasks.core.writing import write_json
 from tasks.release import mixtures
+from tasks.stages import Params
 
 
 @flow(name="mixtures")

@@ -9,9 +9,8 @@ import polars as pl
 from prefect import flow, get_run_logger
 
 from flows.engine.console import show_json
-from tasks.core.params import Params
 from tasks.release import report
-from tasks.stages import steps
+from tasks.stages import Params, steps
 
 FRAMES = {"captions": "captions", "sites": "sites", "candidates": "candidates", "similar": "similarity",
           "counterfactuals": "counterfactual_captions", "samples": "samples", "selected": "selected"}

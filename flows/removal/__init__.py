@@ -13,7 +13,7 @@ from prefect import get_run_logger
 
 from flows.engine.counters import stage_metrics, write_metrics
 from tasks.core.io import write_outputs
-from tasks.core.params import Params
+from tasks.stages import Params
 
 
 def finish(name: str, rows_in: int, kept: pl.DataFrame, rejects: pl.DataFrame, output: Path, params: Params,

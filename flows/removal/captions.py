@@ -6,9 +6,9 @@ from prefect import flow
 
 from flows.removal import finish
 from tasks.core.io import read_frame, write_outputs
-from tasks.core.params import Params
 from tasks.core.schemas import REMOVAL_MASKS
 from tasks.removal import captions, mentions
+from tasks.stages import Params
 from tasks.text.ingest import read_captions
 
 

@@ -10,11 +10,11 @@ from prefect import flow
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import fingerprint
 from tasks.core.io import read_frame
-from tasks.core.params import Params
 from tasks.core.schemas import REMOVAL_PAIRS, REMOVAL_SPLITS
 from tasks.core.writing import write_text
 from tasks.release import export
 from tasks.removal import release
+from tasks.stages import Params
 
 REMOVAL_STAGES = ("removal_masks", "removal_captions", "inpaint", "removal_selection")
 

@@ -22,12 +22,12 @@ from tasks.core.fields import keyed_dump
 from tasks.core.images import UnreadableImage, file_inside, read_rgb
 from tasks.core.io import read_frame
 from tasks.core.loading import set_torch_threads
-from tasks.core.params import Params
 from tasks.core.publication import STORED_PNG, held_folder, publish_folder
 from tasks.core.schemas import INPAINTED, INPAINTED_REJECTS, REMOVAL_CAPTIONS
 from tasks.image.store import write_png
 from tasks.removal import inpaint
 from tasks.removal.params import InpaintParams
+from tasks.stages import Params
 
 CODE = (inpaint.fill, inpaint.load_models)  # taken as declared: a patched name keys the same code
 EDIT_FIELDS = ("image_id", "width", "height", "removed", "boxes", "caption_id", "edited_caption")

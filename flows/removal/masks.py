@@ -6,8 +6,8 @@ import polars as pl
 from prefect import flow
 
 from flows.removal import finish
-from tasks.core.params import Params
 from tasks.removal import coco, masks
+from tasks.stages import Params
 
 
 @flow(name="removal-masks")

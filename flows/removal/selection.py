@@ -8,9 +8,9 @@ from flows.engine.sharding import LocalTaskRunner
 from flows.removal import finish
 from tasks.core.io import read_frame
 from tasks.core.loading import set_torch_threads
-from tasks.core.params import Params
 from tasks.core.schemas import INPAINTED, REMOVAL_SPLITS
 from tasks.removal import selection
+from tasks.stages import Params
 
 
 @flow(name="removal-selection", task_runner=LocalTaskRunner())

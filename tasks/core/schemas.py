@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 
 import polars as pl
 
-Schema = dict[str, pl.DataType]
+Schema = dict[str, pl.DataType | type[pl.DataType]]  # a class (pl.String) or an instance (pl.List(...))
 
 # What every stage output holds, whichever schema has the column: a row that breaks it is in no file a stage wrote.
 REQUIRED = frozenset({  # never null

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.core.fingerprints import hf_cache_dir, is_hub_id
-from tasks.core.params import Params, Section
+from tasks.core.params import Section
 from tasks.core.specs import ClipSpec, ItmSpec, ModelSpec, model_specs
+from tasks.stages import Params
 
 PROCESSOR_CONFIGS = ("processor_config.json", "preprocessor_config.json")  # what AutoProcessor reads first
 

@@ -16,7 +16,6 @@ import polars as pl
 
 from tasks.core.edits import described, edited_word
 from tasks.core.licenses import License
-from tasks.core.params import Params
 from tasks.core.schemas import ITM_DELTAS
 from tasks.core.writing import write_text
 from tasks.release import ground_truth
@@ -25,7 +24,7 @@ from tasks.release.markdown import markdown_table, param_lines, public, score
 from tasks.release.params import DatasheetParams
 from tasks.release.provenance import model_licenses
 from tasks.release.report import FUNNEL_STEPS, TYPE_STEPS
-from tasks.stages import steps
+from tasks.stages import Params, steps
 
 
 def altered_subjects(counterfactuals: pl.DataFrame, selected_ids: list[str] | None) -> pl.DataFrame:

@@ -22,11 +22,10 @@ import polars as pl
 
 from tasks.core.images import stored_files, stored_names
 from tasks.core.io import plain, rejects_path
-from tasks.core.params import Params
 from tasks.core.schemas import JUDGE_COLUMNS, JUDGE_QUESTIONS, SCORE_COLUMNS, SUBJECT_COLUMNS, TRUTH_PARTS
 from tasks.release.card import DEMO_NOTICE
 from tasks.release.gallery_site import from_store, publish_image, publish_site
-from tasks.stages import steps
+from tasks.stages import Params, steps
 
 REJECT_SAMPLE = 20  # rejected rows shown per (stage, reason), seeded
 SCORES = ("similarity", "perplexity", "mlm_score", *SCORE_COLUMNS, *SUBJECT_COLUMNS, "tried")

@@ -6,9 +6,8 @@ from __future__ import annotations
 from tasks.core.code import identity
 from tasks.core.fingerprints import cached_file, fingerprint, is_hub_id
 from tasks.core.licenses import License, card_license, named
-from tasks.core.params import Params
 from tasks.core.specs import ModelSpec
-from tasks.stages import steps
+from tasks.stages import Params, steps
 
 
 def models_used(params: Params) -> dict[str, ModelSpec]:

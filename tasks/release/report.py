@@ -16,10 +16,10 @@ import numpy as np
 import polars as pl
 
 from tasks.core.io import DIGITS, plain
-from tasks.core.params import Params
 from tasks.core.schemas import SCORE_COLUMNS
 from tasks.core.writing import write_json
 from tasks.release import figures as fig
+from tasks.stages import Params
 
 log = logging.getLogger(__name__)
 FUNNEL_STEPS = ("captions_in", "with_site", "with_candidate", "with_counterfactual", "with_accepted_pair", "final")

@@ -29,6 +29,7 @@ from graphlib import TopologicalSorter
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from tasks.core import params as core
 from tasks.core.errors import UserError
 from tasks.core.schemas import Schema
 from tasks.core.source import check_entry, parse, source_file
@@ -79,6 +80,14 @@ class Sections:
     removal_captions: tasks.removal.params.RemovalCaptionsParams
     inpaint: tasks.removal.params.InpaintParams
     removal_selection: tasks.removal.params.RemovalSelectionParams
+
+
+if TYPE_CHECKING:
+    class Params(core.Params, Sections):
+        """A command's params as a checker sees them: the shared sections and every section, typed (a command holds
+        the ones its stage reads, `tasks.config.load_params`)."""
+else:
+    Params = core.Params
 
 
 def section_names() -> tuple[str, ...]:
