@@ -21,8 +21,8 @@ def test_a_misspelt_section_or_field_is_a_type_error(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("from tasks.stages import Params\n\n\ndef f(params: Params) -> None:\n"
                      "    params.generate.steps + 1\n    params.generat\n    params.generate.stepz\n")
-    done = subprocess.run([sys.executable, "-m", "mypy", str(probe)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900)
+    done = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"), str(probe)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
     errors = [line for line in done.stdout.splitlines() if line.startswith(f"{probe}:") and ": error:" in line]
     assert [line.split(": error: ")[1].split(";")[0].split("  [")[0] for line in errors] == [
         '"Params" has no attribute "generat"', '"GenerateParams" has no attribute "stepz"'], done.stdout
