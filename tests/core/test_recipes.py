@@ -1,8 +1,10 @@
-"""The README's recipe for a new caption stage, followed in a copy of the project: exactly the files it names change,
-the manifest's checks hold the new stage to `dvc.yaml`, the DAG and the CLI place it, and its command runs."""
+"""The README's recipes for a new caption stage and a new table stage, each followed in a copy of the project: exactly
+the files it names change, the manifest's checks hold the new stage to `dvc.yaml`, the DAG and the CLI place it, and
+its command runs."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -67,7 +69,7 @@ DVC_STAGE = '''
           cache: false
 
   similarity:'''
-RECIPE = {  # file -> (text there, its replacement); None: a new file
+CAPTION_STAGE = {  # file -> (text there, its replacement); None: a new file
     "tasks/text/colours.py": (None, LOGIC),
     "tasks/stages/colours.py": (None, DECLARATION),
     "tasks/stages/similarity.py": ('schemas.CANDIDATES, "relations")', 'schemas.CANDIDATES, "colours")'),
@@ -79,18 +81,41 @@ RECIPE = {  # file -> (text there, its replacement); None: a new file
 }
 
 
-def follow_recipe(project: Path) -> None:
+def follow(recipe: dict[str, tuple[str | None, str]], project: Path) -> list[str]:
+    """`recipe` applied to a copy of the project at `project`; the files that differ from the project's."""
     for name in ("tasks", "flows", "tests", "tools"):
         shutil.copytree(ROOT / name, project / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("params.yaml", "dvc.yaml", "pyproject.toml"):
         shutil.copy(ROOT / name, project)
-    for name, (old, new) in RECIPE.items():
+    for name, (old, new) in recipe.items():
         path = project / name
         if old is None:
             path.write_text(textwrap.dedent(new).lstrip())
             continue
         assert path.read_text().count(old) == 1, name
         path.write_text(path.read_text().replace(old, new))
+    return sorted(name for name in recipe if not (ROOT / name).exists()
+                  or (ROOT / name).read_text() != (project / name).read_text())
+
+
+def environment(tmp_path: Path, project: Path) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(project), "NLTK_DATA": str(NLTK_DATA), "CFGEN_SHARED": str(SHARED),
+           "PREFECT_HOME": str(tmp_path / "prefect-home"), "HF_HUB_OFFLINE": "1"}
+    env.pop("PREFECT_API_URL", None)
+    return env
+
+
+def manifest_checks(project: Path, env: dict[str, str]) -> str:
+    """The last line of the copy's own `dvc.yaml`-against-manifest tests."""
+    checks = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/core/test_stages.py", "-k",
+         "checked_against_the_manifest or runs_what_its_declaration_says or a_cli_command or names_each"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    return checks.stdout.splitlines()[-1] if checks.stdout else checks.stderr[-3000:]
+
+
+def follow_caption_stage(project: Path) -> list[str]:
+    changed = follow(CAPTION_STAGE, project)
     params = project / "params.yaml"  # the paths entry and the manifest's section line, beside their neighbours
     params.write_text(params.read_text().replace("  similarity: data/interim/similarity.parquet",
                                                  "  colours: data/interim/colours.parquet\n"
@@ -102,22 +127,14 @@ def follow_recipe(project: Path) -> None:
     dvc = project / "dvc.yaml"  # the next stage reads the new one's output
     text = dvc.read_text().split("\n  similarity:", 1)
     dvc.write_text(text[0] + "\n  similarity:" + text[1].replace("${paths.relations}", "${paths.colours}", 2))
+    return changed
 
 
 def test_a_new_caption_stage_is_the_eight_files_the_readme_names(tmp_path):
     project = tmp_path / "project"
-    follow_recipe(project)
-    changed = sorted(name for name in RECIPE if not (ROOT / name).exists()
-                     or (ROOT / name).read_text() != (project / name).read_text())
-    assert changed == sorted(RECIPE) and len(changed) == 8
-    env = {**os.environ, "PYTHONPATH": str(project), "NLTK_DATA": str(NLTK_DATA), "CFGEN_SHARED": str(SHARED),
-           "PREFECT_HOME": str(tmp_path / "prefect-home"), "HF_HUB_OFFLINE": "1"}
-    env.pop("PREFECT_API_URL", None)
-    checks = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/core/test_stages.py", "-k",
-         "checked_against_the_manifest or runs_what_its_declaration_says or a_cli_command or names_each"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=600)
-    assert checks.stdout.splitlines()[-1].startswith("4 passed, "), checks.stdout[-3000:]
+    assert follow_caption_stage(project) == sorted(CAPTION_STAGE) and len(CAPTION_STAGE) == 8
+    env = environment(tmp_path, project)
+    assert manifest_checks(project, env).startswith("4 passed, ")
     probe = "from tasks.stages import caption_steps\nprint(caption_steps())"
     placed = subprocess.run([sys.executable, "-c", probe], cwd=project, env=env, capture_output=True, text=True)
     assert placed.stdout.split("\n")[0] == ("('sites', 'saliency', 'candidates', 'relations', 'colours', 'similarity',"
@@ -133,3 +150,64 @@ def test_a_new_caption_stage_is_the_eight_files_the_readme_names(tmp_path):
     assert pl.read_parquet(tmp_path / "colours.parquet")["caption_id"].to_list() == ["1"]
     rejected = pl.read_parquet(tmp_path / "colours.rejects.parquet")
     assert rejected.select("caption_id", "stage", "reason").rows() == [("2", "colours", "colour: red")]
+
+
+TABLE_FLOW = '''
+"""`cfgen lengths`: how many words C_o and C_c have, over every counterfactual caption (paths.metrics/lengths.json)."""
+
+from __future__ import annotations
+
+from tasks.core import schemas
+from tasks.core.io import read_frame
+from tasks.core.writing import write_json
+from tasks.stages import Params
+
+
+def lengths(params: Params) -> dict[str, int]:
+    frame = read_frame(params.paths.counterfactual_captions, schemas.COUNTERFACTUALS, "perplexity")
+    counts = {f"words_{side}": int(frame[column].str.split(" ").list.len().sum())
+              for side, column in (("o", "caption"), ("c", "counterfactual"))}
+    write_json({"pairs": frame.height, **counts}, params.paths.metrics / "lengths.json")
+    return counts
+'''
+TABLE_DECLARATION = '''
+"""Declaration of `lengths`: the word counts of the counterfactual captions (its flow: `flows.lengths`)."""
+
+from tasks.stages import TableStage
+
+STAGE = TableStage("lengths", "flows.lengths:lengths", "How many words C_o and C_c have (paths.metrics/lengths.json).",
+                   after=("perplexity",), reads=())
+'''
+TABLE_DVC_STAGE = '''
+  lengths:
+    cmd: cfgen lengths
+    deps: ["${paths.params_checked}", "${paths.counterfactual_captions}", flows/lengths.py]
+    metrics:
+      - ${paths.metrics}/lengths.json:
+          cache: false
+
+  generate:'''
+TABLE_STAGE = {
+    "flows/lengths.py": (None, TABLE_FLOW),
+    "tasks/stages/lengths.py": (None, TABLE_DECLARATION),
+    "tasks/stages/__init__.py": ('"perplexity", "generate"', '"perplexity", "lengths", "generate"'),
+    "dvc.yaml": ("\n  generate:", TABLE_DVC_STAGE),
+}
+
+
+def test_a_new_table_stage_is_its_flow_its_declaration_its_manifest_name_and_its_dvc_stage(tmp_path):
+    project = tmp_path / "project"
+    assert follow(TABLE_STAGE, project) == sorted(TABLE_STAGE) and len(TABLE_STAGE) == 4
+    env = environment(tmp_path, project)
+    assert manifest_checks(project, env).startswith("4 passed, ")
+    rows = [("1", "9", "A dog on a couch.", "A cat on a couch.", "noun", 1, 2, 5, "dog", "cat", -1.0, 0.8, 12.0)]
+    source = tmp_path / "counterfactual_captions.parquet"
+    pl.DataFrame(rows, schema=schemas.COUNTERFACTUALS, orient="row").write_parquet(source)
+    done = subprocess.run([sys.executable, "-m", "flows.cli", "lengths", "-p",
+                           f"paths.counterfactual_captions={source}", "-p", f"paths.metrics={tmp_path / 'metrics'}"],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((tmp_path / "metrics/lengths.json").read_text()) == {"pairs": 1, "words_o": 5, "words_c": 5}
+    listed = subprocess.run([sys.executable, "-m", "flows.cli", "--help"], cwd=project, env={**env, "COLUMNS": "200"},
+                            capture_output=True, text=True, timeout=120).stdout
+    assert "lengths " in listed and "How many words C_o and C_c have" in listed
