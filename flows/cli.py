@@ -14,12 +14,11 @@ import sys
 from functools import cache
 from pathlib import Path
 from pkgutil import resolve_name
-from typing import Annotated
+from typing import Annotated, cast
 
-import click
 import typer
 from rich.logging import RichHandler
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from flows.engine.console import VERBOSE, console, stop_on_signals, user_errors
 from tasks.config import PARAMS_FILE, load_params, use_project_environment
@@ -47,8 +46,8 @@ def stage_help(name: str) -> str:
     declared = stage(name)
     if isinstance(declared, TableStage):
         return declared.help
-    reads = (f"the output of `cfgen {declared.after}` (paths.{stage(declared.after).data})" if declared.after
-             else "SOURCE")
+    reads = (f"the output of `cfgen {declared.after}` (paths.{cast(Stage, stage(declared.after)).data})"
+             if declared.after else "SOURCE")
     return (f"{declared.help} Reads {reads}; writes paths.{declared.data} and its rejects; params: "
             f"{', '.join(declared.sections)}.")
 
@@ -79,8 +78,8 @@ class Commands(TyperGroup):
         written = super().get_command(ctx, name)  # ingest's and selection's commands are written out
         built = written is None and name.replace("-", "_") in STAGES
         if self.listing:
-            command = click.Command(name, help=stage_help(name)) if built else written
-            if command is not None:
+            command = TyperCommand(name, help=stage_help(name)) if built else written
+            if isinstance(command, (TyperCommand, TyperGroup)):  # as typer builds the written ones
                 command.rich_help_panel = STAGES_PANEL if name in dag_order() else None
             return command
         if not built:
@@ -93,7 +92,7 @@ class Commands(TyperGroup):
 def table_command(name: str):
     """The CLI command of table stage `name` (`cfgen NAME`): its sections loaded, its check and its models' pre-flight
     passed, its flow run under one Prefect API (`flows.runners`), its result shown."""
-    declared: TableStage = stage(name)
+    declared = cast(TableStage, stage(name))
 
     def command(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
         with user_errors():
@@ -171,13 +170,13 @@ def ingest(source: Path, output: Path, metrics: MetricsOption = None) -> None:
 
 def _step_command(name: str):
     """The command of data stage `name`: `cfgen NAME SOURCE OUTPUT` runs its flow on SOURCE, written to OUTPUT."""
-    step = stage(name)
+    step = cast(Stage, stage(name))  # `Commands.get_command` checked its kind
 
     def command(source: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
                 metrics: MetricsOption = None) -> None:
         with user_errors():
             params = load_params(params_file, param or [], step.sections)
-            check_input(source, step.input, step.after)
+            check_input(source, cast(schemas.Schema, step.input), cast(str, step.after))  # not ingest: both set
             check_distinct(source, output, metrics)
             check_outputs(output, metrics)
             if not skip_reason(name, params):
@@ -199,7 +198,7 @@ def selection(scores: Path, output: Path, selected_images: ImagesOption = None,
               param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE, metrics: MetricsOption = None) -> None:
     """Thresholds on the score table, then each pair's best passing sample rendered alone (cached by content)."""
     with user_errors():
-        step = stage("selection")
+        step = cast(Stage, stage("selection"))
         params = load_params(params_file, param or [], step.sections)
         check_input(scores, schemas.SAMPLES, "generate")
         check_distinct(scores, output, metrics)

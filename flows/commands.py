@@ -4,7 +4,7 @@ of them runs."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 
@@ -148,7 +148,7 @@ def toy_world_train(output: Annotated[Path, typer.Argument(help="where the compa
 
         schedule, run = (cls(**{f.name: given[f.name] for f in fields(cls) if f.name in given}) for cls in (
             Schedule, Run))
-        record = train(output, schedule, run)
+        record = train(output, cast(Schedule, schedule), cast(Run, run))
         console.print(f"weights written to {output} on {record['device']}: {record['seconds']} s; diffusion "
                       f"accuracy {record.get('accuracy', {}).get('curve', ['not read'])[-1]}")
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 from prefect import flow, get_run_logger
@@ -39,7 +41,8 @@ log = logging.getLogger(__name__)
 
 
 ODMAP_SETTINGS = frozenset({"odmap_variant", "odmap_normalisation"})  # read by `od_map` alone
-CODE = {"evaluate": stage.evaluate, "od_map": stage.od_map}  # taken as declared: a patched name keys the same code
+# taken as declared: a patched name keys the same code
+CODE: dict[str, Callable[..., Any]] = {"evaluate": stage.evaluate, "od_map": stage.od_map}
 
 
 def model_unit(name: str, entry: str, spec: ClipSpec | ItmSpec, params: Params) -> keys.Unit:
@@ -98,7 +101,7 @@ def removal_metrics(params: Params) -> dict[str, dict] | None:
             for name, spec in params.evaluate.models.items()}
 
 
-@flow(name="evaluate", task_runner=LocalTaskRunner())
+@flow(name="evaluate", task_runner=LocalTaskRunner())  # type: ignore[arg-type]  # prefect#16938
 def evaluate_flow(params: Params) -> dict:
     """Every model of `evaluate.models` on the selected pairs; returns the metrics written to metrics.json. Its
     runner releases the models when the flow run ends."""

@@ -14,12 +14,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 
 from tasks.core.errors import UserError
 from tasks.core.schemas import COUNTERFACTUALS
-from tasks.stages import Params, caption_steps, skip_reason, stage
+from tasks.stages import Params, Stage, caption_steps, skip_reason, stage
 
 
 def quiet_placement() -> None:
@@ -43,7 +44,7 @@ def caption_bench(source: Path, params: Params, sample: int) -> tuple[dict, list
             from flows.text import with_source_images
 
             frame = with_source_images(frame, params.paths)
-        step = stage(name)
+        step = cast(Stage, stage(name))  # a caption step
         section, logic = step.section(params), step.logic
         began = time.perf_counter()
         models = logic.load_models(section)
@@ -102,7 +103,7 @@ def image_bench(params: Params, pairs: list[dict], bench_steps: int) -> dict:
     rows = gen.needs.rows_per_sample
     bench = gen.model_copy(update={"steps": bench_steps, "n_samples": gen.batch_samples})
     warm, timed = pairs[0], pairs[1:] or pairs
-    warm_bench, code = bench.model_copy(update={"steps": 1}), stage("generate").code
+    warm_bench, code = bench.model_copy(update={"steps": 1}), cast(Stage, stage("generate")).code
     with tempfile.TemporaryDirectory() as tmp:
         warm_up = generate.Screening(warm_bench, PairRecords(Path(tmp, "warm")), models=models,
                                      unit=render.sample_unit(warm_bench, code))
@@ -138,9 +139,9 @@ def startup_seconds(params: Params, params_file: Path, overrides: list[str]) -> 
     with tempfile.TemporaryDirectory() as tmp, prefect_api() as url:
         pairs, scores = Path(tmp, "pairs.parquet"), Path(tmp, "samples.parquet")
         pl.DataFrame(schema=COUNTERFACTUALS).write_parquet(pairs)
-        commands = {"generate": ["generate", pairs, Path(tmp, "out.parquet")],
-                    "selection": ["selection", scores, Path(tmp, "selected.parquet"), "--selected-images",
-                                  Path(tmp, "images")]}
+        commands: dict[str, list[str | Path]] = {
+            "generate": ["generate", pairs, Path(tmp, "out.parquet")],
+            "selection": ["selection", scores, Path(tmp, "selected.parquet"), "--selected-images", Path(tmp, "images")]}
         seconds = {}
         for name, command in commands.items():
             began = time.perf_counter()

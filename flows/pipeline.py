@@ -8,6 +8,7 @@ sharded stage runs on `engine.dask_address`'s cluster when one is set, however t
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from prefect import flow, get_run_logger, task
 
@@ -45,7 +46,8 @@ def run_dag(params: Params) -> dict[str, dict]:
     metrics = {}
     for name, declared in stages().items():
         if isinstance(declared, Stage):
-            source = getattr(paths, stages()[declared.after].data) if declared.after else paths.captions_source
+            source = getattr(paths, cast(Stage, stages()[declared.after]).data) if declared.after else (
+                paths.captions_source)
             metrics[name] = run_step(declared, params, source, getattr(paths, declared.data), paths.selected_images,
                                      runner)
             write_metrics(metrics[name], paths.metrics / f"{name}.json")

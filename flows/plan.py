@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 from rich.filesize import decimal
@@ -45,7 +46,7 @@ def pass_rates(params: Params, given: float | None) -> tuple[float, tuple[tuple[
     if scores.is_empty():
         raise UserError(f"the samples table {path} is empty: give --pass-rate")
     pilot = scores.group_by(list(PAIR), maintain_order=True).agg(pl.col("passes").sort_by("sample"))["passes"]
-    return (scores["passes"].mean(), tuple(map(tuple, pilot.to_list())),
+    return (cast(float, scores["passes"].mean()), tuple(map(tuple, pilot.to_list())),
             f"{path} ({scores.height} samples of {pilot.len()} pairs)")
 
 
@@ -80,10 +81,11 @@ def make_plan(source: Path, params: Params, params_file: Path, overrides: list[s
             "ready": not short}
 
 
-def _duration(seconds: float) -> str:
+def _duration(seconds: float) -> str | None:
     for unit, scale, limit in (("ms", 1e-3, 1), ("s", 1, 120), ("min", 60, 7200), ("h", 3600, float("inf"))):
         if seconds < limit:
             return f"{seconds / scale:.1f} {unit}"
+    return None  # an infinite or NaN duration
 
 
 def _spread(spread: dict) -> str:

@@ -8,15 +8,20 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from pkgutil import resolve_name
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from prefect import Flow
 from prefect.task_runners import TaskRunner
 
 from tasks.stages import Params, Stage, TableStage
 
+if TYPE_CHECKING:
+    from prefect.futures import PrefectFuture
 
-def _runner(params: Params, runner: TaskRunner | None) -> TaskRunner:
+    Runner = TaskRunner[PrefectFuture[Any]]  # any task runner, as a flow takes one
+
+
+def _runner(params: Params, runner: Runner | None) -> Runner:
     """`runner`, else the engine's (`sharding.task_runner`: the cluster when one is set)."""
     from flows.engine.sharding import task_runner
 
@@ -24,7 +29,7 @@ def _runner(params: Params, runner: TaskRunner | None) -> TaskRunner:
 
 
 def run_step(declared: Stage, params: Params, source: Path, output: Path, images: Path | None = None,
-             runner: TaskRunner | None = None) -> dict:
+             runner: Runner | None = None) -> dict:
     """Data stage `declared` on `source`, written to `output` (selection: its winners' PNGs to `images`), on `runner`
     (None: the engine's)."""
     if declared.name == "ingest":
@@ -39,13 +44,13 @@ def run_step(declared: Stage, params: Params, source: Path, output: Path, images
     if declared.name == "selection":
         from flows.image.selection import selection_flow
 
-        return selection_flow.with_options(task_runner=runner)(source, output, images, params)
+        return selection_flow.with_options(task_runner=runner)(source, output, cast(Path, images), params)  # given
     from flows.text import stage_flow
 
     return stage_flow.with_options(task_runner=runner)(declared.name, source, output, params)
 
 
-def run_table(declared: TableStage, params: Params, runner: TaskRunner | None = None) -> Any:
+def run_table(declared: TableStage, params: Params, runner: Runner | None = None) -> Any:
     """Table stage `declared` on `params.paths` (a sharded one on `runner`; None: the engine's)."""
     work = resolve_name(declared.flow)
     return work.with_options(task_runner=_runner(params, runner))(params) if declared.sharded else work(params)

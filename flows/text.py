@@ -9,6 +9,7 @@ metrics dict (row counts, rejects by reason, shards computed vs. taken from the 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 from prefect import flow, get_run_logger
@@ -21,7 +22,8 @@ from tasks.core.fingerprints import content_hash
 from tasks.core.images import source_image_paths
 from tasks.core.io import read_frame, write_outputs
 from tasks.core.params import PathsParams
-from tasks.stages import Params, caption_steps, skip_reason, stage
+from tasks.core.schemas import Schema
+from tasks.stages import Params, Stage, caption_steps, skip_reason, stage
 
 
 def with_source_images(sites: pl.DataFrame, paths: PathsParams) -> pl.DataFrame:
@@ -37,9 +39,9 @@ def with_source_images(sites: pl.DataFrame, paths: PathsParams) -> pl.DataFrame:
 
 
 def run_step(name: str, source: Path, output: Path, params: Params) -> dict:
-    step = stage(name)
+    step = cast(Stage, stage(name))  # a caption step
     step.logic  # imported whether its shards compute, come from the cache or pass through: its DVC code deps hold it
-    frame = read_frame(source, step.input, step.after)
+    frame = read_frame(source, cast(Schema, step.input), cast(str, step.after))  # a caption step has both
     if reason := skip_reason(name, params):
         get_run_logger().info("%s skipped (%s): its %d rows pass through", name, reason, frame.height)
         write_outputs(frame, pl.DataFrame(schema=step.rejects), output)
@@ -54,7 +56,7 @@ def run_step(name: str, source: Path, output: Path, params: Params) -> dict:
                          shards_computed=result.shards_computed)
 
 
-@flow(name="caption-stage", task_runner=ThreadPoolTaskRunner(max_workers=1))
+@flow(name="caption-stage", task_runner=ThreadPoolTaskRunner(max_workers=1))  # type: ignore[arg-type]  # prefect#16938
 def stage_flow(name: str, source: Path, output: Path, params: Params) -> dict:
     """One caption step over `source`, written to `output` (+ rejects); returns its metrics."""
     return run_step(name, source, output, params)
@@ -65,7 +67,7 @@ def intermediate(output: Path, name: str) -> Path:
     return output.parent / f"{output.stem}_steps" / f"{name}.parquet"
 
 
-@flow(name="captions", task_runner=ThreadPoolTaskRunner(max_workers=1))
+@flow(name="captions", task_runner=ThreadPoolTaskRunner(max_workers=1))  # type: ignore[arg-type]  # prefect#16938
 def captions_flow(source: Path, output: Path, params: Params) -> list[dict]:
     """Every caption step on any caption file; intermediates and their rejects kept beside `output`."""
     metrics = [ingest_task(source, intermediate(output, "ingest"))]

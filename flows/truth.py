@@ -11,6 +11,8 @@ empty frames and `{"enabled": false}`.
 
 from __future__ import annotations
 
+from typing import cast
+
 import polars as pl
 from prefect import flow, get_run_logger
 from prefect.futures import as_completed
@@ -30,7 +32,7 @@ from tasks.core.writing import write_frames
 from tasks.image import backends
 from tasks.image.params import GenerateParams
 from tasks.image.thresholds import subjects_failure
-from tasks.stages import Params, stage
+from tasks.stages import Params, Stage, stage
 from tasks.toyworld import identity, summary, truth
 
 
@@ -89,8 +91,8 @@ def check(params: Params) -> None:
     if params.truth.enabled:
         check_models(params.generate)
         check_input(params.paths.samples, SAMPLES, "generate")
-        identity.check_world_model(params.generate, params.tiny_models.toy_world)
-        identity.check_samples(params.paths.samples, params.generate, stage("generate").code)
+        identity.check_world_model(params.generate, cast(str, params.tiny_models.toy_world))  # truth.enabled: set
+        identity.check_samples(params.paths.samples, params.generate, cast(Stage, stage("generate")).code)
 
 
 def show(metrics: dict) -> None:

@@ -25,6 +25,7 @@ from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError, create_model
+from pydantic_core import ErrorDetails
 
 from tasks.core.errors import UserError
 from tasks.core.params import PROFILES, SHARED
@@ -137,8 +138,8 @@ def _restore(names: tuple[str, ...], state: dict) -> Params:
 
 @cache
 def _assembled(names: tuple[str, ...]) -> type[Params]:
-    return create_model("Params", __base__=Assembled, __module__=__name__,
-                        **{name: (section(name), ...) for name in names})
+    return create_model("Params", __base__=Assembled, __module__=__name__,  # type: ignore[call-overload]  # mypy:
+                        **{name: (section(name), ...) for name in names})  # the **dict might fill __config__ etc.
 
 
 def assemble(names: Iterable[str] | None = None) -> type[Params]:
@@ -186,7 +187,7 @@ def _dotted(loc: Sequence[int | str]) -> str:
     return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
 
 
-def _describe(err: dict[str, Any], model: type[Params]) -> str:
+def _describe(err: ErrorDetails, model: type[Params]) -> str:
     loc = err["loc"]
     if err["type"] == "extra_forbidden":
         return _unknown(loc, _keys_at(model, loc[:-1]))

@@ -27,9 +27,14 @@ from prefect.cache_policies import CachePolicy
 from flows.engine.workspace import result_store
 
 if TYPE_CHECKING:
+    from typing import ParamSpec, TypeVar
+
     from prefect import Task
 
     from tasks.stages import Params
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
 
 _held: dict[Path, tuple[str, FileLock]] = {}  # lock file -> (holder, its lock), this process's
 
@@ -94,7 +99,7 @@ class KeyLocks:
         return await asyncio.to_thread(self.wait_for_lock, key, timeout)
 
 
-def unit_task(fn: Callable) -> Callable:
+def unit_task(fn: Callable[P, R]) -> Task[P, R]:
     """`fn` as a Prefect task keyed by `UnitKey`, its result persisted, refusing stale code before it computes."""
     signature = inspect.signature(fn)
 
@@ -106,7 +111,7 @@ def unit_task(fn: Callable) -> Callable:
     return task(cache_policy=UnitKey(), persist_result=True)(checked)
 
 
-def in_store(unit: Task, params: Params, **options: Any) -> Task:
+def in_store(unit: Task[P, R], params: Params, **options: Any) -> Task[P, R]:
     """The unit task `unit` persisting to the run's result store, each key computed once across every run sharing
     it (`KeyLocks` in its `locks/`)."""
     store = result_store(params)

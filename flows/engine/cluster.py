@@ -95,6 +95,8 @@ class ClusterTaskRunner(DaskTaskRunner):
     """prefect-dask's runner on an existing scheduler, every task holding `resources` on its worker; the cluster's
     workers are checked once, when the first task is submitted (the client connects then)."""
 
+    address: str  # an existing scheduler's, always given
+
     def __init__(self, address: str, resources: dict[str, float], devices_pinned: bool | None) -> None:
         super().__init__(address=address)
         self.resources, self.devices_pinned = resources, devices_pinned  # devices_pinned None: no GPU check

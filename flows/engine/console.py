@@ -10,7 +10,7 @@ import signal
 import threading
 import warnings
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -18,6 +18,9 @@ from rich.markup import escape
 from typer.core import TyperCommand
 
 from tasks.core.errors import UserError
+
+if TYPE_CHECKING:
+    from typer._click import Context  # typer's own click, which its commands derive from
 
 STOP_GRACE_S = 5.0  # how long a stopped command may wait for its `with` blocks and atexit hooks
 console = Console(stderr=True)
@@ -96,8 +99,8 @@ class OneLineUsage(TyperCommand):
     """A command whose bad parameters (a value outside its declared range or of another type, a missing argument)
     are one `error:` line and exit code 2 like a UserError, instead of the usage panel: parsed before any work."""
 
-    def make_context(self, info_name: str | None, args: list[str], parent: typer.Context | None = None,
-                     **extra: Any) -> typer.Context:
+    def make_context(self, info_name: str | None, args: list[str], parent: Context | None = None,
+                     **extra: Any) -> Context:
         try:
             return super().make_context(info_name, args, parent, **extra)
         except typer.BadParameter as err:

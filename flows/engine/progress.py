@@ -22,7 +22,7 @@ import re
 import sys
 import threading
 import time
-from typing import IO, Any
+from typing import IO, Any, cast
 from uuid import UUID
 
 from tqdm import tqdm
@@ -148,7 +148,7 @@ class StageProgress:
             from prefect.artifacts import create_progress_artifact
 
             self._logger = get_run_logger()
-            self._artifact_id = create_progress_artifact(
+            self._artifact_id = create_progress_artifact(  # type: ignore[call-arg, assignment]  # _sync: untyped
                 self.percent(), key=artifact_key(self.stage), description=self.status(), _sync=True)
             self._prefect_ok = True
         except Exception as error:  # noqa: BLE001 - progress must never break the stage
@@ -170,7 +170,8 @@ class StageProgress:
             try:
                 from prefect.artifacts import update_progress_artifact
 
-                update_progress_artifact(self._artifact_id, percent, description=line, _sync=True)
+                update_progress_artifact(  # type: ignore[call-arg]  # _sync: untyped
+                    cast(UUID, self._artifact_id), percent, description=line, _sync=True)  # reports follow its creation
                 self._logger.info(line)
             except Exception as error:  # noqa: BLE001
                 self._prefect_failed(error)

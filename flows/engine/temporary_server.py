@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import filelock
 import httpx
@@ -31,6 +31,7 @@ import prefect
 import sqlalchemy
 from prefect.server.api.server import SubprocessASGIServer, subprocess_server_logger
 from prefect.settings import get_current_settings
+from pydantic import SecretStr
 
 from flows.engine.process import PrefectUnavailable, death_signal
 
@@ -38,7 +39,8 @@ from flows.engine.process import PrefectUnavailable, death_signal
 def setup_lock_path() -> Path:
     """The lock a server holds while it sets up its database: beside the SQLite file, else in PREFECT_HOME."""
     settings = get_current_settings()
-    url = sqlalchemy.engine.make_url(settings.server.database.connection_url.get_secret_value())
+    connection_url = cast(SecretStr, settings.server.database.connection_url)  # the settings fill in a default
+    url = sqlalchemy.engine.make_url(connection_url.get_secret_value())
     if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
         return Path(f"{url.database}.cfgen-setup.lock")
     return Path(settings.home) / "cfgen-server-setup.lock"
@@ -139,7 +141,7 @@ class TemporaryServer(SubprocessASGIServer):
     def _wait_healthy(self, deadline: float) -> bool:
         with httpx.Client(timeout=1.0) as client:
             while time.monotonic() < deadline:
-                if self.server_process.poll() is not None:
+                if cast(subprocess.Popen, self.server_process).poll() is not None:  # `_start` started it
                     return False
                 with contextlib.suppress(httpx.TransportError):
                     if client.get(f"{self.api_url}/health").status_code == 200:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from prefect import flow, task
@@ -31,7 +32,7 @@ from tasks.image import render, selection, store, thresholds
 from tasks.image.params import GenerateParams
 from tasks.image.records import PairRecords
 from tasks.image.sampling import Sample
-from tasks.stages import Params, stage
+from tasks.stages import Params, Stage, stage
 
 
 def canonical_images(records: PairRecords) -> Path:
@@ -71,13 +72,14 @@ def render_canonicals(jobs: list[tuple[dict, Sample]], params: GenerateParams, r
     return found
 
 
-@flow(name="selection", task_runner=ThreadPoolTaskRunner(max_workers=1))
+@flow(name="selection", task_runner=ThreadPoolTaskRunner(max_workers=1))  # type: ignore[arg-type]  # prefect#16938
 def selection_flow(scores_path: Path, output: Path, selected_images: Path, params: Params) -> dict:
     """One winner per caption pair, canonically rendered, its PNGs under `selected_images` (exactly those, published
     with the table)."""
     scores = read_frame(scores_path, SAMPLES, "generate")
-    gen, records, counts = params.generate, sample_records(params), Counter()
-    unit = render.sample_unit(gen, stage("generate").code)
+    gen, records = params.generate, sample_records(params)
+    counts: Counter[str] = Counter()
+    unit = render.sample_unit(gen, cast(Stage, stage("generate")).code)
     folder = canonical_images(records)
 
     def render_canonical(pairs: list[dict], samples: list[Sample]) -> list[dict]:

@@ -67,7 +67,7 @@ def _readable(edit: dict, folder: Path) -> str | None:
     return None if (width, height) == (edit["width"], edit["height"]) else "size_mismatch"
 
 
-@flow(name="inpaint", task_runner=LocalTaskRunner(max_workers=1))
+@flow(name="inpaint", task_runner=LocalTaskRunner(max_workers=1))  # type: ignore[arg-type]  # prefect#16938
 def inpaint_flow(params: Params) -> dict:
     """I_0 (the real image) and I_1 of every edited caption, both stored under `paths.inpainted_images`."""
     paths, section = params.paths, params.inpaint

@@ -13,7 +13,7 @@ from tasks.removal import selection
 from tasks.stages import Params
 
 
-@flow(name="removal-selection", task_runner=LocalTaskRunner())
+@flow(name="removal-selection", task_runner=LocalTaskRunner())  # type: ignore[arg-type]  # prefect#16938
 def removal_selection_flow(params: Params) -> dict:
     """The CLIP check of every edit and the kept pairs' split."""
     paths, section = params.paths, params.removal_selection

@@ -18,7 +18,7 @@ Batches cut this way keep `batch_size` a pure speed knob: it never enters a cach
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -38,7 +38,7 @@ def invariant_batches(shapes: Sequence[Hashable], batch_size: int) -> Iterator[t
             yield batch + batch[-1:] * (-len(batch) % ROW_BLOCK), len(batch)
 
 
-def invariant_map(forward: Callable[[list[T]], Sequence[R]], items: Sequence[T], batch_size: int,
+def invariant_map(forward: Callable[[list[T]], Iterable[R]], items: Sequence[T], batch_size: int,
                   shapes: Sequence[Hashable] | None = None) -> list[R]:
     """`forward` (a batch of items -> one result per item, by position) over invariant batches; results in item
     order, each the one its item gets in any batch. `shapes`: each item's (None: all of one shape)."""

@@ -16,6 +16,8 @@ import copy
 import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeGuard, cast
 
 from tasks.core.environment import data_hashes, library_versions
 from tasks.core.source import (
@@ -42,7 +44,7 @@ def entry(code: Callable) -> str:
     return f"{code.__module__}:{code.__qualname__}"
 
 
-def _is_log_call(node: ast.AST) -> bool:
+def _is_log_call(node: ast.AST) -> TypeGuard[ast.Call]:
     """`log.info(...)`, `warnings.warn(...)`, `get_run_logger().info(...)` and the like."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in LOG_METHODS):
         return False
@@ -124,7 +126,7 @@ class Walk:
         if name not in self.modules:
             self.modules[name] = module = read_module(name)
             for node in module.definitions.get(DATA, []):
-                self.data.update(ast.literal_eval(node.value))
+                self.data.update(ast.literal_eval(cast(ast.Assign, node).value))
             if module.effects:
                 self.parts[f"{name}:<effects>"] = "".join(normalised(n) for n in module.effects)
             for node in module.effects:
@@ -132,7 +134,7 @@ class Walk:
         return self.modules[name]
 
     def follow_node(self, module: Module, node: ast.AST, local: dict[str, tuple[str, str | None]]) -> None:
-        local = {**local, **import_bindings(module.name, source_file(module.name),
+        local = {**local, **import_bindings(module.name, cast(Path, source_file(module.name)),
                                             [n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))])}
         for chain in _references(node):
             self.resolve(module, chain, local)

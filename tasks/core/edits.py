@@ -14,7 +14,7 @@ entries (`sites.types`, `judge.templates`, a `similarity.upper_by_type` bound if
 from __future__ import annotations
 
 import inspect
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal, cast
 
 ARTICLES = ("a", "an")
 
@@ -78,12 +78,16 @@ class Swap(Edit):
 
 
 EDIT_TYPES: dict[str, type[Edit]] = {t.name: t for t in (Noun, Lexical, Quantifier, Insert, Delete, Swap)}
-EditType = Literal[tuple(EDIT_TYPES)]  # a params field naming one
+if TYPE_CHECKING:  # built from EDIT_TYPES, so a new type is one line: to a checker, any name
+    EditType = str
+else:
+    EditType = Literal[tuple(EDIT_TYPES)]  # a params field naming one
 
 
 def described(name: str) -> tuple[str, str | None]:
     """(the type's description, its caveat or None) from its docstring, each paragraph on one line."""
-    first, *rest = (" ".join(p.split()) for p in inspect.cleandoc(EDIT_TYPES[name].__doc__).split("\n\n"))
+    doc = cast(str, EDIT_TYPES[name].__doc__)  # every type has one: its description
+    first, *rest = (" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
     return first, "\n\n".join(rest) or None
 
 

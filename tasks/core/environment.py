@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import sys
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
@@ -39,7 +40,7 @@ USED_WHEN_INSTALLED = {"diffusers": ("accelerate",), "transformers": ("accelerat
 
 
 @cache
-def _distributions() -> dict[str, list[str]]:
+def _distributions() -> Mapping[str, list[str]]:
     return importlib.metadata.packages_distributions()
 
 

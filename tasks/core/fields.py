@@ -8,7 +8,7 @@ import types
 import typing
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeAlias
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -94,9 +94,10 @@ def unkeyed(default: Any, description: str, **constraints: Any) -> Any:
     return Field(default, description=description, json_schema_extra={"keyed": False}, **constraints)
 
 
-def template(**example: Any) -> Any:
+def template_check(**example: Any) -> AfterValidator:
     """A `str.format` template over the named fields of `example` only (no positional field, index or attribute),
-    checked by formatting `example` once: a bad placeholder fails when params load, not mid-run."""
+    checked by formatting `example` once: a bad placeholder fails when params load, not mid-run. Its field type:
+    `Name: TypeAlias = Annotated[str, template_check(...)]`."""
 
     def check(value: str) -> str:
         try:
@@ -108,10 +109,10 @@ def template(**example: Any) -> Any:
             raise ValueError(f"not a template over {', '.join(example)} ({type(err).__name__}: {err})") from None
         return value
 
-    return Annotated[str, AfterValidator(check)]
+    return AfterValidator(check)
 
 
-WordPrompt = template(word="dog")  # a prompt about one word of an edit: C_o's or C_c's
+WordPrompt: TypeAlias = Annotated[str, template_check(word="dog")]  # a prompt about one word of an edit: C_o's or C_c's
 
 
 def keyed_dump(model: BaseModel) -> dict[str, Any]:

@@ -51,7 +51,8 @@ def is_hub_id(model_id: str) -> bool:
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     try:
-        return validate_repo_id(model_id) or model_id.count("/") == 1
+        validate_repo_id(model_id)  # raises, else returns None
+        return model_id.count("/") == 1
     except HFValidationError:
         return False
 

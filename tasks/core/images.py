@@ -8,6 +8,7 @@ import os
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -41,7 +42,7 @@ def stored_name(name: object) -> str:
     if fault := name_fault(name):
         raise UserError(f"stored image name {name!r} is not a name ({fault}): the table naming it is not one cfgen "
                         "wrote; rerun the stage that writes it")
-    return name
+    return cast(str, name)  # no fault: a str
 
 
 def stored_names(names: Iterable[object]) -> list[str]:
@@ -58,7 +59,7 @@ def stored_file(folder: Path, name: object) -> Path:
     if os.path.commonpath([root, target]) != root:
         raise UserError(f"stored image name {name!r} leads out of {folder} (through a link, to {target}): the folder "
                         "is not one cfgen filled; rerun the stage that writes it")
-    return Path(folder) / name
+    return Path(folder) / cast(str, name)  # a stored name (checked above)
 
 
 def stored_files(folder: Path, names: Iterable[object]) -> list[Path]:
@@ -96,7 +97,7 @@ def read_rgb(path: Path) -> np.ndarray:
     `UnreadableImage`."""
     from PIL import Image  # here: most stages read no image, and the CLI starts without PIL
 
-    limit = Image.MAX_IMAGE_PIXELS
+    limit = cast(int, Image.MAX_IMAGE_PIXELS)  # cfgen never lifts Pillow's limit (None)
     try:
         with warnings.catch_warnings():  # over the limit: refused below, not warned of
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)

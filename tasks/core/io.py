@@ -64,7 +64,7 @@ def check_source(source: Path) -> None:
         raise UserError(f"caption file {source} does not exist")
 
 
-def check_input(path: Path, schema: dict[str, pl.DataType], produced_by: str) -> None:
+def check_input(path: Path, schema: schemas.Schema, produced_by: str) -> None:
     """Raise a one-line SchemaError unless `path` is a parquet file holding every column of `schema` (a publication
     of it a run left half done is completed first)."""
     finish_publication(Path(path))
@@ -79,7 +79,7 @@ def check_input(path: Path, schema: dict[str, pl.DataType], produced_by: str) ->
         raise SchemaError(f"input {path} lacks columns {missing}: expected the output of `cfgen {produced_by}`")
 
 
-def _fits(actual: pl.DataType, expected: pl.DataType) -> bool:
+def _fits(actual: pl.DataType, expected: pl.DataType | type[pl.DataType]) -> bool:
     """Whether a column of type `actual` holds `expected` values without a change of meaning (a wider integer, an
     integer as a float, a categorical as text; nulls)."""
     if actual == expected or actual == pl.Null:
@@ -89,7 +89,7 @@ def _fits(actual: pl.DataType, expected: pl.DataType) -> bool:
     return expected.is_numeric() and actual.is_integer() and (expected.is_float() or expected.is_integer())
 
 
-def read_frame(path: Path, schema: dict[str, pl.DataType], produced_by: str) -> pl.DataFrame:
+def read_frame(path: Path, schema: schemas.Schema, produced_by: str) -> pl.DataFrame:
     """The columns of `schema` from `path` (checked by `check_input`), cast to their types; read from one open file,
     so a publication renaming a new version in meanwhile is not half seen. A column of another type, a null where no
     stage writes one (`schemas.REQUIRED`) or a row breaking `schemas.checks` is a one-line SchemaError: the file is

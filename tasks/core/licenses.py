@@ -11,6 +11,7 @@ import dataclasses
 import importlib.metadata
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal, cast
 
 import yaml
 
@@ -28,7 +29,7 @@ class License:
         return f"[{self.name}]({self.url})" if self.url else self.name
 
 
-LICENSES = {
+LICENSES: dict[str, License | None] = {
     "creativeml-openrail-m": License("CreativeML OpenRAIL-M",
                                      "https://huggingface.co/spaces/CompVis/stable-diffusion-license"),
     "openrail++": License("CreativeML Open RAIL++-M",
@@ -39,13 +40,18 @@ LICENSES = {
     "apache-2.0": License("Apache-2.0", "https://www.apache.org/licenses/LICENSE-2.0"),
     OWN: None,  # `own()`: read from the distribution's metadata when asked for
 }
+if TYPE_CHECKING:  # built from LICENSES, so a new license is one entry: to a checker, any name
+    LicenseKey = str
+else:
+    LicenseKey = Literal[tuple(LICENSES)]  # a spec field naming one
 
 
 def own() -> License:
     """The project's license (its distribution's `License-Expression`, a key of `LICENSES` lower-cased), named as its
     own models'."""
     expression = importlib.metadata.metadata("cfgen")["License-Expression"]
-    return dataclasses.replace(LICENSES[expression.lower()], name=f"{expression} (cfgen's own model)")
+    known = cast(License, LICENSES[expression.lower()])  # the distribution's: a license known by name, not OWN
+    return dataclasses.replace(known, name=f"{expression} (cfgen's own model)")
 
 
 def named(key: str, link: str | None = None) -> License:
@@ -64,7 +70,7 @@ def card_license(folder: Path) -> License | None:
     head, marker, rest = card.read_text(encoding="utf-8").partition("---\n")
     front = yaml.safe_load(rest.partition("\n---")[0]) if marker and not head.strip() else None
     key = front.get("license") if isinstance(front, dict) else None
-    if not isinstance(key, str):
+    if not isinstance(front, dict) or not isinstance(key, str):
         return None
     link = front.get("license_link")
     return named(front.get("license_name") or key if key == "other" else key,

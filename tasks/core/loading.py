@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Callable
 from functools import cache, wraps
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tasks.core.errors import UserError
 from tasks.core.specs import ModelSpec
@@ -125,7 +125,7 @@ def hub_kwargs(spec: ModelSpec) -> dict:
 
 
 @load_once
-def load_pretrained(spec: ModelSpec, model_class: type) -> tuple:
+def load_pretrained(spec: ModelSpec, model_class: type[Any]) -> tuple:
     """(tokenizer, model in eval mode on its device and dtype) for a transformers `Auto*` model class."""
     from transformers import AutoTokenizer
 

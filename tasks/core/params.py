@@ -11,17 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, cast, get_args
 
 from pydantic import Field, model_validator
 
-from tasks.core.fields import Frozen, Rooted, template, unkeyed
+from tasks.core.fields import Frozen, Rooted, template_check, unkeyed
 
 if TYPE_CHECKING:  # model specs are imported by the sections that hold models, and where models are asked for
     from tasks.core.specs import ModelSpec
 
-PROFILES = ("demo", "paper")
-ImageName = template(image_id=139)  # formatted with an int id where it is all digits, else the id as text
+Profile = Literal["demo", "paper"]
+PROFILES: tuple[Profile, ...] = get_args(Profile)
+# formatted with an int id where it is all digits, else the id as text
+ImageName: TypeAlias = Annotated[str, template_check(image_id=139)]
 
 
 class PathsParams(Frozen):
@@ -125,7 +127,7 @@ class Params(Rooted):
     """The params file resolved for `profile` (`tasks.config.load_params`): the shared sections and the sections a
     command reads, as fields of an assembled subclass (`tasks.config.assemble`); `root` is the project."""
 
-    profile: Literal[PROFILES]
+    profile: Profile
     paths: PathsParams
     engine: EngineParams
 
@@ -140,8 +142,8 @@ class Params(Rooted):
         if not isinstance(data, dict):
             return data
         fields = cls.model_fields
-        return {**data, **{name: fields[name].annotation.prepare(data[name], data) for name in fields
-                           if name not in SHARED and isinstance(data.get(name), dict)}}
+        return {**data, **{name: cast("type[Section]", fields[name].annotation).prepare(data[name], data)
+                           for name in fields if name not in SHARED and isinstance(data.get(name), dict)}}
 
     def running_models(self) -> Iterator[tuple[str, ModelSpec]]:
         """(params key, spec) of every model a run of these sections loads: each section's minus its `idle_models`."""

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import cast
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT_PACKAGES = ("tasks", "flows")
@@ -64,7 +65,7 @@ def parse(path: Path) -> ast.Module:
 def _from_module(node: ast.ImportFrom, module: str, path: Path) -> str:
     """The absolute module a `from ... import` names (relative imports resolved against `module`)."""
     if not node.level:
-        return node.module
+        return cast(str, node.module)  # an absolute `from` import names its module
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     return importlib.util.resolve_name("." * node.level + (node.module or ""), package)
 
@@ -72,7 +73,7 @@ def _from_module(node: ast.ImportFrom, module: str, path: Path) -> str:
 def import_bindings(module: str, path: Path, nodes: list[ast.stmt]) -> dict[str, tuple[str, str | None]]:
     """Local name -> (module, attribute or None) for the import statements among `nodes` (relative imports resolved
     against `module`; `import a.b` binds `a`)."""
-    bound = {}
+    bound: dict[str, tuple[str, str | None]] = {}
     for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -87,7 +88,7 @@ def import_bindings(module: str, path: Path, nodes: list[ast.stmt]) -> dict[str,
 def imported(module: str, path: Path) -> set[str]:
     """Every absolute name the import statements of one file name, at any depth (`from pkg import x` names `pkg` and
     `pkg.x`; relative imports resolved against `module`)."""
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(parse(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
@@ -107,13 +108,13 @@ def closure(module: str) -> tuple[str, ...]:
             continue
         seen.add(name)
         parents = [name.rsplit(".", i)[0] for i in range(1, name.count(".") + 1)]
-        todo.extend(parents + sorted(n for n in imported(name, source_file(name)) if source_file(n)))
+        todo.extend(parents + sorted(n for n in imported(name, cast(Path, source_file(name))) if source_file(n)))
     return tuple(sorted(seen))
 
 
 def files(module: str) -> list[str]:
     """The closure's source files relative to ROOT (POSIX), as `dvc.yaml` lists them."""
-    return sorted(source_file(m).relative_to(ROOT).as_posix() for m in closure(module))
+    return sorted(cast(Path, source_file(m)).relative_to(ROOT).as_posix() for m in closure(module))
 
 
 @dataclass
@@ -145,7 +146,7 @@ def _bound_names(node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> set[str] |
 
 
 def read_module(name: str) -> Module:
-    path = source_file(name)
+    path = cast(Path, source_file(name))  # a project module's
     statements = list(_top_level(parse(path).body))
     definitions: dict[str, list[ast.stmt]] = {}
     effects = []

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
+from pydantic.json_schema import JsonDict
 
 from tasks.core.errors import UserError
 from tasks.core.fields import Rooted, unkeyed
-from tasks.core.licenses import LICENSES
+from tasks.core.licenses import LicenseKey
 
 PACKAGE_SCHEME = "pkg:"
 
@@ -30,7 +31,7 @@ def resolve_path(value: str, root: Path | None = None) -> str:
     return value
 
 
-PLACEMENT = {"keyed": False}  # keyed as resolved where the model runs (`keys.placement`), never as written
+PLACEMENT: JsonDict = {"keyed": False}  # keyed as resolved where the model runs (`keys.placement`), never as written
 
 
 class ModelSpec(Rooted):
@@ -42,9 +43,8 @@ class ModelSpec(Rooted):
     device: str = Field("auto", pattern=r"^(auto|cpu|mps|(cuda|xpu)(:\d+)?)$", json_schema_extra=PLACEMENT,
                         description="auto, cpu, mps, cuda or xpu (`cuda:1`: one device of several)")
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field("auto", json_schema_extra=PLACEMENT)
-    license: Literal[tuple(LICENSES)] | None = unkeyed(None, "the license the model comes under (a key of "
-                                                       "`licenses.LICENSES`; cfgen: the project's own); None: its "
-                                                       "model card's, else its image backend's")
+    license: LicenseKey | None = unkeyed(None, "the license the model comes under (a key of `licenses.LICENSES`; "
+                                         "cfgen: the project's own); None: its model card's, else its image backend's")
 
     def local(self, value: str | None = None) -> str:
         """`value` (default: `id`; or this spec's `pretrained` / `config`) as this process loads it (`resolve_path`

@@ -15,7 +15,7 @@ the first names all of them, later ones sometimes one. The same params give byte
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -75,13 +75,15 @@ def build(output: Path, params: SyntheticCocoParams) -> None:
     """Write `output/images/`, `output/instances.json` and `output/captions.json` (see the module docstring)."""
     rng = np.random.default_rng(params.seed)
     (output / "images").mkdir(parents=True, exist_ok=True)
+    objects: list[dict[str, object]]
+    captions: list[dict[str, object]]
     images, objects, captions = [], [], []
     for index in range(params.images):
         width, height = params.size, params.size * int(rng.integers(3, 6)) // 4
         if index < len(FIXED):
-            scene, layout, texts = FIXED[index]
+            scene, layout, fixed = FIXED[index]
             boxes = [(name, _scaled(fractions, width, height)) for name, fractions in layout]
-            texts = list(texts[:rng.integers(2, 4)])
+            texts = list(fixed[:rng.integers(2, 4)])
         else:
             scene = list(SCENES)[rng.integers(len(SCENES))]
             boxes = _separate(rng, SCENES[scene][2], width, height)
@@ -91,7 +93,7 @@ def build(output: Path, params: SyntheticCocoParams) -> None:
         for name, (x, y, w, h) in boxes:
             draw.rectangle((x, y, x + w - 1, y + h - 1), fill=CLASSES[name].colour)
         record = {"id": index + 1, "file_name": f"{index + 1:012d}.png", "width": width, "height": height}
-        write_file(output / "images" / record["file_name"],
+        write_file(output / "images" / cast(str, record["file_name"]),
                    lambda temporary: image.save(temporary, format="PNG", compress_level=9))
         images.append(record)
         objects += [{"id": len(objects) + k + 1, "image_id": record["id"], "category_id": CLASSES[name].id,

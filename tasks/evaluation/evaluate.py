@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import cast, overload
 
 import numpy as np
 import polars as pl
@@ -107,7 +108,13 @@ def recall(model: PairScorer, firsts: First, rs: RetrievalSet, read: Reader,
     return retrieval(by_image, by_caption, rs, params.ks)
 
 
-def prepared(scorer: Scorer | None, captions: Sequence[str], images: Images) -> PairScorer | None:
+@overload
+def prepared(scorer: BiEncoder, captions: Sequence[str], images: Images) -> Embedded: ...
+@overload
+def prepared(scorer: CrossEncoder, captions: Sequence[str], images: Images) -> CrossEncoder: ...
+@overload
+def prepared(scorer: None, captions: Sequence[str], images: Images) -> None: ...
+def prepared(scorer: Scorer | None, captions: Sequence[str], images: Images) -> Embedded | CrossEncoder | None:
     """A bi-encoder with every caption and image embedded once; a cross-encoder as it is."""
     return scorer.embed(captions, images) if isinstance(scorer, BiEncoder) else scorer
 
@@ -135,10 +142,11 @@ def evaluate_model(scorer: Scorer, first: BiEncoder | None, selected: pl.DataFra
     rows = selected.select("caption_id", "caption", "counterfactual", "image_o", "image_c").rows()
     captions = [c for _, c_o, c_c, *_ in rows for c in (c_o, c_c)]
     images = Images(tuple(k for *_, i_o, i_c in rows for k in (i_o, i_c)) + tuple(k for k in real if k), read)
-    model, first = prepared(scorer, captions, images), prepared(first, captions, images)
+    model: PairScorer
+    model, embedded = prepared(scorer, captions, images), prepared(first, captions, images)
     sets = {name: RetrievalSet.of(pairs) if pairs else None
             for name, pairs in retrieval_pairs(rows, real, validated).items()}
-    firsts = {name: first_stage(model, first, rs.captions, rs.images, max(params.ks), params.rerank_k, (False, True))
+    firsts = {name: first_stage(model, embedded, rs.captions, rs.images, max(params.ks), params.rerank_k, (False, True))
               for name, rs in sets.items() if rs}
     reference = Images(tuple(key or i_o for (*_, i_o, _), key in zip(rows, real)), read)
 
@@ -166,8 +174,8 @@ def evaluate(name: str, spec: ClipSpec | ItmSpec, selected: pl.DataFrame, read: 
     """(metrics, Δ rows) of model `name`."""
     first = params.first_stage(spec)
     metrics, deltas = evaluate_model(load_scorer(spec, params.batch_size),
-                                     load_scorer(first, params.batch_size) if first else None, selected, read, real,
-                                     validated, params)
+                                     cast(BiEncoder, load_scorer(first, params.batch_size)) if first else None,
+                                     selected, read, real, validated, params)  # a first stage is a bi-encoder
     metrics["used_to_filter"] = spec == filter_clip
     if spec == filter_clip:
         log.warning("evaluate: %s is the CLIP selection filtered with; its scores favour the dataset", name)
@@ -187,9 +195,9 @@ def od_map(spec: ClipSpec | ItmSpec, queries: pl.DataFrame, gallery: pl.DataFram
     first = params.first_stage(spec)
     captions, images = gallery["caption"].to_list(), Images(tuple(queries["image_1"]), read)
     model = prepared(load_scorer(spec, params.batch_size), captions, images)
-    first = prepared(load_scorer(first, params.batch_size) if first else None, captions, images)
+    embedded = prepared(cast(BiEncoder, load_scorer(first, params.batch_size)) if first else None, captions, images)
     k = max(params.ks)
-    firsts = first_stage(model, first, captions, images.keys, k, params.rerank_k, (False,))
+    firsts = first_stage(model, embedded, captions, images.keys, k, params.rerank_k, (False,))
     (columns,) = ranked(model, firsts, captions, images, k, params.rerank_k)
     relevant = odmap.relevance([set(r) for r in queries["removed"]], [set(r) for r in queries["remaining"]],
                                [set(c) for c in gallery["classes"]], columns, params.odmap_variant)

@@ -12,6 +12,7 @@ share of pairs it gets wrong.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -55,6 +56,6 @@ def summary(frame: pl.DataFrame) -> dict[str, dict[str, float | None]]:
     out = {}
     for name in DELTAS:
         values = frame[name].drop_nulls()
-        out[name] = {"mean": float(values.mean()) if len(values) else None,
-                     "share_negative": float((values < 0).mean()) if len(values) else None}
+        out[name] = {"mean": float(cast(float, values.mean())) if len(values) else None,
+                     "share_negative": float(cast(float, (values < 0).mean())) if len(values) else None}
     return out

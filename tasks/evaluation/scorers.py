@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import torch
@@ -193,7 +194,7 @@ def _hugging_face(spec: ItmSpec, batch_size: int) -> Scorer:
     processor, model, device = _load_hf(spec)
 
     @torch.inference_mode()
-    def run(texts: list[str] | None, images: list[np.ndarray] | None, call: Callable) -> torch.Tensor:
+    def run(texts: list[str] | None, images: list[np.ndarray] | None, call: Callable) -> Any:  # a model's output
         """One forward pass, seeded: a model that draws (ViLT shuffles its image patches, which moves scores by
         float rounding) scores the same input the same way in every run. The global generator is the process's: one
         seeded pass at a time (`SEEDED`), or another model's, run by another thread of the evaluate flow, reseeds or

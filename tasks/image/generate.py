@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 import polars as pl
 
@@ -84,12 +84,12 @@ class Screening:
                 batch = todo[done:done + len(chunk)]
                 for i, measured in zip(batch, render.measure(rendered, texts, models, self.params.clip_batch_size)):
                     found[i] = measured
-                self.cache.append(record, {keys[i]: found[i] for i in batch})
+                self.cache.append(record, {keys[i]: cast(dict, found[i]) for i in batch})
                 self.rendered_pairs.add(pair["caption_id"])
                 done += len(chunk)
                 self.rendered += len(chunk)
                 self.progress(len(chunk))
-        return found
+        return cast(dict[int, dict], found)  # every sample's, the missing ones rendered
 
 
 def prompt_flags(params: GenerateParams, pair: dict) -> dict:
@@ -110,7 +110,7 @@ def pair_rows(pair: dict, screening: Screening, selection_params: SelectionParam
     for start in range(0, params.n_samples, step):
         for measured in screening.measure(pair, range(start, min(start + step, params.n_samples))):
             rows.append({**base, **measured, "reject_reason": render.reject_reason(measured, params.black_threshold)})
-        if adaptive and n_passing(rows, selection_params) >= params.adaptive.min_accepted:
+        if adaptive and n_passing(rows, cast(SelectionParams, selection_params)) >= params.adaptive.min_accepted:
             break
     return rows
 

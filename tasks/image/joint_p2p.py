@@ -16,12 +16,16 @@ attention (SD3.5's dual attention) shares the same way. The processors hold no s
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from diffusers.models.attention_processor import Attention
 
 from tasks.image.p2p import share_rows
+
+if TYPE_CHECKING:
+    from diffusers import SD3Transformer2DModel
 
 
 def heads(attn: Attention, x: torch.Tensor) -> torch.Tensor:
@@ -64,7 +68,7 @@ class JointP2PProcessor:
         return image, text_out if attn.context_pre_only else attn.to_add_out(text_out)
 
 
-def install(transformer: torch.nn.Module, layers: Sequence[int] | None) -> None:
+def install(transformer: SD3Transformer2DModel, layers: Sequence[int] | None) -> None:
     """Give every attention layer of `transformer`'s joint blocks a `JointP2PProcessor`, sharing in the blocks
     `layers` lists (None: all)."""
     blocks = range(len(transformer.transformer_blocks))

@@ -20,10 +20,14 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from diffusers.models.attention_processor import Attention
+
+if TYPE_CHECKING:
+    from diffusers import UNet2DConditionModel
 
 GUIDANCE_ROW_PAIRS = 2  # (uncond·C_o, uncond·C_c) and (cond·C_o, cond·C_c)
 
@@ -104,7 +108,7 @@ class P2PAttnProcessor:
         residual = hidden_states
         batch, _, _ = hidden_states.shape
         cross = encoder_hidden_states is not None
-        context = hidden_states if not cross else (
+        context = hidden_states if encoder_hidden_states is None else (
             attn.norm_encoder_hidden_states(encoder_hidden_states) if attn.norm_cross else encoder_hidden_states)
         heads = attn.heads
         query, key, value = projections(attn, hidden_states, context, cross)
@@ -126,7 +130,7 @@ class P2PAttnProcessor:
         return out / attn.rescale_output_factor
 
 
-def install(unet: torch.nn.Module) -> None:
+def install(unet: UNet2DConditionModel) -> None:
     """Fuse `unet`'s q·k·v projections and give every attention layer a `P2PAttnProcessor`."""
     unet.fuse_qkv_projections()
     unet.set_attn_processor(P2PAttnProcessor())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -62,7 +62,9 @@ SDXL_1024_H100_ROWS_PER_SECOND = H100_SD15_512_ROWS_PER_SECOND * 803.3 / 6761.2
 # Not measured on an H100: 31 rows/s until a run there replaces it.
 SD35_MEDIUM_1024_H100_ROWS_PER_SECOND = H100_SD15_512_ROWS_PER_SECOND * 803.3 / 11249.6
 
-BACKEND_NEEDS = {
+Backend = Literal["sd1", "sd3", "sdxl"]  # a key of BACKEND_NEEDS, in its order
+
+BACKEND_NEEDS: dict[Backend, BackendNeeds] = {
     "sd1": BackendNeeds("tasks.image.backends.sd1:SD1",
                         rows_per_sample=4,  # the o/c pair x (uncond, cond): classifier-free guidance
                         components=layouts.SD1,
@@ -87,9 +89,8 @@ BACKEND_NEEDS = {
 class GenerateParams(Section):
     """Paired Prompt-to-Prompt sampling. `guidance_scale` and `p2p_fraction` are U(lo, hi) ranges drawn per sample."""
 
-    backend: Literal[tuple(BACKEND_NEEDS)] = Field("sd1", description="the diffusion model family `diffusion` is "
-                                                                     "(`BACKEND_NEEDS`): sd1 is Stable Diffusion v1, "
-                                                                     "sdxl SDXL, sd3 SD3 / SD3.5 (flow matching)")
+    backend: Backend = Field("sd1", description="the diffusion model family `diffusion` is (`BACKEND_NEEDS`): sd1 "
+                                                "is Stable Diffusion v1, sdxl SDXL, sd3 SD3 / SD3.5 (flow matching)")
     diffusion: ModelSpec = ModelSpec(id="stable-diffusion-v1-5/stable-diffusion-v1-5")
     vae: ModelSpec | None = Field(ModelSpec(id="stabilityai/sd-vae-ft-mse"),
                                   description="replaces the diffusion folder's vae/ (None keeps it); only its id and "
@@ -141,7 +142,8 @@ class GenerateParams(Section):
         return self.needs.components
 
 
-RANK_KEYS = ("clip_dir", "min_text_image", "subject_margin")  # selection's ranking keys (thresholds.RANKING)
+RankKey = Literal["clip_dir", "min_text_image", "subject_margin"]  # selection's ranking keys (thresholds.RANKING)
+RANK_KEYS: tuple[RankKey, ...] = get_args(RankKey)
 Margin = Annotated[float, Field(ge=-2.0, le=2.0)]  # a difference of two cosines
 
 
@@ -158,10 +160,10 @@ class SelectionParams(Section):
                                                 "original)) - s(I_o, prompt(substitute)) must exceed it; None: off")
     min_subject_margin_c: Margin | None = Field(0.0, description="on I_c: s(I_c, prompt(substitute)) - "
                                                 "s(I_c, prompt(original)) must exceed it; None: off")
-    rank_by: Literal[RANK_KEYS] = Field("clip_dir", description="which passing sample of a pair wins: clip_dir (the "
-                                        "paper's), min_text_image (min of sim(C_o, I_o) and sim(C_c, I_c)) or "
-                                        "subject_margin (min of the two subject margins; clip_dir where the check "
-                                        "does not apply)")
+    rank_by: RankKey = Field("clip_dir", description="which passing sample of a pair wins: clip_dir (the paper's), "
+                                                     "min_text_image (min of sim(C_o, I_o) and sim(C_c, I_c)) or "
+                                                     "subject_margin (min of the two subject margins; clip_dir where "
+                                                     "the check does not apply)")
 
     def thresholds(self) -> dict[str, float]:
         """Score column -> inclusive minimum."""

@@ -123,7 +123,8 @@ def measure(rendered: Rendered, texts: torch.Tensor, models: ImageModels, clip_b
     2, 3) the margins are `subject_margin_o = s(I_o, original) - s(I_o, substitute)` and `subject_margin_c =
     s(I_c, substitute) - s(I_c, original)`, else null."""
     ok = [i for i, finite in enumerate(rendered.finite) if finite]
-    scores = {name: [None] * len(rendered.finite) for name in (*SCORE_COLUMNS, *SUBJECT_COLUMNS)}
+    scores: dict[str, list[float | None]] = {name: [None] * len(rendered.finite)
+                                             for name in (*SCORE_COLUMNS, *SUBJECT_COLUMNS)}
     if ok:
         image_o, image_c = models.clip.embed_images([rendered.images[i, b] for b in (0, 1) for i in ok],
                                                     clip_batch_size).split(len(ok))

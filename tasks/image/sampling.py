@@ -22,7 +22,7 @@ import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -76,7 +76,7 @@ def compile_mode(setting: str, device: torch.device) -> str | None:
 
 def compiled(denoiser: torch.nn.Module, mode: str | None) -> torch.nn.Module:
     """`denoiser` under `torch.compile` in `mode` (`compile_mode`; None: eager, as it is)."""
-    return denoiser if mode is None else torch.compile(denoiser, mode=mode)
+    return denoiser if mode is None else cast(torch.nn.Module, torch.compile(denoiser, mode=mode))  # an OptimizedModule
 
 
 @dataclass(frozen=True)

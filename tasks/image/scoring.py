@@ -28,7 +28,7 @@ _PRECISION = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf1
 
 @dataclass(frozen=True)
 class ClipScorer:
-    model: torch.nn.Module
+    model: open_clip.CLIP | open_clip.CustomTextCLIP
     preprocess: Callable[[Image.Image], torch.Tensor]
     tokenizer: Callable[[list[str]], torch.Tensor]
     device: torch.device

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 
@@ -90,7 +91,7 @@ def run(scores: pl.DataFrame, params: SelectionParams, black_threshold: int, ren
             if reason is not None:
                 dropped.append(fallthrough_row(candidate, reason))
                 continue
-            paths = tuple(store.write_png(images, image) for image in result["images"])
+            paths = cast(tuple[str, str], tuple(store.write_png(images, image) for image in result["images"]))  # o, c
             selected.append(selected_row(candidate, result, rank + 1, paths))
             del queue[candidate["caption_id"]]
             progress(1)

@@ -13,13 +13,13 @@ own dtype (or the spec's) on a GPU.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tasks.core.batches import invariant_map
-from tasks.core.edits import edited_word
+from tasks.core.edits import EditType, edited_word
 from tasks.core.loading import hub_kwargs, load_once, resolve_device, resolve_dtype
 from tasks.core.schemas import JUDGE_QUESTIONS
 from tasks.core.specs import ModelSpec
@@ -27,13 +27,14 @@ from tasks.judge.params import JudgeParams
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PreTrainedModel
 
 ANSWERS = ("Yes", "No")
 ASKED = {"original_o": ("o", "original_word"), "substitute_c": ("c", "substitute"),  # question -> (image, word)
          "substitute_o": ("o", "substitute"), "original_c": ("c", "original_word")}
 
 
-def questions(pair: dict, templates: dict[str, str]) -> dict[str, tuple[str, str]]:
+def questions(pair: dict, templates: Mapping[EditType, str]) -> dict[str, tuple[str, str]]:
     """question -> (image side, question text) of one pair (PAIR columns); questions about an empty word left out."""
     template = templates[pair["edit_type"]]
     return {name: (side, template.format(word=word)) for name, (side, column) in ASKED.items()
@@ -66,7 +67,7 @@ def prompt(processor, text: str) -> str:
     return processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
 
-def p_yes(model: torch.nn.Module, processor, device: torch.device, images: Sequence[np.ndarray],
+def p_yes(model: PreTrainedModel, processor, device: torch.device, images: Sequence[np.ndarray],
           texts: Sequence[str], answers: Sequence[str], batch_size: int) -> list[float]:
     """P(Yes) of each (image, question), the same in any batch (`invariant_map`: at most `batch_size` questions per
     forward pass, batched with questions of their own input shapes, unpadded). Each question is processed once, alone:

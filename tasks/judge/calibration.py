@@ -45,14 +45,15 @@ def human_answers(labels: pl.DataFrame) -> pl.DataFrame:
     answers = [labels.filter(pl.col("side") == side).select(
         "caption_id", question=pl.lit(question), human=pl.col("label").is_in([caption, "both"]))
         for question, (side, caption) in ASKS.items()]
-    return pl.concat(answers).cast(HUMAN_ANSWERS).sort("caption_id", maintain_order=True)
+    return (pl.concat(answers).cast(HUMAN_ANSWERS)  # type: ignore[arg-type]  # polars: a Mapping's key is invariant
+            .sort("caption_id", maintain_order=True))
 
 
 def human_pass(labels: pl.DataFrame) -> pl.DataFrame:
     """`HUMAN_PASS`: per pair with both images labelled, whether both were labelled with their own caption."""
     both = labels.group_by("caption_id").agg(pl.col("side").n_unique()).filter(pl.col("side") == len(SOURCES["all"]))
     return both.select("caption_id", human_pass=pl.col("caption_id").is_in(validated(labels))) \
-        .cast(HUMAN_PASS).sort("caption_id")
+        .cast(HUMAN_PASS).sort("caption_id")  # type: ignore[arg-type]  # polars: a Mapping's key is invariant
 
 
 def _score(value: float | None) -> float | None:

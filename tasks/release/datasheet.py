@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -31,10 +31,10 @@ def altered_subjects(counterfactuals: pl.DataFrame, selected_ids: list[str] | No
     """(edit_type, original_word, substitute, count, share) over lower-cased edited words (`edited_word`; an insert's
     original and a deletion's substitute are empty), most frequent first, ties alphabetical."""
     rows = counterfactuals if selected_ids is None else counterfactuals.filter(pl.col("caption_id").is_in(selected_ids))
-    words = {column: pl.struct(column, "edit_type").map_elements(lambda r, c=column: edited_word(r[c], r["edit_type"]),
-                                                                 return_dtype=pl.String).str.to_lowercase()
-             for column in ("original_word", "substitute")}
-    return (rows.group_by("edit_type", **words)
+    words = {column: pl.struct(column, "edit_type").map_elements(
+        lambda r, c=column: edited_word(r[c], r["edit_type"]),  # type: ignore[misc]  # mypy#15459: c's default
+        return_dtype=pl.String).str.to_lowercase() for column in ("original_word", "substitute")}
+    return (rows.group_by("edit_type", **words)  # type: ignore[arg-type]  # mypy: **words might be maintain_order
             .agg(count=pl.len().cast(pl.Int64))
             .with_columns(share=pl.col("count") / pl.col("count").sum())
             .sort(["count", "edit_type", "original_word", "substitute"], descending=[True, False, False, False]))
@@ -42,9 +42,10 @@ def altered_subjects(counterfactuals: pl.DataFrame, selected_ids: list[str] | No
 
 def human_share(table: pl.DataFrame, human_words: tuple[str, ...]) -> float:
     """Share of substitutions (weighted by count) whose original word or substitute is a human-related noun."""
-    total = table["count"].sum()
+    total = cast(int, table["count"].sum())  # an Int64 column's sums
     words = pl.Series(list(human_words), dtype=pl.String).str.to_lowercase().implode()
-    human = table.filter(pl.col("original_word").is_in(words) | pl.col("substitute").is_in(words))["count"].sum()
+    human = cast(int, table.filter(pl.col("original_word").is_in(words) | pl.col("substitute").is_in(words))["count"]
+                 .sum())
     return human / total if total else 0.0
 
 

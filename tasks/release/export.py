@@ -22,6 +22,7 @@ import httpx2
 import huggingface_hub
 import polars as pl
 from huggingface_hub.errors import HfHubHTTPError
+from polars.datatypes import DataTypeClass
 
 from tasks.core.errors import UserError
 from tasks.core.images import stored_files
@@ -34,7 +35,8 @@ log = logging.getLogger(__name__)
 IMAGE_COLUMNS = ("image_0", "image_1")
 SCHEMA = EXPORT
 SHARDS = re.compile(r"[a-z]+-\d{5}-of-\d{5}\.parquet")  # what `write_dataset` writes into a config's folder
-_VALUE_TYPES = {pl.String: "string", pl.Int64: "int64", pl.Float64: "float64", pl.Boolean: "bool"}
+_VALUE_TYPES: dict[DataTypeClass | pl.DataType, str] = {pl.String: "string", pl.Int64: "int64", pl.Float64: "float64",
+                                                        pl.Boolean: "bool"}
 
 
 def dataset_rows(selected: pl.DataFrame, counterfactuals: pl.DataFrame, models: dict[str, str],

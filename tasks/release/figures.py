@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -105,7 +106,8 @@ def deltas_chart(deltas: Mapping[str, Mapping[str, np.ndarray]]) -> Figure:
             if not values.size:
                 no_data(ax)
                 continue
-            ax.hist(values, bins=bin_edges(values, 20), color="#4c72b0", edgecolor="white")
+            ax.hist(values, bins=bin_edges(values, 20),  # type: ignore[arg-type]  # matplotlib's stub: no array bins
+                    color="#4c72b0", edgecolor="white")
             ax.axvline(0.0, color="#c0392b", linestyle="--", linewidth=1)
             ax.text(0.98, 0.95, f"< 0: {(values < 0).mean():.0%}", transform=ax.transAxes, ha="right", va="top",
                     fontsize=8)
@@ -190,8 +192,9 @@ def caption_lines(ax: Axes, y: float, label: str, text: str, span: tuple[int, in
     ranges = wrap(text, WRAP)
     indent = ax.annotate(label, xy=(0, y), xycoords="axes fraction", va="baseline", fontsize=8, color="grey")
     for i, (a, b) in enumerate(ranges[:MAX_LINES]):
-        pieces = [(text[a:min(b, s)], {}), (text[max(a, s):min(b, e)], {"color": color, "fontweight": "bold"}),
-                  (text[max(a, e):b], {}), ("…" if i == MAX_LINES - 1 and len(ranges) > MAX_LINES else "", {})]
+        pieces: list[tuple[str, dict[str, Any]]] = [  # Text properties
+            (text[a:min(b, s)], {}), (text[max(a, s):min(b, e)], {"color": color, "fontweight": "bold"}),
+            (text[max(a, e):b], {}), ("…" if i == MAX_LINES - 1 and len(ranges) > MAX_LINES else "", {})]
         previous = indent  # continuation lines start under the first line's text, not under the label
         for piece, style in pieces:
             if piece:

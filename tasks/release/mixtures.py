@@ -20,12 +20,13 @@ import numpy as np
 import polars as pl
 
 from tasks.core.publication import replaced_folder
+from tasks.core.schemas import Schema
 
 MIXTURES = {"base": (0.5, 0.25), "medium": (1.0, 0.75), "all": (1.0, 1.0)}  # (real share, counterfactual share)
 VALIDATION_SHARE = 0.2
 SHARDS = re.compile(rf"({'|'.join(MIXTURES)})/(train|validation)-00000-of-00001\.parquet")  # what it writes
-ROWS: dict[str, pl.DataType] = {"id": pl.String, "caption_id": pl.String, "source": pl.String, "caption": pl.String,
-                                "image": pl.String}
+ROWS: Schema = {"id": pl.String, "caption_id": pl.String, "source": pl.String, "caption": pl.String,
+                "image": pl.String}
 
 
 def _seeded_order(ids: list[str], seed: int) -> list[str]:

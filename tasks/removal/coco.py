@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 from PIL import Image
@@ -62,6 +63,8 @@ def read_instances(path: Path) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame
     names = {c["id"]: c["name"] for c in doc["categories"]
              if isinstance(c, dict) and _int(c.get("id")) is not None and isinstance(c.get("name"), str)}
     images: dict[str, dict] = {}
+    boxes: list[dict[str, object]]
+    rejects: list[dict[str, object]]
     boxes, rejects = [], []
     for entry in doc["images"]:
         entry = entry if isinstance(entry, dict) else {}
@@ -69,21 +72,21 @@ def read_instances(path: Path) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame
         width, height = _int(entry.get("width")), _int(entry.get("height"))
         row = {"image_id": None if image_id is None else str(image_id),
                "file_name": file_name if isinstance(file_name, str) else None, "width": width, "height": height}
-        reason = ("bad_image" if None in row.values() or width <= 0 or height <= 0
-                  else "image_too_large" if width * height > Image.MAX_IMAGE_PIXELS  # as images.read_rgb refuses it
+        reason = ("bad_image" if width is None or height is None or None in row.values() or width <= 0 or height <= 0
+                  else "image_too_large" if width * height > cast(int, Image.MAX_IMAGE_PIXELS)  # as read_rgb refuses it
                   else "duplicate_image" if row["image_id"] in images else None)
         if reason:
             rejects.append({"image_id": row["image_id"], "file_name": row["file_name"], "category": None,
                             "stage": STAGE, "reason": reason})
         else:
-            images[row["image_id"]] = row
+            images[cast(str, row["image_id"])] = row
     for ann in doc["annotations"]:
         ann = ann if isinstance(ann, dict) else {}
         image_id = _int(ann.get("image_id"))
         key = None if image_id is None else str(image_id)
-        image, category = images.get(key), names.get(_int(ann.get("category_id")))
+        image, category = (None if key is None else images.get(key)), names.get(_int(ann.get("category_id")))
         reason = "unknown_image" if image is None else "unknown_category" if category is None else None
-        box = None if reason else _box(ann.get("bbox"), image["width"], image["height"])
+        box = None if image is None or category is None else _box(ann.get("bbox"), image["width"], image["height"])
         if box is None:
             rejects.append({"image_id": key, "file_name": image and image["file_name"], "category": category,
                             "stage": STAGE, "reason": reason or "bad_box"})

@@ -73,12 +73,13 @@ def _inpainted(image: np.ndarray, mask: np.ndarray, edit: dict, params: InpaintP
     square = (params.size, params.size)
     with thread_invariant_convolutions():
         result = pipe(prompt=prompt, negative_prompt=negative,
-                      image=Image.fromarray(image).resize(square, Image.BICUBIC),
-                      mask_image=Image.fromarray(mask).convert("L").resize(square, Image.NEAREST), height=params.size,
-                      width=params.size, num_inference_steps=params.steps, guidance_scale=params.guidance_scale,
+                      image=Image.fromarray(image).resize(square, Image.Resampling.BICUBIC),
+                      mask_image=Image.fromarray(mask).convert("L").resize(square, Image.Resampling.NEAREST),
+                      height=params.size, width=params.size, num_inference_steps=params.steps,
+                      guidance_scale=params.guidance_scale,
                       generator=torch.Generator().manual_seed(edit_seed(edit, params)), output_type="np").images[0]
     filled = Image.fromarray(np.round(result * 255).clip(0, 255).astype(np.uint8))
-    return np.asarray(filled.resize((image.shape[1], image.shape[0]), Image.BICUBIC))
+    return np.asarray(filled.resize((image.shape[1], image.shape[0]), Image.Resampling.BICUBIC))
 
 
 def fill(image: np.ndarray, edit: dict, params: InpaintParams, pipe=None) -> np.ndarray:

@@ -40,7 +40,8 @@ def load_class_words(path: Path) -> ClassWords:
         raise UserError(f"class words {path}: cannot read it: {' '.join(str(e).split())}") from None
     if not isinstance(raw, dict) or not raw:
         raise UserError(f"class words {path}: expected a mapping of COCO class name -> list of words")
-    class_words, owner = {}, {}
+    class_words: ClassWords = {}
+    owner: dict[str, str] = {}
     for name, words in raw.items():
         if not (isinstance(name, str) and name.strip() and isinstance(words, list) and words
                 and all(isinstance(w, str) and w.strip() for w in words)):
@@ -65,7 +66,7 @@ def chunks(tokens: Sequence[Token], grammar: str) -> list[tuple[int, int]]:
     if not tokens:
         return []
     tree = chunker(grammar).parse([(i, t.tag) for i, t in enumerate(tokens)])
-    ranges = []
+    ranges: list[tuple[int, int]] = []
     for subtree in tree.subtrees(lambda t: t.label() == "NP"):
         leaves = [i for i, _ in subtree.leaves()]
         if leaves and not (ranges and leaves[0] < ranges[-1][1]):

@@ -3,16 +3,16 @@ Cross-Modal Retrieval"): which class of a real image to remove, the caption edit
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal, TypeAlias
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from tasks.core.fields import VAE_FACTOR, Cosine, Seed, Unit, template
+from tasks.core.fields import VAE_FACTOR, Cosine, Seed, Unit, template_check
 from tasks.core.params import Section
 from tasks.core.specs import ClipSpec, ModelSpec
 
-FillPrompt = template(caption="a dog", removed="cat")  # the inpainting prompts
-ClassPrompt = template(name="dog")  # the CLIP check's prompt of a removed class
+FillPrompt: TypeAlias = Annotated[str, template_check(caption="a dog", removed="cat")]  # the inpainting prompts
+ClassPrompt: TypeAlias = Annotated[str, template_check(name="dog")]  # the CLIP check's prompt of a removed class
 
 
 class RemovalMasksParams(Section):

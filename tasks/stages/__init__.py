@@ -26,8 +26,9 @@ import importlib
 from dataclasses import dataclass
 from functools import cache
 from graphlib import TopologicalSorter
+from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from tasks.core import params as core
 from tasks.core.errors import UserError
@@ -145,7 +146,8 @@ class Stage:
     @property
     def help(self) -> str:
         """The first paragraph of the logic module's docstring, read from its source (nothing imported)."""
-        return " ".join(ast.get_docstring(parse(source_file(self.module))).split("\n\n")[0].split())
+        docstring = ast.get_docstring(parse(cast(Path, source_file(self.module))))  # a stage module has both
+        return " ".join(cast(str, docstring).split("\n\n")[0].split())
 
     def section(self, params):
         """This stage's typed params section of a whole `Params`."""
@@ -205,7 +207,8 @@ def steps() -> dict[str, Stage]:
 
 def caption_steps() -> tuple[str, ...]:
     """The sharded caption steps, in DAG order: the data stages, ingest aside, that the image stage reads through."""
-    read, todo = set(), [IMAGES]
+    read: set[str] = set()
+    todo = [IMAGES]
     while todo:
         read |= (new := set(stages()[todo.pop()].needs) - read)
         todo += new

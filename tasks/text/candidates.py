@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import polars as pl
 import torch
@@ -31,6 +32,9 @@ from tasks.text import edits, grammar, tagging
 from tasks.text.params import CandidatesParams
 from tasks.text.quantities import agree
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
 SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
 _SITE_COLUMNS = ("caption_id", "image_id", "caption", "edit_type", "tag", "position", "start", "end", "original_word")
 # Word-start markers of byte-level BPE (RoBERTa, GPT-2) and SentencePiece vocabularies.
@@ -40,7 +44,7 @@ _WORD_START = ("Ġ", "▁")
 @dataclass(frozen=True)
 class MaskedLM:
     tokenizer: PreTrainedTokenizerBase
-    model: torch.nn.Module
+    model: PreTrainedModel
 
     @cached_property
     def marks_word_start(self) -> bool:

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterator
 from functools import lru_cache
 from itertools import combinations
+from typing import cast
 
 import polars as pl
 from nltk.corpus import wordnet
@@ -49,7 +50,7 @@ def _modifiers(text: str) -> Iterator[tuple[list[Token], Token]]:
         phrase = token is not None and (token.tag.startswith("NN") or _adjectival(token)) \
             and token.text.lower() not in _COORDINATORS
         if phrase:
-            run.append(token)
+            run.append(cast(Token, token))  # a phrase's token is one
             continue
         last_noun = max((i for i, t in enumerate(run) if t.tag.startswith("NN")), default=0)
         if last_noun:

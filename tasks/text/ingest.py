@@ -38,6 +38,7 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import polars as pl
 
@@ -73,7 +74,8 @@ def _tsv_bytes(path: Path) -> bytes:
     try:
         return data.decode("utf-16").encode("utf-8", "surrogateescape")
     except UnicodeError as err:
-        raise MalformedInput(f"{path}: starts with a UTF-16 byte order mark but is not UTF-16 ({err.reason})") from None
+        detail = cast(UnicodeDecodeError, err).reason  # what decoding raises
+        raise MalformedInput(f"{path}: starts with a UTF-16 byte order mark but is not UTF-16 ({detail})") from None
 
 
 def _read_tsv(path: Path) -> Iterator[Record]:
@@ -152,19 +154,21 @@ def read_captions(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     file = os.fspath(path)
     path = Path(path)
     records = _read_coco_json(path) if path.suffix.lower() == ".json" else _read_tsv(path)
-    kept, rejects, seen = [], [], set()
+    kept: list[dict[str, Any]] = []
+    rejects: list[dict[str, Any]] = []
+    seen: set[str | None] = set()
     for line, raw_id, raw_caption, reason in records:
         caption_id, id_ok = _decode(raw_id)
         caption, caption_ok = _decode(raw_caption)
-        if reason is None:
-            caption_id = caption_id.strip().strip("\ufeff").strip()
+        if reason is None:  # parsed whole: an id and a caption
+            caption_id, caption = cast(str, caption_id).strip().strip("\ufeff").strip(), cast(str, caption)
             reason = ("non_utf8" if not (id_ok and caption_ok) else "empty_id" if not caption_id
                       else "unprintable_id" if not caption_id.isprintable()
                       else "empty_caption" if not caption.strip() else "control_character" if _controlled(caption)
                       else "duplicate_id" if caption_id in seen else None)
         if reason is None:
             seen.add(caption_id)
-            kept.append({"caption_id": caption_id, "image_id": _image_id(caption_id), "caption": caption})
+            kept.append({"caption_id": caption_id, "image_id": _image_id(cast(str, caption_id)), "caption": caption})
         else:
             rejects.append({"file": file, "line": line, "caption_id": caption_id, "caption": caption, "reason": reason})
     if not kept and path.suffix.lower() != ".json" and {r["reason"] for r in rejects} <= FORMAT_REASONS:

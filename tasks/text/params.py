@@ -94,7 +94,7 @@ class SimilarityParams(Section):
             raise ValueError(f"every upper bound must be > lower ({info.data['lower']}), got {low}")
         return uppers
 
-    def window(self, edit_type: str) -> tuple[float, float]:
+    def window(self, edit_type: EditType) -> tuple[float, float]:
         return self.lower, self.upper_by_type.get(edit_type, self.upper)
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -25,9 +26,12 @@ from transformers.activations import GELUTanh, NewGELUActivation
 
 from tasks.core import schemas
 from tasks.core.batches import invariant_map
-from tasks.core.edits import EDIT_TYPES
+from tasks.core.edits import EDIT_TYPES, EditType
 from tasks.core.loading import load_pretrained
 from tasks.text.params import PerplexityParams
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 SCHEMA, REJECTS_SCHEMA = schemas.COUNTERFACTUALS, schemas.COUNTERFACTUALS_REJECTS
 
@@ -35,7 +39,7 @@ SCHEMA, REJECTS_SCHEMA = schemas.COUNTERFACTUALS, schemas.COUNTERFACTUALS_REJECT
 @dataclass(frozen=True)
 class CausalLM:
     tokenizer: PreTrainedTokenizerBase
-    model: torch.nn.Module
+    model: PreTrainedModel
 
     @property
     def max_length(self) -> int:
@@ -159,10 +163,10 @@ def perplexities(lm: CausalLM, ids: list[list[int]], groups: list[Hashable], bat
     return [math.exp(nll[id(trie)][end] / trie.depths[end]) for trie, end in map(ends.__getitem__, map(tuple, ids))]
 
 
-def drawn_type(caption_id: str, types: set[str], shares: dict[str, float]) -> str:
+def drawn_type(caption_id: str, types: set[str], shares: Mapping[EditType, float]) -> str:
     """The edit type of a caption's C_c: a draw with weights `shares` among `types`, fixed by the caption id."""
     u = int.from_bytes(hashlib.blake2b(caption_id.encode(), digest_size=8).digest(), "big") / 2 ** 64
-    ordered = sorted(types & shares.keys(), key=list(EDIT_TYPES).index)
+    ordered = sorted(shares.keys() & types, key=list(EDIT_TYPES).index)
     weights = np.cumsum([shares[t] for t in ordered])
     return ordered[min(int(np.searchsorted(weights, u * weights[-1], side="right")), len(ordered) - 1)]
 

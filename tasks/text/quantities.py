@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import cache, lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from nltk.corpus import wordnet
 
@@ -96,8 +96,8 @@ def agree(caption: str, start: int, end: int, substitute: str) -> tuple[int, str
     before = _ARTICLE_ENDS.search(caption, 0, start)
     new_word = _word_ahead(substitute + caption[end:])
     changed = new_word is not None and new_word != _word_ahead(caption[start:])
-    if before and changed and before.group(1).lower() != article(new_word):
-        return before.start(), _agreeing(before.group(1), new_word) + before.group(2) + substitute
+    if before and changed and before.group(1).lower() != article(cast(str, new_word)):  # changed: there is a word
+        return before.start(), _agreeing(before.group(1), cast(str, new_word)) + before.group(2) + substitute
     return start, substitute
 
 

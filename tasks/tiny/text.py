@@ -28,9 +28,12 @@ WIDTH, LAYERS, HEADS = 32, 2, 2
 class TextParams(Protocol):
     """What `build` reads of a params section (the demo's `TinyModelsParams` is one)."""
 
-    seed: int
-    vocab_size: int
-    max_length: int
+    @property
+    def seed(self) -> int: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def max_length(self) -> int: ...
 
 
 def train_vocab(captions: list[str], out: Path, vocab_size: int) -> tuple[str, str]:

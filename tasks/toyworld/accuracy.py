@@ -59,7 +59,7 @@ def readout(diffusion: SD1, scenes: int, steps: int, guidance: float, seeds: int
 def accuracy(diffusion: SD1, run: Run) -> dict[str, float | None]:
     """The share of `run.eval_scenes` fixed scenes (`readout`, one seed each) the checker reads back as stated: over
     all scenes and per `SCENE_KINDS` (None for a kind none of the scenes is)."""
-    shown = {kind: [] for kind in SCENE_KINDS}
+    shown: dict[str, list[bool]] = {kind: [] for kind in SCENE_KINDS}
     for spec, ok in readout(diffusion, run.eval_scenes, run.eval_steps, run.eval_guidance):
         shown[scene_kind(spec)].append(ok)
     every = [s for kind in shown.values() for s in kind]

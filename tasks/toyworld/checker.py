@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from itertools import combinations
+from typing import cast
 
 import numpy as np
 from scipy import ndimage
@@ -57,7 +58,7 @@ def _fit(part: np.ndarray) -> tuple[str, float, float, float, float]:
     cx, cy = xs.mean() + 0.5, ys.mean() + 0.5
     sx, sy = np.sqrt(xs.var() + 1 / 12), np.sqrt(ys.var() + 1 / 12)  # + 1/12: a pixel's own spread
     py, px = np.mgrid[0:part.shape[0], 0:part.shape[1]] + 0.5
-    best = None
+    best: tuple[float, str, float, float, float, float] | None = None
     for shape, (kx, ky, lift) in _MOMENTS.items():
         w, h = kx * sx, ky * sy
         x, y = cx, cy - lift * h
@@ -67,6 +68,7 @@ def _fit(part: np.ndarray) -> tuple[str, float, float, float, float]:
         iou = (part & template).sum() / (part | template).sum()
         if best is None or iou > best[0]:
             best = (iou, shape, w, h, x, y)
+    assert best is not None  # _MOMENTS is not empty
     return (best[1] if best[0] >= SHAPE_FIT else "blob", *best[2:])
 
 
@@ -110,8 +112,8 @@ def objects(image: np.ndarray) -> list[Seen]:
                                     grid_mode=True, mode="grid-constant") >= COVER
                 shape, *box = _fit(fine)
                 bw, bh, x, y = (v / FINE for v in box)
-                seen.append(Seen(shape, _NAMES[index], "large" if max(bh / h, bw / w) > SIZE_SPLIT else "small",
-                                 float(x / w), float(y / h)))
+                seen.append(Seen(shape, cast(str, _NAMES[index]),
+                                 "large" if max(bh / h, bw / w) > SIZE_SPLIT else "small", float(x / w), float(y / h)))
     return sorted(seen, key=lambda s: (round(s.y, 2), s.x))
 
 

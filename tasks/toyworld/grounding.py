@@ -12,6 +12,8 @@ materialised so that its gradient flows).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from diffusers.models.attention_processor import Attention, AttnProcessor2_0
@@ -20,6 +22,9 @@ from tasks.image.p2p import projections
 from tasks.toyworld import world
 from tasks.toyworld.batches import captioned, clip_ids
 from tasks.toyworld.parse import token_phrases
+
+if TYPE_CHECKING:
+    from diffusers import UNet2DConditionModel
 
 PHRASES = 2  # a caption's phrases at most
 EPS = 1e-6
@@ -31,6 +36,7 @@ def targets(caption: str, scene: tuple[world.Obj, ...], size: int) -> tuple[torc
     if not caption:
         return torch.full((77,), -1), torch.zeros(PHRASES, size, size)
     spec = world.parse(caption)
+    assert spec is not None  # a world caption
     masks, start = torch.zeros(PHRASES, 4 * size, 4 * size), 0
     for p, phrase in enumerate(spec.phrases):
         for obj in scene[start:start + phrase.count]:
@@ -70,7 +76,7 @@ class Recorder(AttnProcessor2_0):
         return (out + hidden_states if attn.residual_connection else out) / attn.rescale_output_factor
 
 
-def record(unet: torch.nn.Module) -> list[torch.Tensor]:
+def record(unet: UNet2DConditionModel) -> list[torch.Tensor]:
     """Install `Recorder`s on `unet`'s attention layers; returns the list they fill (clear it after each step)."""
     maps: list[torch.Tensor] = []
     unet.set_attn_processor(Recorder(maps))

@@ -7,13 +7,14 @@ puts them back into the full table (every other row zero) before a model is save
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import open_clip
 import torch
 from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, UNet2DConditionModel
 from safetensors.torch import load_file, save_file
-from transformers import CLIPTextConfig, CLIPTextModel, GPT2LMHeadModel, RobertaForMaskedLM
+from transformers import CLIPTextConfig, CLIPTextModel, GPT2LMHeadModel, PreTrainedModel, RobertaForMaskedLM
 
 from tasks.tiny.images import SD_BETAS, TINY_IMAGE_SIZE
 from tasks.tiny.text import causal_lm, masked_lm
@@ -27,9 +28,10 @@ CLIP_CONFIG = {
 }
 # The text LMs: (name, builder of its folder, class, shape).
 LM_MAX_LENGTH = 32
-LMS = (("mlm", masked_lm, RobertaForMaskedLM,
-        {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}),
-       ("clm", causal_lm, GPT2LMHeadModel, {"n_embd": 32, "n_layer": 2, "n_head": 2}))
+LMS: tuple[tuple[str, Callable[..., None], type[PreTrainedModel], dict[str, int]], ...] = (
+    ("mlm", masked_lm, RobertaForMaskedLM,
+     {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}),
+    ("clm", causal_lm, GPT2LMHeadModel, {"n_embd": 32, "n_layer": 2, "n_head": 2}))
 # The token-embedding table of each compact state dict: its `token_ids` hold the rows it keeps.
 EMBEDDINGS = {"text_encoder": "embeddings.token_embedding.weight", "clip": "token_embedding.weight"}
 

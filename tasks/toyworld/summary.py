@@ -9,6 +9,8 @@ have picked (`selection_keys`), and with how many samples per pair (`samples_per
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import polars as pl
 from sklearn.metrics import cohen_kappa_score
@@ -83,7 +85,7 @@ def group(samples: pl.DataFrame, selected: pl.DataFrame) -> dict:
 def _check(passed: pl.Series, accurate: pl.Series) -> dict:
     """A filter's pass/fail against truth: its lift (accuracy of what it passes ÷ of all), accuracy and Cohen's κ
     (sklearn's, as the judge's calibration; None when empty or undefined: both one same constant)."""
-    shares = accurate.filter(passed).mean(), accurate.mean()
+    shares = cast(tuple[float | None, float | None], (accurate.filter(passed).mean(), accurate.mean()))
     kappa = None
     if passed.len():
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -100,7 +102,7 @@ def picked(scores: pl.DataFrame, samples: pl.DataFrame, params: SelectionParams)
         top = ranked(scored, params.model_copy(update={"rank_by": key})).filter(pl.col("rank") == 0)
         return top.join(samples, on=["caption_id", "sample"])["accurate"]
 
-    most = int(scores["sample"].max() or 0) + 1
+    most = int(cast(int | None, scores["sample"].max()) or 0) + 1
     counts = sorted({min(2 ** i, most) for i in range(most.bit_length() + 1)})
     return {"selection_keys": {key: rate(first(scores, key)) for key in RANK_KEYS},
             "samples_per_pair": {str(k): rate(first(scores.filter(pl.col("sample") < k), params.rank_by))

@@ -23,6 +23,7 @@ import shutil
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -137,7 +138,8 @@ def train_diffusion(t: Trainer, unet, text_encoder, vae, scale: float) -> dict[s
     ema.copy_to(unet.parameters())
     if maps is None:
         return {"diffusion": losses}
-    return {"diffusion": [row[0] for row in losses], "grounding": [row[1] for row in losses]}
+    rows = cast(list[list[float]], losses)  # loss_of's (loss, grounded) per step
+    return {"diffusion": [row[0] for row in rows], "grounding": [row[1] for row in rows]}
 
 
 def train_clip(t: Trainer, model) -> list[float]:
@@ -191,6 +193,7 @@ def _train(out: Path, schedule: Schedule, run: Run, reused: dict | None) -> dict
             losses["vae"], record["scaling_factor"] = train_vae(t, vae)
         else:
             vae.load_state_dict(models.full(models.load(run.reuse / "diffusion.safetensors")["vae"]))
+            assert reused is not None  # the VAE is reused: some model is
             record["scaling_factor"] = reused["scaling_factor"]
         if "diffusion" in run.only:
             if schedule.parse_steps:

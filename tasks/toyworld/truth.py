@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -67,7 +68,7 @@ def judge_pair(image_o: np.ndarray, image_c: np.ndarray, caption: str, counterfa
     accurate = parts["o_shows_o"] and parts["c_shows_c"] and (not parts["o_shows_c"] or entails(spec_o, spec_c)) and (
         not parts["c_shows_o"] or entails(spec_c, spec_o))
     return {**parts, "reason_o": reason_o, "reason_c": reason_c, "accurate": accurate,
-            "minimal": accurate and minimal(image_o, image_c, spec_o, spec_c)}
+            "minimal": accurate and minimal(image_o, image_c, cast(world.Spec, spec_o), cast(world.Spec, spec_c))}
 
 
 def unit(params: GenerateParams) -> keys.Unit:
@@ -98,10 +99,10 @@ def pair_truth(pair: pl.DataFrame, diffusion: Diffusion, params: GenerateParams)
     shared, alone = images(planned), images([replace(s, p2p_fraction=0.0) for s in planned])
     rows = []
     for i, index in enumerate(pair["sample"]):
-        without = judge_pair(*alone[i], caption, counterfactual)
+        without = judge_pair(alone[i][0], alone[i][1], caption, counterfactual)
         rows.append({"caption_id": first["caption_id"], "sample": index, "edit_type": first["edit_type"],
                      "caption": caption, "counterfactual": counterfactual,
-                     **judge_pair(*shared[i], caption, counterfactual),
+                     **judge_pair(shared[i][0], shared[i][1], caption, counterfactual),
                      "accurate_no_p2p": without["accurate"], "minimal_no_p2p": without["minimal"]})
     return rows
 

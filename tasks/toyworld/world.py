@@ -76,6 +76,7 @@ def parse(text: str) -> Spec | None:
     """The `Spec` a caption states, or None when it is no world caption (unknown word, a colour or size given twice,
     a number that disagrees with its noun, a relation without a second phrase)."""
     words = text.lower().rstrip(". ").split()
+    phrases: list[Phrase]
     phrases, relation, i = [], None, 0
     while i < len(words):
         if phrases:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pkgutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
     import torch
@@ -26,23 +27,32 @@ class Diffusion(Protocol):
     """A loaded backend on one device/dtype; `lock` serialises the renders of every thread sharing it (one batch at a
     time on the device, as a compiled denoiser's CUDA graphs require)."""
 
-    denoiser: torch.nn.Module  # called once per denoising step (what a UNet-time hook wraps)
-    scheduler: SchedulerMixin  # its kind and config make the render's scheduler, which `steps` reads
-    compile_mode: str | None
-    device: torch.device
-    dtype: torch.dtype
-    latent_channels: int
-    latent_factor: int  # image side / latent side
-    lock: threading.Lock
+    @property
+    def denoiser(self) -> torch.nn.Module: ...  # called once per denoising step (what a UNet-time hook wraps)
+    @property
+    def scheduler(self) -> SchedulerMixin: ...  # its kind and config make the render's scheduler, `steps` reads it
+    @property
+    def compile_mode(self) -> str | None: ...
+    @property
+    def device(self) -> torch.device: ...
+    @property
+    def dtype(self) -> torch.dtype: ...
+    @property
+    def latent_channels(self) -> int: ...
+    @property
+    def latent_factor(self) -> int: ...  # image side / latent side
+    @property
+    def lock(self) -> threading.Lock: ...
 
     @classmethod
     def load(cls, params: GenerateParams) -> Diffusion:
         """The models `params` name (`generate.diffusion`, `vae`, placement, compile mode), loaded once per process."""
 
-    @staticmethod
-    def steps(scheduler: SchedulerMixin) -> list[Any]:
+    @property
+    def steps(self) -> Callable[[SchedulerMixin], list[Any]]:
         """The render's updates of a scheduler after `set_timesteps`, in order (`sampling.AncestralStep` or
-        `FlowStep`): `scale_input`, `noisy` (takes noise drawn for it), called as `step(prediction, latents, noise)`."""
+        `FlowStep`): `scale_input`, `noisy` (takes noise drawn for it), called as `step(prediction, latents, noise)`
+        (a static method of the backend)."""
 
     @classmethod
     def token_counts(cls, spec: ModelSpec, caption: str,
@@ -77,4 +87,4 @@ def code_files(params: GenerateParams) -> set[Path]:
 
     walk = Walk()
     walk.definition(*params.needs.entry.split(":"))
-    return {Path(source_file(name)) for name in walk.modules}
+    return {cast(Path, source_file(name)) for name in walk.modules}  # project modules: each has a file

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, UNet2DConditionModel
@@ -22,6 +22,10 @@ from tasks.core.specs import ModelSpec
 from tasks.image import p2p
 from tasks.image.params import GenerateParams
 from tasks.image.sampling import ancestral_steps, compile_mode, compiled
+
+if TYPE_CHECKING:
+    from diffusers import ModelMixin
+    from transformers import PreTrainedModel
 
 
 @dataclass(frozen=True)
@@ -52,8 +56,8 @@ def load_tokenizer(spec: ModelSpec, subfolder: str = "tokenizer") -> CLIPTokeniz
 def token_counts(tokenizer: CLIPTokenizer, caption: str, counterfactual: str) -> tuple[tuple[int, int],
                                                                                    tuple[bool, bool]]:
     """Untruncated token counts of C_o and C_c, and whether each exceeds the tokenizer's limit (77 for SD)."""
-    counts = tuple(len(ids) for ids in tokenizer([caption, counterfactual], verbose=False)["input_ids"])
-    return counts, tuple(n > tokenizer.model_max_length for n in counts)
+    count_o, count_c = (len(ids) for ids in tokenizer([caption, counterfactual], verbose=False)["input_ids"])
+    return (count_o, count_c), (count_o > tokenizer.model_max_length, count_c > tokenizer.model_max_length)
 
 
 def clip_states(tokenizers: Sequence[CLIPTokenizer], encoders: Sequence[torch.nn.Module], texts: list[str],
@@ -66,7 +70,7 @@ def clip_states(tokenizers: Sequence[CLIPTokenizer], encoders: Sequence[torch.nn
     return ids, torch.cat([out.hidden_states[-2] for out in outs], -1), outs
 
 
-def latent_factor(vae: torch.nn.Module) -> int:
+def latent_factor(vae: AutoencoderKL) -> int:
     """How many pixels a latent spans per side: 2 per VAE down block after the first (8 for SD's)."""
     return 2 ** (len(vae.config.block_out_channels) - 1)
 
@@ -89,7 +93,7 @@ class SD1(ClipBound):
     tokenizer: CLIPTokenizer
     text_encoder: torch.nn.Module
     unet: torch.nn.Module
-    vae: torch.nn.Module
+    vae: AutoencoderKL
     scheduler: EulerAncestralDiscreteScheduler
     compile_mode: str | None
     device: torch.device
@@ -102,8 +106,8 @@ class SD1(ClipBound):
     steps = staticmethod(ancestral_steps)
 
     @classmethod
-    def assemble(cls, tokenizer: CLIPTokenizer, text_encoder: torch.nn.Module, unet: torch.nn.Module,
-                 vae: torch.nn.Module, scheduler: EulerAncestralDiscreteScheduler, scaling_factor: float,
+    def assemble(cls, tokenizer: CLIPTokenizer, text_encoder: torch.nn.Module, unet: UNet2DConditionModel,
+                 vae: AutoencoderKL, scheduler: EulerAncestralDiscreteScheduler, scaling_factor: float,
                  mode: str | None, device: torch.device, dtype: torch.dtype, share_tokens: bool = False) -> SD1:
         """Modules on `device` in eval mode as the backend: `unet` gets fused q·k·v projections and the P2P
         processors, then `torch.compile` in `mode` (None: eager)."""
@@ -149,9 +153,9 @@ class SD1(ClipBound):
         return self.vae.decode(latents / self.scaling_factor).sample
 
 
-def load_parts(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool, encoders: dict[str, type],
-               denoiser: tuple[str, type] = ("unet", UNet2DConditionModel),
-               ) -> tuple[dict[str, torch.nn.Module], torch.device, torch.dtype]:
+def load_parts(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool, encoders: dict[str, type[PreTrainedModel]],
+               denoiser: tuple[str, type[ModelMixin]] = ("unet", UNet2DConditionModel),
+               ) -> tuple[dict[str, ModelMixin | PreTrainedModel], torch.device, torch.dtype]:
     """The `denoiser` (subfolder, class), VAE (`vae` replaces the folder's vae/) and text `encoders` (subfolder ->
     class) of `spec`'s diffusers folder (id or path), on its device and dtype (fp32 on CPU: resolve_dtype) in eval
     mode; `channels_last` stores the denoiser's and VAE's convolutions NHWC."""

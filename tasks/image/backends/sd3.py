@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 
 import torch
-from diffusers import FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel
+from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel
 from transformers import CLIPTextModelWithProjection, CLIPTokenizer, T5EncoderModel, T5TokenizerFast
 
 from tasks.core.loading import hub_kwargs, load_once
@@ -48,7 +48,7 @@ class SD3(ClipBound):
     text_encoders: tuple[torch.nn.Module, torch.nn.Module]
     t5: tuple[T5TokenizerFast, torch.nn.Module] | None
     transformer: torch.nn.Module
-    vae: torch.nn.Module
+    vae: AutoencoderKL
     scheduler: FlowMatchEulerDiscreteScheduler
     compile_mode: str | None
     device: torch.device

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 
 import torch
-from diffusers import EulerAncestralDiscreteScheduler
+from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler
 from transformers import CLIPTextModel, CLIPTextModelWithProjection, CLIPTokenizer
 
 from tasks.core.loading import load_once
@@ -56,7 +56,7 @@ class SDXL(ClipBound):
     tokenizers: tuple[CLIPTokenizer, CLIPTokenizer]
     text_encoders: tuple[torch.nn.Module, torch.nn.Module]
     unet: torch.nn.Module
-    vae: torch.nn.Module
+    vae: AutoencoderKL
     scheduler: EulerAncestralDiscreteScheduler
     zero_uncond: bool
     compile_mode: str | None
