@@ -24,7 +24,7 @@ from flows.engine.console import VERBOSE, console, stop_on_signals, user_errors
 from tasks.config import PARAMS_FILE, load_params, use_project_environment
 from tasks.core import schemas
 from tasks.core.io import check_distinct, check_input, check_outputs, check_source
-from tasks.stages import STAGES, Stage, TableStage, caption_steps, skip_reason, stage, stages
+from tasks.stages import STAGES, Stage, TableStage, caption_steps, skip_reason, stage, stages, step, table
 
 ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
                                                         "similarity.upper=0.9 (repeatable)")]
@@ -46,7 +46,7 @@ def stage_help(name: str) -> str:
     declared = stage(name)
     if isinstance(declared, TableStage):
         return declared.help
-    reads = (f"the output of `cfgen {declared.after}` (paths.{cast(Stage, stage(declared.after)).data})"
+    reads = (f"the output of `cfgen {declared.after}` (paths.{step(declared.after).data})"
              if declared.after else "SOURCE")
     return (f"{declared.help} Reads {reads}; writes paths.{declared.data} and its rejects; params: "
             f"{', '.join(declared.sections)}.")
@@ -92,7 +92,7 @@ class Commands(TyperGroup):
 def table_command(name: str):
     """The CLI command of table stage `name` (`cfgen NAME`): its sections loaded, its check and its models' pre-flight
     passed, its flow run under one Prefect API (`flows.runners`), its result shown."""
-    declared = cast(TableStage, stage(name))
+    declared = table(name)
 
     def command(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
         with user_errors():
@@ -170,24 +170,24 @@ def ingest(source: Path, output: Path, metrics: MetricsOption = None) -> None:
 
 def _step_command(name: str):
     """The command of data stage `name`: `cfgen NAME SOURCE OUTPUT` runs its flow on SOURCE, written to OUTPUT."""
-    step = cast(Stage, stage(name))  # `Commands.get_command` checked its kind
+    declared = step(name)
 
     def command(source: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
                 metrics: MetricsOption = None) -> None:
         with user_errors():
-            params = load_params(params_file, param or [], step.sections)
-            check_input(source, cast(schemas.Schema, step.input), cast(str, step.after))  # not ingest: both set
+            params = load_params(params_file, param or [], declared.sections)
+            check_input(source, cast(schemas.Schema, declared.input), cast(str, declared.after))  # not ingest: both set
             check_distinct(source, output, metrics)
             check_outputs(output, metrics)
             if not skip_reason(name, params):
                 from flows.preflight import check_models
 
-                check_models(step.section(params))
+                check_models(declared.section(params))
             from flows.engine.counters import report_table
             from flows.runners import api_for, run_step
 
-            with api_for(step, params):
-                report_table([run_step(step, params, source, output)], metrics)
+            with api_for(declared, params):
+                report_table([run_step(declared, params, source, output)], metrics)
 
     command.__doc__ = stage_help(name)
     return command
@@ -198,8 +198,8 @@ def selection(scores: Path, output: Path, selected_images: ImagesOption = None,
               param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE, metrics: MetricsOption = None) -> None:
     """Thresholds on the score table, then each pair's best passing sample rendered alone (cached by content)."""
     with user_errors():
-        step = cast(Stage, stage("selection"))
-        params = load_params(params_file, param or [], step.sections)
+        declared = step("selection")
+        params = load_params(params_file, param or [], declared.sections)
         check_input(scores, schemas.SAMPLES, "generate")
         check_distinct(scores, output, metrics)
         check_outputs(output, metrics)
@@ -212,8 +212,8 @@ def selection(scores: Path, output: Path, selected_images: ImagesOption = None,
         from flows.engine.counters import report_table
         from flows.runners import api_for, run_step
 
-        with api_for(step, params):
-            report_table([run_step(step, params, scores, output, images)], metrics)
+        with api_for(declared, params):
+            report_table([run_step(declared, params, scores, output, images)], metrics)
 
 
 if __name__ == "__main__":

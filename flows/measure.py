@@ -14,13 +14,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import cast
 
 import polars as pl
 
 from tasks.core.errors import UserError
 from tasks.core.schemas import COUNTERFACTUALS
-from tasks.stages import Params, Stage, caption_steps, skip_reason, stage
+from tasks.stages import Params, caption_steps, skip_reason, step
 
 
 def quiet_placement() -> None:
@@ -44,8 +43,8 @@ def caption_bench(source: Path, params: Params, sample: int) -> tuple[dict, list
             from flows.text import with_source_images
 
             frame = with_source_images(frame, params.paths)
-        step = cast(Stage, stage(name))  # a caption step
-        section, logic = step.section(params), step.logic
+        declared = step(name)
+        section, logic = declared.section(params), declared.logic
         began = time.perf_counter()
         models = logic.load_models(section)
         loaded = time.perf_counter()
@@ -103,7 +102,7 @@ def image_bench(params: Params, pairs: list[dict], bench_steps: int) -> dict:
     rows = gen.needs.rows_per_sample
     bench = gen.model_copy(update={"steps": bench_steps, "n_samples": gen.batch_samples})
     warm, timed = pairs[0], pairs[1:] or pairs
-    warm_bench, code = bench.model_copy(update={"steps": 1}), cast(Stage, stage("generate")).code
+    warm_bench, code = bench.model_copy(update={"steps": 1}), step("generate").code
     with tempfile.TemporaryDirectory() as tmp:
         warm_up = generate.Screening(warm_bench, PairRecords(Path(tmp, "warm")), models=models,
                                      unit=render.sample_unit(warm_bench, code))

@@ -8,7 +8,6 @@ sharded stage runs on `engine.dask_address`'s cluster when one is set, however t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
 from prefect import flow, get_run_logger, task
 
@@ -18,7 +17,7 @@ from flows.runners import run_step, run_table
 from tasks.config import PARAMS_FILE, literal_overrides, load_params
 from tasks.demo import synthetic_coco, tiny_models
 from tasks.demo.params import TinyModelsParams
-from tasks.stages import Params, Stage, stages
+from tasks.stages import Params, Stage, stages, step
 
 
 @task(retries=2, retry_delay_seconds=5)
@@ -46,8 +45,7 @@ def run_dag(params: Params) -> dict[str, dict]:
     metrics = {}
     for name, declared in stages().items():
         if isinstance(declared, Stage):
-            source = getattr(paths, cast(Stage, stages()[declared.after]).data) if declared.after else (
-                paths.captions_source)
+            source = getattr(paths, step(declared.after).data) if declared.after else paths.captions_source
             metrics[name] = run_step(declared, params, source, getattr(paths, declared.data), paths.selected_images,
                                      runner)
             write_metrics(metrics[name], paths.metrics / f"{name}.json")

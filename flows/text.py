@@ -23,7 +23,7 @@ from tasks.core.images import source_image_paths
 from tasks.core.io import read_frame, write_outputs
 from tasks.core.params import PathsParams
 from tasks.core.schemas import Schema
-from tasks.stages import Params, Stage, caption_steps, skip_reason, stage
+from tasks.stages import Params, caption_steps, skip_reason, step
 
 
 def with_source_images(sites: pl.DataFrame, paths: PathsParams) -> pl.DataFrame:
@@ -39,16 +39,16 @@ def with_source_images(sites: pl.DataFrame, paths: PathsParams) -> pl.DataFrame:
 
 
 def run_step(name: str, source: Path, output: Path, params: Params) -> dict:
-    step = cast(Stage, stage(name))  # a caption step
-    step.logic  # imported whether its shards compute, come from the cache or pass through: its DVC code deps hold it
-    frame = read_frame(source, cast(Schema, step.input), cast(str, step.after))  # a caption step has both
+    declared = step(name)
+    declared.logic  # imported whether its shards compute, come from the cache or pass through: its DVC code deps hold it
+    frame = read_frame(source, cast(Schema, declared.input), cast(str, declared.after))  # a caption step has both
     if reason := skip_reason(name, params):
         get_run_logger().info("%s skipped (%s): its %d rows pass through", name, reason, frame.height)
-        write_outputs(frame, pl.DataFrame(schema=step.rejects), output)
-        return stage_metrics(name, frame.height, frame, pl.DataFrame(schema=step.rejects), skipped=reason)
+        write_outputs(frame, pl.DataFrame(schema=declared.rejects), output)
+        return stage_metrics(name, frame.height, frame, pl.DataFrame(schema=declared.rejects), skipped=reason)
     if name == "saliency":
         frame = with_source_images(frame, params.paths)
-    result = run_sharded(step, frame, params)
+    result = run_sharded(declared, frame, params)
     write_outputs(result.kept, result.rejects, output)
     get_run_logger().info("%s: %d rows in, %d out, %d/%d shards computed", name, frame.height,
                           result.kept.height, result.shards_computed, result.shards)

@@ -32,7 +32,7 @@ from tasks.core.writing import write_frames
 from tasks.image import backends
 from tasks.image.params import GenerateParams
 from tasks.image.thresholds import subjects_failure
-from tasks.stages import Params, Stage, stage
+from tasks.stages import Params, step
 from tasks.toyworld import identity, summary, truth
 
 
@@ -92,7 +92,7 @@ def check(params: Params) -> None:
         check_models(params.generate)
         check_input(params.paths.samples, SAMPLES, "generate")
         identity.check_world_model(params.generate, cast(str, params.tiny_models.toy_world))  # truth.enabled: set
-        identity.check_samples(params.paths.samples, params.generate, cast(Stage, stage("generate")).code)
+        identity.check_samples(params.paths.samples, params.generate, step("generate").code)
 
 
 def show(metrics: dict) -> None:

@@ -8,7 +8,6 @@ results), so only never-seen samples are rendered, whichever task, process or ho
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
 import polars as pl
 from prefect import flow, get_run_logger, task
@@ -27,7 +26,7 @@ from tasks.core.schemas import PAIR, SAMPLES
 from tasks.image import chunks, generate, render
 from tasks.image.params import GenerateParams, SelectionParams
 from tasks.image.records import PairRecords
-from tasks.stages import Params, Stage, stage
+from tasks.stages import Params, step
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -46,7 +45,7 @@ def generate_flow(pairs_path: Path, output: Path, params: Params) -> dict:
     """A score row for every sample of every caption pair in `pairs_path`, under the sample unit's key (recorded in
     the output: `io.made_by`, which truth checks)."""
     gen = params.generate
-    unit = render.sample_unit(gen, cast(Stage, stage("generate")).code)
+    unit = render.sample_unit(gen, step("generate").code)
     selection_params = params.selection if gen.adaptive.enabled else None
     pairs = read_frame(pairs_path, PAIR, "perplexity").select(list(PAIR))
     cut = chunks.sample_cut([gen.n_samples] * pairs.height, gen.pairs_per_task)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 from prefect import flow, task
@@ -32,7 +31,7 @@ from tasks.image import render, selection, store, thresholds
 from tasks.image.params import GenerateParams
 from tasks.image.records import PairRecords
 from tasks.image.sampling import Sample
-from tasks.stages import Params, Stage, stage
+from tasks.stages import Params, step
 
 
 def canonical_images(records: PairRecords) -> Path:
@@ -79,7 +78,7 @@ def selection_flow(scores_path: Path, output: Path, selected_images: Path, param
     scores = read_frame(scores_path, SAMPLES, "generate")
     gen, records = params.generate, sample_records(params)
     counts: Counter[str] = Counter()
-    unit = render.sample_unit(gen, cast(Stage, stage("generate")).code)
+    unit = render.sample_unit(gen, step("generate").code)
     folder = canonical_images(records)
 
     def render_canonical(pairs: list[dict], samples: list[Sample]) -> list[dict]:

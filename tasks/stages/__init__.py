@@ -192,6 +192,20 @@ def stage(name: str) -> Stage | TableStage:
     return importlib.import_module(f"{__name__}.{key}").STAGE
 
 
+def step(name: str) -> Stage:
+    """The declaration of data stage `name` (`stage`); a table stage's name is an error."""
+    if not isinstance(declared := stage(name), Stage):
+        raise ValueError(f"stage {name} is a table stage, not a data stage")
+    return declared
+
+
+def table(name: str) -> TableStage:
+    """The declaration of table stage `name` (`stage`); a data stage's name is an error."""
+    if not isinstance(declared := stage(name), TableStage):
+        raise ValueError(f"stage {name} is a data stage, not a table stage")
+    return declared
+
+
 @cache
 def stages() -> dict[str, Stage | TableStage]:
     """Every stage, in DAG order (a topological walk over `after`)."""

@@ -50,7 +50,7 @@ def test_the_manifest_names_each_section_and_stage_once_and_a_name_it_lacks_is_o
     non-shared key of `params.yaml` is one of them; an undeclared stage or section is refused in one line."""
     from tasks.core.errors import UserError
     from tasks.core.params import Section
-    from tasks.stages import STAGES, section, stage
+    from tasks.stages import STAGES, section, stage, step, table
 
     assert [*SHARED, *section_names()] == list(yaml.safe_load((ROOT / "params.yaml").read_text()))
     assert len(set(STAGES)) == len(STAGES) == len(stages())
@@ -64,6 +64,11 @@ def test_the_manifest_names_each_section_and_stage_once_and_a_name_it_lacks_is_o
         section("nowhere")
     with pytest.raises(UserError, match="no stage named nowhere: a stage is declared in tasks/stages/<name>.py"):
         stage("nowhere")
+    assert step("generate") is stages()["generate"] and table("truth") is stages()["truth"]
+    with pytest.raises(ValueError, match="stage truth is a table stage, not a data stage"):
+        step("truth")
+    with pytest.raises(ValueError, match="stage generate is a data stage, not a table stage"):
+        table("generate")
 
 
 def test_a_declared_entry_naming_nothing_fails_where_it_is_declared(tmp_path):
