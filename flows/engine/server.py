@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+from prefect.settings import (PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, get_current_settings,
+                              temporary_settings)
 
 from flows.engine.process import PrefectUnavailable, death_signal
 from tasks.core.errors import UserError
@@ -125,22 +126,25 @@ def _drain_workers() -> None:
 def prefect_api(timeout: float = 60) -> Iterator[str]:
     """Yield the Prefect API URL this command uses (PREFECT_HOME checked first): PREFECT_API_URL if set (it must
     answer), else a temporary server started for the whole block and stopped when it exits (or killed by the kernel
-    if this process dies)."""
+    if this process dies). Its flow runs send no heartbeats: Prefect's heartbeat thread sleeps in whole seconds and
+    holds each flow run's end until it wakes (0.85 s of a caption stage's 3.5), and no automation here watches them;
+    a served deployment's runs (`cfgen serve`) keep them."""
     check_home()
-    configured = PREFECT_API_URL.value()
-    if configured:
-        check_reachable(configured)
-        yield configured
-        return
-    from flows.engine.temporary_server import TemporaryServer
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        configured = PREFECT_API_URL.value()
+        if configured:
+            check_reachable(configured)
+            yield configured
+            return
+        from flows.engine.temporary_server import TemporaryServer
 
-    server = TemporaryServer()
-    server.start(timeout)
-    try:
-        with _use_api(server.api_url, server):
-            yield server.api_url
-    finally:
-        server.stop()
+        server = TemporaryServer()
+        server.start(timeout)
+        try:
+            with _use_api(server.api_url, server):
+                yield server.api_url
+        finally:
+            server.stop()
 
 
 def _terminal_delivers_sigint_to(child: subprocess.Popen[Any]) -> bool:

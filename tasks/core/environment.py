@@ -10,16 +10,23 @@ on them; accelerate counts, since diffusers and transformers load every weight t
 `data_hashes` hashes NLTK data by content wherever `NLTK_DATA` finds it. Both are read now, from this process's
 `sys.path` and environment.
 
+Reading every distribution's metadata costs a stage's start-up ~0.5 s, so `installed` keeps what it read in
+`.cache/cfgen/` under the project, a file per state of the installation (`fingerprint`: the interpreter and every
+metadata folder on `sys.path`, in order, with its and its metadata file's modification times): an install, upgrade
+or removal, or another path, is another state, read afresh.
+
 `data_hashes` remembers the absolute folder each resource was found in (`nltk_found`): a Dask worker, started
 elsewhere without `NLTK_DATA`, is given those folders before its first task (`find_nltk_data`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import json
 import os
 import sys
-from collections.abc import Mapping
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -39,9 +46,9 @@ NON_COMPUTING = frozenset({
 USED_WHEN_INSTALLED = {"diffusers": ("accelerate",), "transformers": ("accelerate",)}
 
 
-@cache
-def _distributions() -> Mapping[str, list[str]]:
-    return importlib.metadata.packages_distributions()
+CACHE = ROOT / ".cache" / "cfgen"
+METADATA_FOLDERS = (".dist-info", ".egg-info")
+STATES_KEPT = 8  # processes with other paths (a script's folder, the working folder first) see other states
 
 
 def _requirements(distribution: importlib.metadata.Distribution) -> list[str]:
@@ -54,10 +61,64 @@ def _requirements(distribution: importlib.metadata.Distribution) -> list[str]:
     return found
 
 
+def fingerprint() -> str:
+    """The installation as `importlib.metadata` finds it now: the interpreter, and each `sys.path` folder's metadata
+    folders in path order, each with its own and its metadata file's modification time."""
+    h = hashlib.blake2b(sys.version.encode(), digest_size=16)
+    for folder in sys.path:
+        try:
+            entries = sorted((e for e in os.scandir(folder or ".") if e.name.endswith(METADATA_FOLDERS)),
+                             key=lambda e: e.name)
+        except OSError:  # not a folder (a zip), or gone
+            continue
+        h.update(f"\0{folder}".encode())
+        for entry in entries:
+            stamps = [os.stat(path).st_mtime_ns for path in (entry.path, *(
+                os.path.join(entry.path, name) for name in ("METADATA", "PKG-INFO")
+                if os.path.exists(os.path.join(entry.path, name))))]
+            h.update(f"\0{entry.name}:{stamps}".encode())
+    return h.hexdigest()
+
+
+def _read_installed() -> dict:
+    """{"modules": top-level module -> distribution names (`packages_distributions`), "distributions": canonical
+    name -> [name, version, required names] of the one `importlib.metadata.distribution` finds (the first on the
+    path)}."""
+    distributions: dict[str, list] = {}
+    for distribution in importlib.metadata.distributions():
+        if (name := distribution.metadata["Name"]) and canonicalize_name(name) not in distributions:
+            distributions[canonicalize_name(name)] = [name, distribution.version, _requirements(distribution)]
+    return {"modules": importlib.metadata.packages_distributions(), "distributions": distributions}
+
+
+@cache
+def installed(state: str) -> dict:
+    """`_read_installed` of the installation in `state` (`fingerprint`), from `CACHE` when an earlier process wrote
+    it; written there (atomically; the `STATES_KEPT` latest states are kept) when not. A cache that cannot be read or
+    written is read afresh."""
+    path = CACHE / f"distributions-{state}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    found = _read_installed()
+    try:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=CACHE, prefix=".distributions-", delete=False) as f:
+            json.dump(found, f)
+        os.replace(f.name, path)
+        for stale in sorted(CACHE.glob("distributions-*.json"), key=lambda p: p.stat().st_mtime_ns)[:-STATES_KEPT]:
+            stale.unlink(missing_ok=True)
+    except OSError:  # a read-only project: read afresh next time
+        pass
+    return found
+
+
 def library_versions(top_level: set[str]) -> tuple[dict[str, str], dict[str, str]]:
     """Distribution name (lower case) -> installed version: (the distributions the module docstring's rule keys for
     code importing the non-stdlib top-level modules `top_level`; those providing `top_level` themselves)."""
-    direct = [d for name in sorted(top_level - set(sys.stdlib_module_names)) for d in _distributions().get(name, [])]
+    now = installed(fingerprint())
+    direct = [d for name in sorted(top_level - set(sys.stdlib_module_names)) for d in now["modules"].get(name, [])]
     roots, todo = {canonicalize_name(d) for d in direct}, list(direct)
     found, imported, seen = {}, {}, set()
     while todo:
@@ -65,14 +126,13 @@ def library_versions(top_level: set[str]) -> tuple[dict[str, str], dict[str, str
         if name in seen or (name in NON_COMPUTING and name not in roots):
             continue
         seen.add(name)
-        try:
-            distribution = importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:  # an optional requirement that is not installed
+        if (distribution := now["distributions"].get(name)) is None:  # an optional requirement not installed
             continue
-        found[distribution.metadata["Name"].lower()] = distribution.version
+        title, version, requires = distribution
+        found[title.lower()] = version
         if name in roots:
-            imported[distribution.metadata["Name"].lower()] = distribution.version
-        todo.extend([*_requirements(distribution), *USED_WHEN_INSTALLED.get(name, ())])
+            imported[title.lower()] = version
+        todo.extend([*requires, *USED_WHEN_INSTALLED.get(name, ())])
     return dict(sorted(found.items())), dict(sorted(imported.items()))
 
 

@@ -165,6 +165,30 @@ def test_only_libraries_that_can_compute_an_output_are_keyed(tmp_path, monkeypat
     assert sample_identity().key != base.key
 
 
+def test_the_installation_is_read_once_per_state_and_again_when_it_changes(tmp_path, monkeypatch):
+    """A later process reads the distributions from the cache file of the installation's state, not from their
+    metadata; an upgrade in a folder already on the path is another state."""
+    from tasks.core import environment
+
+    monkeypatch.setattr(environment, "CACHE", tmp_path / "cache")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    installed(tmp_path / "site", "diffusers", "99.0.0")
+    environment.installed.cache_clear()
+    assert sample_identity().libraries["diffusers"] == "99.0.0"
+    assert len(list((tmp_path / "cache").glob("distributions-*.json"))) == 1
+    environment.installed.cache_clear()  # as a new process starts
+
+    def unread():
+        raise AssertionError("the metadata was read again")
+
+    with monkeypatch.context() as m:
+        m.setattr(environment.importlib.metadata, "distributions", unread)
+        assert sample_identity().libraries["diffusers"] == "99.0.0"
+    shutil.rmtree(tmp_path / "site" / "diffusers-99.0.0.dist-info")
+    installed(tmp_path / "site", "diffusers", "100.0.0")
+    assert sample_identity().libraries["diffusers"] == "100.0.0"
+
+
 def test_log_and_exception_texts_change_nothing_their_code_does(project_copy):
     base = sample_identity().key
     render, p2p = project_copy / "tasks/image/render.py", project_copy / "tasks/image/p2p.py"

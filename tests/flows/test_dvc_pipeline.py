@@ -660,6 +660,7 @@ def test_c_clip_threshold_renders_only_new_winners_and_its_reversal_nothing(repo
     path, env = repo
     timed_repro(path, env, "(c0) selection after (b)", "selection")  # every current pair's winner rendered once
     before = pl.read_parquet(path / "data/processed/selected.parquet")
+    default = yaml.safe_load((path / "params.yaml").read_text())["selection"]["min_clip_dir"]["demo"]
     set_param(path, "selection.min_clip_dir.demo", float(before["clip_dir"].median()))
     stages = timed_repro(path, env, "(c1) selection.min_clip_dir = median winner clip_dir", "selection")
     assert "selection" in stages  # (its downstream stages rerun on its changed output: DVC's own rule)
@@ -667,7 +668,7 @@ def test_c_clip_threshold_renders_only_new_winners_and_its_reversal_nothing(repo
     assert metrics(path, "generate")["pairs_generated"] == 0
     after = pl.read_parquet(path / "data/processed/selected.parquet")
     assert metrics(path, "selection")["renders"] == after.join(before, on=["caption_id", "sample"], how="anti").height
-    set_param(path, "selection.min_clip_dir.demo", -1.0)
+    set_param(path, "selection.min_clip_dir.demo", default)
     stages = timed_repro(path, env, "(c2) threshold reverted", "selection")
     # DVC's run cache restores (c0)'s outputs without running selection; if selection runs, every winner is a cache hit
     assert "selection" not in stages or metrics(path, "selection")["renders"] == 0

@@ -167,6 +167,26 @@ def test_a_stage_command_on_a_running_server_never_imports_the_server_code():
     assert done.stdout.strip() == "[]"
 
 
+def test_a_commands_flow_runs_send_no_heartbeat_and_end_at_once(prefect_server, monkeypatch):
+    """Prefect's heartbeat thread sleeps in whole seconds and holds each flow run's end until it wakes: a command's
+    flow runs (under `prefect_api`) start none; outside it, Prefect's default sends one."""
+    from prefect import flow
+    from prefect.flow_engine import FlowRunEngine
+
+    beats = []
+    monkeypatch.setattr(FlowRunEngine, "_emit_flow_run_heartbeat", lambda self, *a: beats.append(self.flow_run.id))
+
+    @flow
+    def noop() -> int:
+        return 1
+
+    with prefect_api():
+        assert noop() == 1
+    assert beats == []
+    assert noop() == 1
+    assert len(beats) == 1
+
+
 @pytest.mark.slow
 def test_server_that_cannot_start_fails_in_one_line_with_its_last_stderr_line(tmp_path, prefect_home):
     script = "\n".join([
