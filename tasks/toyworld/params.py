@@ -16,7 +16,8 @@ RECORD = "toy_world.json"  # beside an assembled diffusion folder: the weights' 
 @dataclass(frozen=True)
 class Schedule:
     """`cfgen toy-world train`'s recipe: what a run computes (`tasks.toyworld.train`). Its defaults made the committed
-    diffusion model (`tasks/toyworld/weights`, `--only diffusion` on the VAE, CLIP model and LMs of the run before);
+    diffusion model (`tasks/toyworld/weights`, `--only diffusion` on the VAE, CLIP model and LMs of the run before)
+    and then its CLIP model (`--only clip` on that diffusion model);
     a record lacking a field ran before the field existed, so `from_record` reads it as `BEFORE` says that run did.
 
     `draw`: "stream" (one `random.Random(seed)` drawn in the training process, shared by every model in step order:
@@ -44,7 +45,7 @@ class Schedule:
     seed: int = 0
     vae_steps: int = 600
     diffusion_steps: int = 3125
-    clip_steps: int = 800
+    clip_steps: int = 4000
     lm_steps: int = 400
     batch: int = 32
     lr: float = 1e-3
