@@ -16,14 +16,15 @@ stages whose outputs it reads. There are two kinds:
   it is declared. `input` is what it reads from the output of `after`; `data` is the `paths` entry it writes.
 - a `TableStage` (`cfgen NAME`): `flow(params)` reads and writes whole tables at `paths`, after `check(params)` and the
   pre-flight of the models of `models` (sections); `sharded` runs it on the engine's task runner; `show(result)`
-  prints its result.
+  prints its result. `after_steps` adds every data stage to its `after` (`stages`): it reads what each one writes
+  (report: their metrics; gallery: their rejects too), so a new data stage needs no edit of it.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from graphlib import TopologicalSorter
 from pathlib import Path
@@ -165,6 +166,7 @@ class TableStage:
     check: str | None = None
     show: str | None = None
     sharded: bool = False
+    after_steps: bool = False
 
     def __post_init__(self) -> None:
         for entry in (self.flow, self.check, self.show):
@@ -208,8 +210,11 @@ def table(name: str) -> TableStage:
 
 @cache
 def stages() -> dict[str, Stage | TableStage]:
-    """Every stage, in DAG order (a topological walk over `after`)."""
+    """Every stage, in DAG order (a topological walk over `after`), a table stage's `after_steps` resolved."""
     loaded = {name: stage(name) for name in sorted(STAGES)}
+    data = {name for name, s in loaded.items() if isinstance(s, Stage)}
+    loaded |= {name: replace(s, after=tuple(sorted(data | set(s.after))), after_steps=False)
+               for name, s in loaded.items() if isinstance(s, TableStage) and s.after_steps}
     order = TopologicalSorter({name: list(s.needs) for name, s in loaded.items()}).static_order()
     return {name: loaded[name] for name in order}
 

@@ -6,7 +6,6 @@ HELP = ("The static pair gallery (paths.gallery): every accepted pair, the rejec
         "pairs and the run's funnel; open its index.html from the file system or any static host.")
 
 STAGE = TableStage("gallery", "flows.release.gallery:gallery", HELP,
-                   after=("candidates", "generate", "ingest", "inpaint", "judge", "perplexity", "relations",
-                          "removal_captions", "removal_masks", "removal_selection", "report", "saliency", "selection",
-                          "similarity", "sites", "truth", "validation"),
+                   after=("inpaint", "judge", "removal_captions", "removal_masks", "removal_selection", "report",
+                          "truth", "validation"), after_steps=True,
                    reads=("gallery",), check="flows.release.gallery:check", show="flows.release.gallery:show")

@@ -4,6 +4,5 @@ from tasks.stages import TableStage
 
 STAGE = TableStage("report", "flows.release.report:report_flow",
                    "reports/metrics.json, figures and plot data for the current run.",
-                   after=("candidates", "generate", "ingest", "perplexity", "relations", "saliency", "selection",
-                          "similarity", "sites", "truth"),
-                   reads=("sites", "similarity", "selection"), show="flows.release.report:show")
+                   after=("truth",), after_steps=True, reads=("sites", "similarity", "selection"),
+                   show="flows.release.report:show")

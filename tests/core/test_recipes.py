@@ -124,9 +124,12 @@ def follow_caption_stage(project: Path) -> list[str]:
     manifest.write_text(manifest.read_text().replace("    similarity: tasks.text.params.SimilarityParams",
                                                      "    colours: tasks.text.params.ColoursParams\n"
                                                      "    similarity: tasks.text.params.SimilarityParams"))
-    dvc = project / "dvc.yaml"  # the next stage reads the new one's output
+    dvc = project / "dvc.yaml"  # the next stage reads the new one's output; report its metrics, gallery its rejects
     text = dvc.read_text().split("\n  similarity:", 1)
-    dvc.write_text(text[0] + "\n  similarity:" + text[1].replace("${paths.relations}", "${paths.colours}", 2))
+    text = text[0] + "\n  similarity:" + text[1].replace("${paths.relations}", "${paths.colours}", 2)
+    for made in ('"${paths.metrics}/relations.json", ', '"data/interim/relations.rejects.parquet", '):
+        text = text.replace(made, made + made.replace("relations", "colours"))
+    dvc.write_text(text)
     return changed
 
 
