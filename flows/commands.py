@@ -83,52 +83,52 @@ toy_world = typer.Typer(help="The toy world: its captions, and the training of i
                         "(tiny_models.toy_world).", no_args_is_help=True)
 
 
+Rate = Annotated[float | None, typer.Option(min=0.0, max=1.0)]
+Draw = Annotated[str | None, typer.Option(
+    help="stream: scenes drawn in the training process from one seeded stream (the committed run); pool: each batch "
+         "from its own seed, by --workers processes")]
+Heads = Annotated[int | None, typer.Option(min=1, help="heads per UNet attention layer (8: the committed run's)")]
+MinSnrGamma = Annotated[float | None, typer.Option(
+    min=0.01, help="Min-SNR-γ weighting of the UNet's ε-loss (left out: plain ε-loss)")]
+ParseSteps = Annotated[int | None, typer.Option(
+    min=0, help="pre-train the text encoder to parse captions for this many steps, then freeze it (0: trained with "
+                "the UNet)")]
+Grounding = Annotated[float | None, typer.Option(
+    min=0.0, max=100.0, help="weight of the cross-attention grounding loss (0: off)")]
+LowSnr = Annotated[float | None, typer.Option(
+    min=0.0, max=1.0, help="share of timesteps drawn from SNR ≤ 1 in the first half")]
+Spacing = Annotated[str | None, typer.Option(help="the sampler's timestep spacing: leading (SD v1's) or trailing")]
+Device = Annotated[str | None, typer.Option(help="auto (CUDA when torch sees a GPU, else the CPU), cpu, cuda, cuda:i")]
+Workers = Annotated[int | None, typer.Option(min=0, help="processes drawing a pool's batches (0: this one)")]
+Compile = Annotated[bool | None, typer.Option(
+    "--compile/--no-compile", help="torch.compile the UNet's training step (default: off)")]
+CheckpointEvery = Annotated[int | None, typer.Option(
+    min=0, help="steps between checkpoints (in the staging folder .OUTPUT.training; 0: none; default 500)")]
+Resume = Annotated[bool | None, typer.Option(
+    "--resume", help="continue from the staging folder's checkpoint (if any)")]
+EvalScenes = Annotated[int | None, typer.Option(
+    min=0, help="fixed scenes the diffusion model draws at each checkpoint and at its end, read back by the checker "
+                "(train.json: accuracy; default 64)")]
+Only = Annotated[list[str] | None, typer.Option(
+    help="train this model only (vae, diffusion, clip or lms; repeatable): the others are copied from --reuse")]
+Reuse = Annotated[Path | None, typer.Option(
+    help="the weights --only leaves untrained come from (default: the committed ones)")]
+ReplaceCommitted = Annotated[bool | None, typer.Option(
+    "--replace-committed", help="OUTPUT may be the committed weights folder")]
+
+
 @toy_world.command("train", cls=OneLineUsage)
 def toy_world_train(output: Annotated[Path, typer.Argument(help="where the compact weights go (a new or empty folder, "
                                                                  "or earlier weights to replace)")],
                     seed: Annotated[int | None, SEEDS] = None,
                     vae_steps: Positive = None, diffusion_steps: Positive = None, clip_steps: Positive = None,
-                    lm_steps: Positive = None, batch: Positive = None,
-                    lr: Annotated[float | None, typer.Option(min=0.0, max=1.0)] = None,
-                    draw: Annotated[str | None, typer.Option(
-                        help="stream: scenes drawn in the training process from one seeded stream (the committed "
-                             "run); pool: each batch from its own seed, by --workers processes")] = None,
-                    attention_heads: Annotated[int | None, typer.Option(
-                        min=1, help="heads per UNet attention layer (8: the committed run's)")] = None,
-                    min_snr_gamma: Annotated[float | None, typer.Option(
-                        min=0.01, help="Min-SNR-γ weighting of the UNet's ε-loss (left out: plain ε-loss)")] = None,
-                    ema_decay: Annotated[float | None, typer.Option(min=0.0, max=1.0)] = None,
-                    parse_steps: Annotated[int | None, typer.Option(
-                        min=0, help="pre-train the text encoder to parse captions for this many steps, then freeze "
-                                    "it (0: trained with the UNet)")] = None,
-                    grounding: Annotated[float | None, typer.Option(
-                        min=0.0, max=100.0, help="weight of the cross-attention grounding loss (0: off)")] = None,
-                    low_snr: Annotated[float | None, typer.Option(
-                        min=0.0, max=1.0, help="share of timesteps drawn from SNR ≤ 1 in the first half")] = None,
-                    spacing: Annotated[str | None, typer.Option(
-                        help="the sampler's timestep spacing: leading (SD v1's) or trailing")] = None,
-                    device: Annotated[str | None, typer.Option(
-                        help="auto (CUDA when torch sees a GPU, else the CPU), cpu, cuda, cuda:i")] = None,
-                    workers: Annotated[int | None, typer.Option(min=0, help="processes drawing a pool's "
-                                                                            "batches (0: this one)")] = None,
-                    compile_unet: Annotated[bool | None, typer.Option(
-                        "--compile/--no-compile", help="torch.compile the UNet's training step (default: off)")] = None,
-                    checkpoint_every: Annotated[int | None, typer.Option(
-                        min=0, help="steps between checkpoints (in the staging folder .OUTPUT.training; 0: none; "
-                                    "default 500)")] = None,
-                    resume: Annotated[bool | None, typer.Option(
-                        "--resume", help="continue from the staging folder's checkpoint (if any)")] = None,
-                    eval_scenes: Annotated[int | None, typer.Option(
-                        min=0, help="fixed scenes the diffusion model draws at each checkpoint and at its end, read "
-                                    "back by the checker (train.json: accuracy; default 64)")] = None,
-                    only: Annotated[list[str] | None, typer.Option(
-                        help="train this model only (vae, diffusion, clip or lms; repeatable): the others are "
-                             "copied from --reuse")] = None,
-                    reuse: Annotated[Path | None, typer.Option(
-                        help="the weights --only leaves untrained come from (default: the committed ones)")] = None,
-                    replace_committed: Annotated[bool | None, typer.Option(
-                        "--replace-committed", help="OUTPUT may be the committed weights folder")] = None
-                    ) -> None:
+                    lm_steps: Positive = None, batch: Positive = None, lr: Rate = None, draw: Draw = None,
+                    attention_heads: Heads = None, min_snr_gamma: MinSnrGamma = None, ema_decay: Rate = None,
+                    parse_steps: ParseSteps = None, grounding: Grounding = None, low_snr: LowSnr = None,
+                    spacing: Spacing = None, device: Device = None, workers: Workers = None,
+                    compile_unet: Compile = None, checkpoint_every: CheckpointEvery = None, resume: Resume = None,
+                    eval_scenes: EvalScenes = None, only: Only = None, reuse: Reuse = None,
+                    replace_committed: ReplaceCommitted = None) -> None:
     """Train the diffusion model (VAE, text encoder, UNet), the CLIP model and the two text LMs on toy-world scenes
     (seeded; on a GPU when there is one), with a progress bar and checkpoints. A recipe option left out takes the
     committed run's value (`tasks.toyworld.params.Schedule`), which computes the committed weights again on the CPU.

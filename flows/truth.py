@@ -27,7 +27,7 @@ from tasks.core import keys
 from tasks.core.images import read_rgb, stored_files
 from tasks.core.io import check_input, plain, read_frame
 from tasks.core.loading import set_torch_threads
-from tasks.core.schemas import SAMPLES, SELECTED, TRUTH, TRUTH_SAMPLES
+from tasks.core.schemas import JUDGED, SAMPLES, SELECTED, TRUTH, TRUTH_SAMPLES
 from tasks.core.writing import write_frames
 from tasks.image import backends
 from tasks.image.params import GenerateParams
@@ -73,7 +73,7 @@ def truth_flow(params: Params) -> dict:
             progress.advance()
     checked = pl.DataFrame([row for f in futures for row in f.result()], schema=TRUTH_SAMPLES)
     chosen = truth.selected_truth(selected, lambda name: read_rgb(files[name]), TRUTH)
-    judged = (pl.read_parquet(paths.judged).select("caption_id", "judge_pass").drop_nulls()
+    judged = (read_frame(paths.judged, JUDGED, "judge").select("caption_id", "judge_pass").drop_nulls()
               if params.judge.enabled and paths.judged.is_file() else None)
     metrics = {"stage": "truth", "enabled": True,
                **summary.metrics(checked, chosen, subjects_pass(samples, params), judged, samples, params.selection),
