@@ -28,9 +28,9 @@ from tasks.core import keys
 from tasks.core.fields import keyed_dump
 from tasks.core.fingerprints import content_hash
 from tasks.core.images import source_image_paths, stored_files
-from tasks.core.io import plain
+from tasks.core.io import plain, read_frame
 from tasks.core.loading import set_torch_threads
-from tasks.core.schemas import EVALUATION, ITM_DELTAS
+from tasks.core.schemas import EVALUATION, ITM_DELTAS, PAIR_IMAGES, REMOVAL_GALLERY, REMOVAL_PAIRS, VALIDATED
 from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.core.writing import write_frame, write_json
 from tasks.evaluation import evaluate as stage
@@ -91,8 +91,9 @@ def removal_metrics(params: Params) -> dict[str, dict] | None:
     paths = params.paths
     if not paths.removal_pairs.is_file():
         return None
-    queries = stage.removal_queries(pl.read_parquet(paths.removal_pairs))
-    gallery = pl.read_parquet(paths.removal_gallery).select("caption", "classes")
+    queries = stage.removal_queries(read_frame(paths.removal_pairs, REMOVAL_PAIRS, "removal-selection"))
+    gallery = read_frame(paths.removal_gallery, {c: REMOVAL_GALLERY[c] for c in ("caption", "classes")},
+                         "removal-captions")
     stage.require_files(stored_files(paths.inpainted_images, queries["image_1"]))
     log.info("evaluate: ODmAP over %d test queries and %d gallery captions", queries.height, gallery.height)
     odmap = in_store(odmap_model, params)
@@ -106,10 +107,11 @@ def evaluate_flow(params: Params) -> dict:
     """Every model of `evaluate.models` on the selected pairs; returns the metrics written to metrics.json. Its
     runner releases the models when the flow run ends."""
     paths = params.paths
-    selected = pl.read_parquet(paths.selected)
+    selected = read_frame(paths.selected, PAIR_IMAGES, "selection")
     real_paths = source_image_paths(selected["image_id"], paths.source_images, paths.source_image_name)
     real = stage.locate(selected, paths.selected_images, real_paths)
-    validated = pl.read_parquet(paths.validated)["caption_id"].to_list() if paths.validated.is_file() else None
+    validated = (read_frame(paths.validated, VALIDATED, "validation")["caption_id"].to_list()
+                 if paths.validated.is_file() else None)
     odmap = removal_metrics(params)  # after the selected images' check, before any R@k model
     evaluate = in_store(evaluate_model, params)
     pairs = pairs_content(selected, real, validated)

@@ -25,6 +25,7 @@ from flows.engine.console import console
 from flows.engine.workspace import result_store
 from flows.measure import caption_bench, image_bench, quiet_placement, startup_seconds
 from tasks.core.errors import UserError
+from tasks.core.io import read_frame
 from tasks.core.loading import release_models
 from tasks.core.schemas import PAIR, SAMPLES
 from tasks.plan import estimate, preflight
@@ -42,7 +43,7 @@ def pass_rates(params: Params, given: float | None) -> tuple[float, tuple[tuple[
                         "screening samples that pass selection, e.g. 0.1)")
     from tasks.image.thresholds import passing
 
-    scores = pl.read_parquet(path, columns=list(SAMPLES)).with_columns(passes=passing(params.selection))
+    scores = read_frame(path, SAMPLES, "generate").with_columns(passes=passing(params.selection))
     if scores.is_empty():
         raise UserError(f"the samples table {path} is empty: give --pass-rate")
     pilot = scores.group_by(list(PAIR), maintain_order=True).agg(pl.col("passes").sort_by("sample"))["passes"]

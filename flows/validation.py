@@ -9,18 +9,22 @@ from prefect import flow, get_run_logger
 
 from flows.engine.console import console, show_json
 from tasks.core.io import read_frame
+from tasks.core.schemas import PAIR_IMAGES, VALIDATED
 from tasks.core.writing import write_file, write_frame, write_json, write_text
 from tasks.stages import Params
 from tasks.validation import agreement, labelstudio
 
-VALIDATED = {"caption_id": pl.String}
+
+def image_keys(params: Params) -> pl.DataFrame:
+    """Every image of the selection as (caption_id, side) (`labelstudio.image_keys`), read from its caption ids."""
+    return labelstudio.image_keys(read_frame(params.paths.selected, {"caption_id": pl.String}, "selection"))
 
 
 @flow(name="validation-tasks")
 def validation_tasks_flow(params: Params) -> int:
     """`paths.labelstudio_tasks` (JSON import) and the labeling config beside it (.xml); returns the task count."""
     paths, vp = params.paths, params.validation
-    tasks = labelstudio.build_tasks(pl.read_parquet(paths.selected), paths.selected_images,
+    tasks = labelstudio.build_tasks(read_frame(paths.selected, PAIR_IMAGES, "selection"), paths.selected_images,
                                     annotators=vp.annotators, seed=vp.seed, overlap_share=vp.overlap_share,
                                     overlap=vp.overlap, url_prefix=vp.url_prefix)
     write_file(paths.labelstudio_tasks, lambda temporary: temporary.write_bytes(labelstudio.tasks_json(tasks)))
@@ -32,7 +36,7 @@ def check_export(params: Params) -> None:
     """Before any server starts: the selection is readable and the Label Studio export, when there is one, is an export
     of its images (else one line: the file, the task and what is wrong with it)."""
     paths = params.paths
-    images = labelstudio.image_keys(read_frame(paths.selected, {"caption_id": pl.String}, "selection"))
+    images = image_keys(params)
     if paths.labelstudio_export.is_file():
         agreement.check_images(labelstudio.read_export(paths.labelstudio_export), images)
 
@@ -52,8 +56,7 @@ def validation_flow(params: Params) -> dict:
     """The validation results (`paths.metrics/validation.json`) and the validated caption_ids (`paths.validated`)."""
     paths = params.paths
     ratings = read_ratings(params)
-    images = labelstudio.image_keys(pl.read_parquet(paths.selected))
-    result = agreement.summary(ratings, images, params.validation.overlap)
+    result = agreement.summary(ratings, image_keys(params), params.validation.overlap)
     validated = agreement.validated(agreement.image_labels(ratings))
     write_frame(pl.DataFrame({"caption_id": validated}, schema=VALIDATED), paths.validated)
     write_json(result, paths.metrics / "validation.json")

@@ -7,6 +7,8 @@ import json
 import polars as pl
 from prefect import flow
 
+from tasks.core.io import read_frame
+from tasks.core.schemas import COUNTERFACTUALS
 from tasks.core.writing import write_text
 from tasks.release import card, datasheet
 from tasks.release.provenance import provenance
@@ -22,9 +24,10 @@ def datasheet_flow(params: Params) -> None:
         ("evaluation", paths.evaluation_reports / "metrics.json"), ("mixtures", paths.metrics / "mixtures.json"),
         ("validation", paths.metrics / "validation.json"), ("judge", paths.metrics / "judge.json"),
         ("truth", paths.metrics / "truth.json"))}
-    sheet = datasheet.write(json.loads(paths.run_metrics.read_text()), pl.read_parquet(paths.counterfactual_captions),
-                            exported, provenance(params), params, found["evaluation"], found["validation"],
-                            found["judge"], found["truth"])
+    sheet = datasheet.write(json.loads(paths.run_metrics.read_text()),
+                            read_frame(paths.counterfactual_captions, COUNTERFACTUALS, "perplexity"), exported,
+                            provenance(params), params, found["evaluation"], found["validation"], found["judge"],
+                            found["truth"])
     mixture_sizes = found["mixtures"]["sizes"] if found["mixtures"] else None
     validated = found["validation"]["validated_pairs"] if found["validation"] else 0
     judged = found["judge"]["rows_out"] if found["judge"] and found["judge"]["enabled"] else 0

@@ -5,22 +5,23 @@ from __future__ import annotations
 
 import json
 
-import polars as pl
 from prefect import flow, get_run_logger
 
 from flows.engine.console import show_json
+from tasks.core.io import read_frame
 from tasks.release import report
-from tasks.stages import Params, steps
+from tasks.stages import Params, step, steps
 
-FRAMES = {"captions": "captions", "sites": "sites", "candidates": "candidates", "similar": "similarity",
-          "counterfactuals": "counterfactual_captions", "samples": "samples", "selected": "selected"}
+FRAMES = {"captions": "ingest", "sites": "sites", "candidates": "candidates", "similar": "similarity",
+          "counterfactuals": "perplexity", "samples": "generate", "selected": "selection"}  # the stage writing each
 
 
 @flow(name="report")
 def report_flow(params: Params) -> dict:
     """reports/metrics.json (funnel, rates, score means, UNet evaluations per accepted pair) + figures + plot data."""
     paths = params.paths
-    frames = {name: pl.read_parquet(getattr(paths, key)) for name, key in FRAMES.items()}
+    made = {name: step(by) for name, by in FRAMES.items()}
+    frames = {name: read_frame(getattr(paths, s.data), s.output, s.name) for name, s in made.items()}
     stage_metrics = {s: json.loads((paths.metrics / f"{s}.json").read_text()) for s in steps()}
     truth = paths.metrics / "truth.json"
     metrics = report.write_report(frames, stage_metrics, params,

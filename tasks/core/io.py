@@ -73,7 +73,8 @@ def check_input(path: Path, schema: schemas.Schema, produced_by: str) -> None:
     try:
         columns = pl.read_parquet_schema(path)
     except Exception as err:  # polars raises several error types for a file that is not parquet
-        raise SchemaError(f"input {path} is not a parquet file ({type(err).__name__})") from None
+        raise SchemaError(f"input {path} is not a parquet file ({type(err).__name__}): expected the output of "
+                          f"`cfgen {produced_by}`") from None
     missing = [c for c in schema if c not in columns]
     if missing:
         raise SchemaError(f"input {path} lacks columns {missing}: expected the output of `cfgen {produced_by}`")

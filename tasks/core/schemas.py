@@ -86,6 +86,9 @@ SAMPLES: Schema = {
 SAMPLES_REJECTS: Schema = rejects({**PAIR, "sample": pl.Int64, "seed": pl.Int64})
 SELECTED: Schema = {**PAIR, **_SAMPLE, **_PROMPT_FLAGS, "tried": pl.Int64, "image_o": pl.String, "image_c": pl.String}
 SELECTED_REJECTS: Schema = SAMPLES_REJECTS
+PAIR_IMAGES: Schema = {c: SELECTED[c] for c in ("caption_id", "image_id", "caption", "counterfactual", "image_o",
+                                                "image_c")}  # what a reader of the pairs' texts and images needs
+VALIDATED: Schema = {"caption_id": pl.String}  # the human-validated pairs (the validation stage)
 
 # The VLM judge (tasks/judge): P(Yes) of each yes/no question about a selected pair, then the verdict from the
 # thresholds. A question's name says what it asks about which image: original_o = "does I_o show C_o's word?".
