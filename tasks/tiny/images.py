@@ -5,8 +5,9 @@ tokenizer is the real CLIP BPE (open_clip's bundled merges), so 77-token truncat
 its networks (`tiny_sd_modules`, shared with the inpainting stand-in) are a few channels wide and map 32x32 images to
 4x4 latents. `build_tiny_sdxl` writes an SDXL folder the same way, saved by `StableDiffusionXLPipeline` itself
 (`write_sdxl`: model_index.json, two text encoders and tokenizers), `build_tiny_sd3` an SD3 one by
-`StableDiffusion3Pipeline` (no T5). `build_tiny_clip` writes an open_clip architecture JSON plus a safetensors
-checkpoint. All are deterministic in `seed`, and for tests and benchmarks only: their images and scores are noise.
+`StableDiffusion3Pipeline` (no T5); `TINY_BACKENDS` holds each under its `generate.backend`. `build_tiny_clip`
+writes an open_clip architecture JSON plus a safetensors checkpoint. All are deterministic in `seed`, and for tests
+and benchmarks only: their images and scores are noise.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import gzip
 import importlib.resources
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import open_clip
@@ -164,6 +166,10 @@ def build_tiny_diffusion(out_dir: Path, seed: int, unet: dict = TINY_UNET, text_
     clip_bpe_tokenizer().save_pretrained(out_dir / "tokenizer")
     EulerAncestralDiscreteScheduler(**SD_BETAS).save_pretrained(out_dir / "scheduler")
     return ModelSpec(id=str(out_dir))
+
+
+TINY_BACKENDS: dict[str, Callable[[Path, int], ModelSpec]] = {  # `generate.backend` -> its tiny folder's builder
+    "sd1": build_tiny_diffusion, "sdxl": build_tiny_sdxl, "sd3": build_tiny_sd3}
 
 
 def build_tiny_clip(out_dir: Path, seed: int) -> ClipSpec:

@@ -116,6 +116,16 @@ def test_a_sample_keys_its_own_backends_code_and_no_other_backends(project_copy,
     assert {name: unit_code(name) for name in base} == edited_keys
 
 
+def test_an_edit_to_the_code_the_clip_backends_share_rekeys_each(project_copy):
+    """`backends/clip.py` (`ClipBackend`, which every backend derives from) is in every backend's keys."""
+    base = {name: unit_code(name) for name in BACKEND_NEEDS}
+    path = project_copy / "tasks/image/backends/clip.py"
+    replace(path, "count_o > tokenizer.model_max_length", "count_o >= tokenizer.model_max_length")
+    source.IMPORTED.pop(path, None)
+    assert {name: tuple(map(str.__ne__, unit_code(name), base[name])) for name in base} == {
+        name: (True, True) for name in base}
+
+
 def test_an_edit_elsewhere_changes_nothing(project_copy):
     base = sample_identity().key
     replace(project_copy / "tasks/text/candidates.py", "def run(", "def unused():\n    return 1\n\n\ndef run(")

@@ -1,9 +1,11 @@
-"""Fixtures for the image-stage tests: tiny random SD v1, SDXL, SD3 and open_clip models built once per session,
-loaded for real."""
+"""Fixtures for the image-stage tests: each backend's tiny random model (`TINY_BACKENDS`) and a tiny open_clip, built
+once per session, loaded for real."""
 
 from __future__ import annotations
 
+import functools
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +15,10 @@ from PIL import Image
 
 from tasks.core.specs import ClipSpec, ModelSpec
 from tasks.image import generate, render
-from tasks.image.params import GenerateParams, SelectionParams
+from tasks.image.params import BACKEND_NEEDS, GenerateParams, SelectionParams
 from tasks.image.records import PairRecords
 from tasks.stages import stage
-from tasks.tiny.images import TINY_IMAGE_SIZE, build_tiny_clip, build_tiny_diffusion, build_tiny_sd3, build_tiny_sdxl
+from tasks.tiny.images import TINY_BACKENDS, TINY_IMAGE_SIZE, build_tiny_clip
 
 PAIRS = pl.DataFrame({
     "caption_id": ["p0", "p1"], "image_id": ["i0", "i1"],
@@ -35,28 +37,34 @@ def read_png(path) -> np.ndarray:
 
 
 @pytest.fixture(scope="session")
-def tiny_specs(tmp_path_factory) -> tuple[ModelSpec, ClipSpec]:
-    root = tmp_path_factory.mktemp("tiny_image_models")
-    return build_tiny_diffusion(root / "sd", seed=0), build_tiny_clip(root / "clip", seed=0)
+def tiny_folder(tmp_path_factory) -> Callable[[str], ModelSpec]:
+    """A backend's tiny random diffusion folder (`TINY_BACKENDS`, seed 0), built on first use."""
+    root = tmp_path_factory.mktemp("tiny_backends")
+    return functools.cache(lambda backend: TINY_BACKENDS[backend](root / backend, 0))
 
 
 @pytest.fixture(scope="session")
-def tiny_sdxl(tiny_specs, tmp_path_factory) -> tuple[ModelSpec, ClipSpec]:
+def tiny_specs(tiny_folder, tmp_path_factory) -> tuple[ModelSpec, ClipSpec]:
+    """The tiny SD v1 folder and the tiny CLIP."""
+    return tiny_folder("sd1"), build_tiny_clip(tmp_path_factory.mktemp("tiny_clip"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_sdxl(tiny_folder, tiny_specs) -> tuple[ModelSpec, ClipSpec]:
     """A tiny random SDXL folder (its own VAE) and the tiny CLIP."""
-    return build_tiny_sdxl(tmp_path_factory.mktemp("tiny_sdxl"), seed=0), tiny_specs[1]
+    return tiny_folder("sdxl"), tiny_specs[1]
 
 
 @pytest.fixture(scope="session")
-def tiny_sd3(tiny_specs, tmp_path_factory) -> tuple[ModelSpec, ClipSpec]:
+def tiny_sd3(tiny_folder, tiny_specs) -> tuple[ModelSpec, ClipSpec]:
     """A tiny random SD3 folder (no T5) and the tiny CLIP."""
-    return build_tiny_sd3(tmp_path_factory.mktemp("tiny_sd3"), seed=0), tiny_specs[1]
+    return tiny_folder("sd3"), tiny_specs[1]
 
 
-@pytest.fixture(scope="session", params=["sd1", "sdxl", "sd3"])
-def backend_params(request) -> GenerateParams:
-    """Tiny-profile params (`make_params`) of each backend on its tiny model."""
-    specs = request.getfixturevalue({"sd1": "tiny_specs", "sdxl": "tiny_sdxl", "sd3": "tiny_sd3"}[request.param])
-    return make_params(specs, backend=request.param)
+@pytest.fixture(scope="session", params=list(BACKEND_NEEDS))
+def backend_params(request, tiny_folder, tiny_specs) -> GenerateParams:
+    """Tiny-profile params (`make_params`) of each backend (`BACKEND_NEEDS`) on its tiny model."""
+    return make_params((tiny_folder(request.param), tiny_specs[1]), backend=request.param)
 
 
 def make_params(specs: tuple[ModelSpec, ClipSpec], **overrides) -> GenerateParams:

@@ -1,4 +1,5 @@
-"""Image backends: each `generate.backend` name has its class and its declared needs, and SD v1 renders the very
+"""Image backends: each `generate.backend` name (`BACKEND_NEEDS`) has its class, its declared needs and its tiny
+model (`TINY_BACKENDS`), a pair of each goes through the real generate -> selection path, and SD v1 renders the very
 pixels it rendered before the backend protocol: sha256 of canonical renders and of Batcher batches (two seeds, with
 and without P2P sharing), recorded on the code before the refactor (tiny random SD v1, CPU fp32, one torch thread),
 and again when model processes turned oneDNN off (issue 65: its convolutions round by thread count; two of the four
@@ -14,10 +15,11 @@ import pytest
 import torch
 
 from tasks.core.fields import keyed_dump
-from tasks.image import backends, render
+from tasks.image import backends, render, selection
 from tasks.image.params import BACKEND_NEEDS, GenerateParams
 from tasks.image.sampling import Sample
-from tests.image.fixtures import PAIRS
+from tasks.tiny.images import TINY_BACKENDS
+from tests.image.fixtures import PAIRS, PASS_ALL, read_png, screen
 
 pytest_plugins = ["tests.image.fixtures"]
 
@@ -56,8 +58,8 @@ def test_sd1_renders_the_pixels_it_rendered_before_the_backend_protocol(tiny_par
 
 
 def test_each_backend_name_has_its_class_and_needs_and_is_keyed(tiny_params, image_models):
-    assert set(get_args(GenerateParams.model_fields["backend"].annotation)) == BACKEND_NEEDS.keys() == {"sd1", "sdxl",
-                                                                                                     "sd3"}
+    names = set(get_args(GenerateParams.model_fields["backend"].annotation))
+    assert names == BACKEND_NEEDS.keys() == TINY_BACKENDS.keys()
     for name, needs in BACKEND_NEEDS.items():
         backend = backends.chosen(tiny_params.model_copy(update={"backend": name}))
         assert f"{backend.__module__}:{backend.__qualname__}" == needs.entry
@@ -67,3 +69,21 @@ def test_each_backend_name_has_its_class_and_needs_and_is_keyed(tiny_params, ima
     diffusion = image_models.diffusion
     rows = diffusion.condition(diffusion.encode("a dog", "a cat"), 3, tiny_params.size).states
     assert rows.shape[0] == 3 * tiny_params.needs.rows_per_sample
+
+
+def test_a_pair_of_each_backend_goes_through_generate_and_selection(backend_params, tmp_path):
+    models = render.load_models(backend_params)
+    assert f"{type(models.diffusion).__module__}:{type(models.diffusion).__qualname__}" == backend_params.needs.entry
+    scores, _, rendered = screen(PAIRS.head(1), backend_params, models)
+    evals = backend_params.needs.rows_per_sample * backend_params.steps
+    assert rendered == scores.height == backend_params.n_samples and set(scores["unet_evals"]) == {evals}
+
+    def canonical(pairs, samples):
+        return [render.canonical(pair, sample, backend_params, models) for pair, sample in zip(pairs, samples)]
+
+    kept, _, _ = selection.run(scores, PASS_ALL, backend_params.black_threshold, canonical, tmp_path)
+    [row] = kept.iter_rows(named=True)
+    again = render.canonical(PAIRS.row(0, named=True), Sample(row["seed"], row["p2p_fraction"],
+                                                              row["guidance_scale"]), backend_params, models)
+    images = [read_png(tmp_path / row[name]) for name in ("image_o", "image_c")]
+    assert np.array_equal(np.stack(images), again["images"]) and not np.array_equal(*images)

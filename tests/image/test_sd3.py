@@ -1,7 +1,7 @@
 """SD3 with joint-attention sharing on a tiny random SD3 folder (saved by `StableDiffusion3Pipeline`, no T5; CPU fp32,
 32x32, 3 steps): it conditions and samples as the pipeline does, its flow-matching step is the scheduler's, and
 sharing (in the blocks `generate.p2p_layers` lists) changes I_c only. Its pair through generate -> selection is
-`test_sdxl.test_a_pair_of_each_backend_goes_through_generate_and_selection`."""
+`test_backends.test_a_pair_of_each_backend_goes_through_generate_and_selection`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """SDXL with Prompt-to-Prompt on a tiny random SDXL folder (saved by `StableDiffusionXLPipeline`; CPU fp32, 32x32, 3
 steps): it conditions and samples as the pipeline does, sharing changes I_c only (cross-attention maps of the shared
-tokens included), batches render what a canonical render does, and a pair of each backend goes through the real
-generate -> selection path."""
+tokens included), and batches render what a canonical render does."""
 
 from __future__ import annotations
 
@@ -13,9 +12,9 @@ import torch
 from diffusers import EulerAncestralDiscreteScheduler, StableDiffusionXLPipeline
 from diffusers.models.attention_processor import Attention
 
-from tasks.image import p2p, render, selection
+from tasks.image import p2p, render
 from tasks.image.sampling import Sample
-from tests.image.fixtures import PAIRS, PASS_ALL, make_params, read_png, screen
+from tests.image.fixtures import PAIRS, make_params, screen
 
 pytest_plugins = ["tests.image.fixtures"]
 SAMPLES = [Sample(101, 1.0, 7.5), Sample(202, 1.0, 12.0), Sample(303, 1.0, 10.0)]
@@ -135,19 +134,3 @@ def test_batches_render_what_a_canonical_render_does(sdxl_params, sdxl):
                                      sdxl_params, sdxl)
         assert canonical["clip_dir"] == row["clip_dir"] and canonical["max_pixel_c"] == row["max_pixel_c"]
 
-
-def test_a_pair_of_each_backend_goes_through_generate_and_selection(backend_params, tmp_path):
-    models = render.load_models(backend_params)
-    assert type(models.diffusion).__name__ == {"sd1": "SD1", "sdxl": "SDXL", "sd3": "SD3"}[backend_params.backend]
-    scores, _, rendered = screen(PAIRS.head(1), backend_params, models)
-    assert rendered == scores.height == 4 and scores["unet_evals"].to_list() == [4 * 3] * 4
-
-    def canonical(pairs, samples):
-        return [render.canonical(pair, sample, backend_params, models) for pair, sample in zip(pairs, samples)]
-
-    kept, _, _ = selection.run(scores, PASS_ALL, backend_params.black_threshold, canonical, tmp_path)
-    [row] = kept.iter_rows(named=True)
-    again = render.canonical(PAIRS.row(0, named=True), Sample(row["seed"], row["p2p_fraction"],
-                                                              row["guidance_scale"]), backend_params, models)
-    images = [read_png(tmp_path / row[name]) for name in ("image_o", "image_c")]
-    assert np.array_equal(np.stack(images), again["images"]) and not np.array_equal(*images)

@@ -9,18 +9,17 @@ lists."""
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
-from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel
+from diffusers import FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel
 from transformers import CLIPTextModelWithProjection, CLIPTokenizer, T5EncoderModel, T5TokenizerFast
 
 from tasks.core.loading import hub_kwargs, load_once
 from tasks.core.specs import ModelSpec
 from tasks.image import joint_p2p
-from tasks.image.backends.sd1 import (ClipBound, clip_states, latent_factor, load_parts, load_tokenizer, model_index,
-                                      token_counts)
+from tasks.image.backends.clip import (ClipBackend, clip_states, latent_factor, load_parts, load_scheduler,
+                                       load_tokenizer, model_index, token_counts)
 from tasks.image.params import GenerateParams
 from tasks.image.sampling import compile_mode, compiled, flow_steps
 
@@ -39,24 +38,15 @@ class Prompts:
 
 
 @dataclass(frozen=True)
-class SD3(ClipBound):
-    """SD3 components on one device/dtype, `joint_p2p` processors installed in `transformer` (compiled when
-    `compile_mode` is set); `t5`: (tokenizer, encoder), or None (zeros in its place). CLIP's 77 tokens bind the
-    prompts (T5 reads 256)."""
+class SD3(ClipBackend):
+    """SD3 components, `joint_p2p` processors installed in `transformer` (compiled when `compile_mode` is set); `t5`:
+    (tokenizer, encoder), or None (zeros in its place). CLIP's 77 tokens bind the prompts (T5 reads 256)."""
 
     tokenizers: tuple[CLIPTokenizer, CLIPTokenizer]
     text_encoders: tuple[torch.nn.Module, torch.nn.Module]
     t5: tuple[T5TokenizerFast, torch.nn.Module] | None
     transformer: torch.nn.Module
-    vae: AutoencoderKL
-    scheduler: FlowMatchEulerDiscreteScheduler
-    compile_mode: str | None
-    device: torch.device
-    dtype: torch.dtype
-    latent_channels: int
-    latent_factor: int
     text_width: int  # the transformer's joint_attention_dim
-    lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
     steps = staticmethod(flow_steps)
 
     @classmethod
@@ -108,7 +98,7 @@ def has_t5(spec: ModelSpec) -> bool:
 @load_once
 def load_diffusion(spec: ModelSpec, vae: ModelSpec | None, layers: tuple[int, ...] | None,
                    channels_last: bool = False, compile_unet: str = "off") -> SD3:
-    """Components from `spec`'s SD3 folder (`sd1.load_parts`): the transformer gets `joint_p2p` processors sharing in
+    """Components from `spec`'s SD3 folder (`clip.load_parts`): the transformer gets `joint_p2p` processors sharing in
     `layers` (None: every joint block), then `torch.compile` in the `compile_unet` mode (`sampling.compile_mode`)."""
     t5 = has_t5(spec)
     encoders = {"text_encoder": CLIPTextModelWithProjection, "text_encoder_2": CLIPTextModelWithProjection,
@@ -120,11 +110,10 @@ def load_diffusion(spec: ModelSpec, vae: ModelSpec | None, layers: tuple[int, ..
     mode = compile_mode(compile_unet, device)
     t5_tokenizer = T5TokenizerFast.from_pretrained(spec.local(), subfolder="tokenizer_3", **hub_kwargs(spec)) \
         if t5 else None
-    scheduler = FlowMatchEulerDiscreteScheduler.from_pretrained(spec.local(), subfolder="scheduler",
-                                                                **hub_kwargs(spec))
     return SD3(tokenizers=(load_tokenizer(spec), load_tokenizer(spec, "tokenizer_2")),
                text_encoders=(parts["text_encoder"], parts["text_encoder_2"]),
                t5=(t5_tokenizer, parts["text_encoder_3"]) if t5 else None,
-               transformer=compiled(transformer, mode), vae=vae_model, scheduler=scheduler, compile_mode=mode,
-               device=device, dtype=dtype, latent_channels=transformer.config.in_channels,
-               latent_factor=latent_factor(vae_model), text_width=transformer.config.joint_attention_dim)
+               transformer=compiled(transformer, mode), vae=vae_model,
+               scheduler=load_scheduler(spec, FlowMatchEulerDiscreteScheduler), compile_mode=mode, device=device,
+               dtype=dtype, latent_channels=transformer.config.in_channels, latent_factor=latent_factor(vae_model),
+               text_width=transformer.config.joint_attention_dim)

@@ -10,18 +10,17 @@ an fp16 VAE whose config sets `force_upcast` decodes in fp32 (sdxl-vae-fp16-fix 
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
-from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler
+from diffusers import EulerAncestralDiscreteScheduler
 from transformers import CLIPTextModel, CLIPTextModelWithProjection, CLIPTokenizer
 
 from tasks.core.loading import load_once
 from tasks.core.specs import ModelSpec
 from tasks.image import p2p
-from tasks.image.backends.sd1 import (ClipBound, clip_states, latent_factor, load_parts, load_scheduler,
-                                      load_tokenizer, model_index, token_counts)
+from tasks.image.backends.clip import (ClipBackend, clip_states, latent_factor, load_parts, load_scheduler,
+                                       load_tokenizer, model_index, token_counts)
 from tasks.image.params import GenerateParams
 from tasks.image.sampling import ancestral_steps, compile_mode, compiled
 
@@ -49,22 +48,14 @@ class Conditioning:
 
 
 @dataclass(frozen=True)
-class SDXL(ClipBound):
-    """SDXL components on one device/dtype, P2P processors installed in `unet` (compiled when `compile_mode` is set);
-    `zero_uncond`: the folder's `force_zeros_for_empty_prompt`. Both tokenizers are one BPE of 77 tokens."""
+class SDXL(ClipBackend):
+    """SDXL components, P2P processors installed in `unet` (compiled when `compile_mode` is set); `zero_uncond`: the
+    folder's `force_zeros_for_empty_prompt`. Both tokenizers are one BPE of 77 tokens."""
 
     tokenizers: tuple[CLIPTokenizer, CLIPTokenizer]
     text_encoders: tuple[torch.nn.Module, torch.nn.Module]
     unet: torch.nn.Module
-    vae: AutoencoderKL
-    scheduler: EulerAncestralDiscreteScheduler
     zero_uncond: bool
-    compile_mode: str | None
-    device: torch.device
-    dtype: torch.dtype
-    latent_channels: int
-    latent_factor: int
-    lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
     steps = staticmethod(ancestral_steps)
 
     @classmethod
@@ -113,7 +104,7 @@ def zeros_for_empty_prompt(spec: ModelSpec) -> bool:
 @load_once
 def load_diffusion(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool = False,
                    compile_unet: str = "off") -> SDXL:
-    """Components from `spec`'s SDXL folder (`sd1.load_parts`): the UNet gets fused q·k·v projections and the P2P
+    """Components from `spec`'s SDXL folder (`clip.load_parts`): the UNet gets fused q·k·v projections and the P2P
     processors, then `torch.compile` in the `compile_unet` mode (`sampling.compile_mode`)."""
     parts, device, dtype = load_parts(spec, vae, channels_last, {"text_encoder": CLIPTextModel,
                                                                 "text_encoder_2": CLIPTextModelWithProjection})
@@ -124,6 +115,6 @@ def load_diffusion(spec: ModelSpec, vae: ModelSpec | None, channels_last: bool =
     mode = compile_mode(compile_unet, device)
     return SDXL(tokenizers=(load_tokenizer(spec), load_tokenizer(spec, "tokenizer_2")),
                 text_encoders=(parts["text_encoder"], parts["text_encoder_2"]),
-                unet=compiled(unet, mode), vae=vae_model, scheduler=load_scheduler(spec),
-                zero_uncond=zeros_for_empty_prompt(spec), compile_mode=mode, device=device, dtype=dtype,
-                latent_channels=unet.config.in_channels, latent_factor=latent_factor(vae_model))
+                unet=compiled(unet, mode), zero_uncond=zeros_for_empty_prompt(spec), vae=vae_model,
+                scheduler=load_scheduler(spec, EulerAncestralDiscreteScheduler), compile_mode=mode, device=device,
+                dtype=dtype, latent_channels=unet.config.in_channels, latent_factor=latent_factor(vae_model))
