@@ -4,6 +4,7 @@ flow (and `cfgen`) before the stage writes anything."""
 
 from __future__ import annotations
 
+import pkgutil
 import re
 from pathlib import Path
 
@@ -16,74 +17,29 @@ from tasks.core.writing import write_frame
 from tests.conftest import project_params
 from tests.evaluation.fixtures import selected_pairs
 
-
-def evaluate(params):
-    from flows.evaluation import evaluate_flow
-
-    return evaluate_flow(params)
-
-
-def mixtures(params):
-    from flows.release.mixtures import mixtures_flow
-
-    return mixtures_flow(params)
-
-
-def report(params):
-    from flows.release.report import report_flow
-
-    return report_flow(params)
-
-
-def datasheet(params):
-    from flows.release.datasheet import datasheet_flow
-
-    return datasheet_flow(params)
-
-
-def export(params):
-    from flows.release.export import export_flow
-
-    return export_flow(params)
-
-
-def validation_tasks(params):
-    from flows.validation import validation_tasks_flow
-
-    return validation_tasks_flow(params)
-
-
-def validation(params):
-    from flows.validation import validation_flow
-
-    return validation_flow(params)
-
-
-def plan(params):
-    from flows.plan import pass_rates
-
-    return pass_rates(params, None)
-
-
+FLOWS = {"evaluate": "flows.evaluation:evaluate_flow", "mixtures": "flows.release.mixtures:mixtures_flow",
+         "report": "flows.release.report:report_flow", "datasheet": "flows.release.datasheet:datasheet_flow",
+         "export": "flows.release.export:export_flow", "validation-tasks": "flows.validation:validation_tasks_flow",
+         "validation": "flows.validation:validation_flow", "plan": "flows.plan:pass_rates"}  # imported when run
 CAPTION_TABLES = {"captions": schemas.CAPTIONS, "sites": schemas.SITES, "candidates": schemas.CANDIDATES,
                   "similarity": schemas.SIMILARITY, "counterfactual_captions": schemas.COUNTERFACTUALS}
-CASES = {  # name: (the stage, the paths entry it finds wrong, the other tables it reads first (empty), (the column it
-    # lacks or None: no parquet, the command that makes it))
-    "evaluate: selected lacks image_o": (evaluate, "selected", {}, ("image_o", "selection")),
-    "evaluate: optional validated is no parquet": (evaluate, "validated", {}, (None, "validation")),
-    "evaluate: optional removal_pairs lacks split": (evaluate, "removal_pairs", {}, ("split", "removal-selection")),
-    "evaluate: removal_gallery lacks classes": (evaluate, "removal_gallery", {"removal_pairs": schemas.REMOVAL_PAIRS},
+CASES = {  # name: (the stage (`FLOWS`), the paths entry it finds wrong, the other tables it reads first (empty),
+    # (the column it lacks or None: no parquet, the command that makes it))
+    "evaluate: selected lacks image_o": ("evaluate", "selected", {}, ("image_o", "selection")),
+    "evaluate: optional validated is no parquet": ("evaluate", "validated", {}, (None, "validation")),
+    "evaluate: optional removal_pairs lacks split": ("evaluate", "removal_pairs", {}, ("split", "removal-selection")),
+    "evaluate: removal_gallery lacks classes": ("evaluate", "removal_gallery", {"removal_pairs": schemas.REMOVAL_PAIRS},
                                                 ("classes", "removal-captions")),
-    "mixtures: selected lacks image_c": (mixtures, "selected", {}, ("image_c", "selection")),
-    "report: captions lack caption": (report, "captions", {}, ("caption", "ingest")),
-    "report: samples lack unet_evals": (report, "samples", CAPTION_TABLES, ("unet_evals", "generate")),
-    "datasheet: counterfactuals lack perplexity": (datasheet, "counterfactual_captions", {},
+    "mixtures: selected lacks image_c": ("mixtures", "selected", {}, ("image_c", "selection")),
+    "report: captions lack caption": ("report", "captions", {}, ("caption", "ingest")),
+    "report: samples lack unet_evals": ("report", "samples", CAPTION_TABLES, ("unet_evals", "generate")),
+    "datasheet: counterfactuals lack perplexity": ("datasheet", "counterfactual_captions", {},
                                                    ("perplexity", "perplexity")),
-    "export: optional judged lacks judge_pass": (export, "judged", {}, ("judge_pass", "judge")),
-    "export: optional validated lacks caption_id": (export, "validated", {}, ("caption_id", "validation")),
-    "validation-tasks: selected is no parquet": (validation_tasks, "selected", {}, (None, "selection")),
-    "validation: selected lacks caption_id": (validation, "selected", {}, ("caption_id", "selection")),
-    "plan: samples lack unet_evals": (plan, "samples", {}, ("unet_evals", "generate")),
+    "export: optional judged lacks judge_pass": ("export", "judged", {}, ("judge_pass", "judge")),
+    "export: optional validated lacks caption_id": ("export", "validated", {}, ("caption_id", "validation")),
+    "validation-tasks: selected is no parquet": ("validation-tasks", "selected", {}, (None, "selection")),
+    "validation: selected lacks caption_id": ("validation", "selected", {}, ("caption_id", "selection")),
+    "plan: samples lack unet_evals": ("plan", "samples", {}, ("unet_evals", "generate")),
 }
 SCHEMAS = {"selected": schemas.SELECTED, "removal_pairs": schemas.REMOVAL_PAIRS, "samples": schemas.SAMPLES,
            "removal_gallery": schemas.REMOVAL_GALLERY, "judged": schemas.JUDGED, "validated": schemas.VALIDATED,
@@ -117,14 +73,14 @@ def break_input(path: Path, key: str, lacks: tuple[str | None, str]) -> None:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_wrong_input_is_one_line_naming_the_stage_that_makes_it(tmp_path, case, prefect_server):
-    run, key, first, lacks = CASES[case]
+    stage, key, first, lacks = CASES[case]
     params = project(tmp_path)
     for table, schema in first.items():
         write_frame(pl.DataFrame(schema=schema), getattr(params.paths, table))
     path = getattr(params.paths, key)
     break_input(path, key, lacks)
     with pytest.raises(SchemaError) as raised:
-        run(params)
+        pkgutil.resolve_name(FLOWS[stage])(params, *([None] if stage == "plan" else []))  # plan: no --pass-rate
     says = str(raised.value)
     expected = f"input {path} lacks columns ['{lacks[0]}']" if lacks[0] else f"input {path} is not a parquet file ("
     assert "\n" not in says and says.startswith(expected), says
