@@ -131,7 +131,7 @@ def output_to(log: Path) -> Iterator[Path]:
                 os.close(copy)
 
 
-def model_overrides(profile: str, models: Path | None, source: Path, n: int) -> list[str]:
+def model_overrides(profile: str, models: Path | None, source: Path, n: int, scratch: Path) -> list[str]:
     if models is not None:
         missing = [m for m in ("roberta-base", "gpt2-large") if not (models / m).is_dir()]
         if missing:
@@ -146,7 +146,7 @@ def model_overrides(profile: str, models: Path | None, source: Path, n: int) -> 
     from tasks.tiny import text as tiny_text
 
     captions = ingest.read_captions(source)[0].head(n)["caption"].to_list()
-    tiny = tiny_text.build(captions, Path(tempfile.mkdtemp()), TinyModelsParams())
+    tiny = tiny_text.build(captions, scratch, TinyModelsParams())
     return [f"candidates.model.demo.id={tiny['mlm']}", f"perplexity.model.demo.id={tiny['clm']}"]
 
 
@@ -214,8 +214,14 @@ def main(n: Annotated[list[int] | None, typer.Option(help="captions from the sou
          cli: Annotated[bool, typer.Option(help="also time `cfgen captions` at the smallest N")] = True,
          repeats: Repeats = 3,
          source: Path = COCO) -> None:
-    sizes, reference = sorted(n or [100, 1000]), sorted(reference_n or [100])
-    overrides = [f"profile={profile}", *PAPER_METHOD, *model_overrides(profile, models, source, max(sizes))]
+    with tempfile.TemporaryDirectory(prefix="cfgen-caption-bench-") as scratch:  # the demo's tiny models
+        run_all(sorted(n or [100, 1000]), sorted(reference_n or [100]), profile, models, clm_dtype, cli, repeats,
+                source, Path(scratch))
+
+
+def run_all(sizes: list[int], reference: list[int], profile: str, models: Path | None, clm_dtype: str | None,
+            cli: bool, repeats: int, source: Path, scratch: Path) -> None:
+    overrides = [f"profile={profile}", *PAPER_METHOD, *model_overrides(profile, models, source, max(sizes), scratch)]
     methods = {"cfgen": ([], False), "one-at-a-time": ([], True)}
     if clm_dtype:
         methods[f"cfgen, CLM {clm_dtype}"] = ([f"perplexity.model.{profile}.dtype={clm_dtype}"], False)

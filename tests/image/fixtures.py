@@ -87,11 +87,13 @@ def image_models(tiny_params) -> render.ImageModels:
 
 def screen(pairs: pl.DataFrame, params: GenerateParams, models: render.ImageModels, cache: PairRecords | None = None,
            selection_params=None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """`generate.run` over pair records (a fresh folder unless given): (scores, rejects, samples rendered now)."""
-    screening = generate.Screening(params, cache or PairRecords(Path(tempfile.mkdtemp())), models=models,
-                                   unit=render.sample_unit(params, stage("generate").code))
-    scores, rejects = generate.run(pairs, screening, selection_params)
-    return scores, rejects, screening.rendered
+    """`generate.run` over pair records (a fresh folder, removed afterwards, unless given): (scores, rejects, samples
+    rendered now)."""
+    with tempfile.TemporaryDirectory(prefix="cfgen-records-") as fresh:
+        screening = generate.Screening(params, cache or PairRecords(Path(fresh)), models=models,
+                                       unit=render.sample_unit(params, stage("generate").code))
+        scores, rejects = generate.run(pairs, screening, selection_params)
+        return scores, rejects, screening.rendered
 
 
 @pytest.fixture(scope="session")
