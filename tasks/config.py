@@ -28,6 +28,7 @@ from pydantic import BaseModel, ValidationError, create_model
 from pydantic_core import ErrorDetails
 
 from tasks.core.errors import UserError
+from tasks.core.loading import COMPILE_CACHE
 from tasks.core.params import PROFILES, SHARED
 from tasks.core.source import ROOT
 from tasks.stages import Params, section, section_names
@@ -217,12 +218,15 @@ def _keys_at(model: Any, loc: Sequence[int | str]) -> list[str]:
 def use_project_environment() -> None:
     """What the Makefile exports, for a `cfgen` run outside `make` (or a worker): offline Hugging Face libraries
     (models are fetched by the commands `cfgen plan` prints, never at run time) unless the variables say otherwise;
-    without `NLTK_DATA`, `../shared/nltk_data` beside the project when present, else the project's `.nltk_data`.
+    without `NLTK_DATA`, `../shared/nltk_data` beside the project when present, else the project's `.nltk_data`;
+    torch.compile's kernels in the project (`loading.COMPILE_CACHE`; importing torch's compiler would otherwise make
+    `$TMPDIR/torchinductor_<user>`) unless `TORCHINDUCTOR_CACHE_DIR` says otherwise.
     Called before any Hugging Face library or Prefect is imported (they read their variables once); in a DVC
     experiment's copy, the result store is the workspace's (`share_result_store`)."""
     share_result_store(Path.cwd())
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         os.environ.setdefault(name, "1")
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(COMPILE_CACHE))
     if os.environ.get("NLTK_DATA"):
         return
     shared = ROOT.parent / "shared" / "nltk_data"

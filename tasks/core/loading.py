@@ -17,9 +17,10 @@ import sys
 import threading
 from collections.abc import Callable
 from functools import cache, wraps
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tasks.core.errors import UserError
+from tasks.core.source import ROOT
 from tasks.core.specs import ModelSpec
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 _LOAD_LOCK = threading.RLock()
 _CACHES: list = []  # every `load_once` cache of this process
 T = TypeVar("T")
+M = TypeVar("M", bound="torch.nn.Module")
+COMPILE_CACHE = ROOT / ".cache" / "torchinductor"  # torch.compile's kernels, unless TORCHINDUCTOR_CACHE_DIR says
 
 
 def _broken_files(error: BaseException) -> bool:
@@ -153,3 +156,19 @@ def thread_invariant_convolutions():
     import torch
 
     return torch.backends.mkldnn.flags(enabled=False, deterministic=None, allow_tf32=None, fp32_precision=None)
+
+
+def compiled(module: M, mode: str | None = None) -> M:
+    """`module` under `torch.compile` in `mode`, writing nothing outside the project in whichever process compiles it
+    (a Dask worker included): its kernels (and Triton's) go to `COMPILE_CACHE` instead of torch's default
+    `$TMPDIR/torchinductor_<user>` (which importing torch's compiler writes into the environment), and C++ headers are
+    not precompiled (torch puts them under that default whatever the environment says). A `TORCHINDUCTOR_CACHE_DIR` the
+    user set is kept, with torch's defaults."""
+    import torch
+    import torch._inductor.config as inductor
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") in (None, default_cache_dir(), str(COMPILE_CACHE)):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(COMPILE_CACHE)
+        inductor.cpp_cache_precompile_headers = False
+    return cast(M, torch.compile(module, mode=mode))  # an OptimizedModule, called as the module is

@@ -22,13 +22,14 @@ import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from diffusers import EulerAncestralDiscreteScheduler, FlowMatchEulerDiscreteScheduler
 from diffusers.utils.torch_utils import randn_tensor
 
+from tasks.core import loading
 from tasks.core.loading import thread_invariant_convolutions
 from tasks.image import p2p
 from tasks.image.params import GenerateParams
@@ -76,7 +77,7 @@ def compile_mode(setting: str, device: torch.device) -> str | None:
 
 def compiled(denoiser: torch.nn.Module, mode: str | None) -> torch.nn.Module:
     """`denoiser` under `torch.compile` in `mode` (`compile_mode`; None: eager, as it is)."""
-    return denoiser if mode is None else cast(torch.nn.Module, torch.compile(denoiser, mode=mode))  # an OptimizedModule
+    return denoiser if mode is None else loading.compiled(denoiser, mode)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from diffusers.training_utils import EMAModel
 from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
 from transformers import AutoTokenizer, DataCollatorForLanguageModeling
 
+from tasks.core.loading import compiled
 from tasks.core.writing import finite, json_text
 from tasks.tiny.images import SD_BETAS
 from tasks.tiny.text import train_vocab
@@ -107,7 +108,7 @@ def train_diffusion(t: Trainer, unet, text_encoder, vae, scale: float) -> dict[s
     text_encoder.requires_grad_(not frozen)
     weights = None if s.min_snr_gamma is None else min_snr_weights(noise.alphas_cumprod.to(t.device), s.min_snr_gamma)
     maps = grounding.record(unet) if s.grounding else None
-    forward = torch.compile(unet) if t.run.compile_unet else unet
+    forward = compiled(unet) if t.run.compile_unet else unet
 
     def loss_of(batch):
         images, ids, *where = (x.to(t.device, non_blocking=True) for x in batch)

@@ -1,0 +1,56 @@
+"""`torch.compile` writes its kernels in the project (`tasks.core.loading.compiled`), not in torch's default
+`$TMPDIR/torchinductor_<user>`: generate's `compile_unet` and `cfgen toy-world train --compile` write nothing outside
+the project, whether the process set its environment up as `cfgen` does before importing torch
+(`use_project_environment`) or imported torch's compiler first (a Dask worker, a benchmark)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tasks.core.loading import COMPILE_CACHE
+from tests.conftest import ROOT
+
+PROBE = """
+import sys
+from tasks.config import use_project_environment
+if sys.argv[1] == "cfgen":
+    use_project_environment()
+import torch
+from torch._inductor.runtime.cache_dir_utils import cache_dir
+from tasks.core.loading import compiled
+linear = compiled(torch.nn.Linear(4, 4))
+linear(torch.ones(2, 4)).sum().backward()
+print(cache_dir())
+"""
+
+
+def compile_in_fresh_process(tmp_path, start: str, **env) -> tuple[str, list[Path]]:
+    """(inductor's cache folder, what the process left in its TMPDIR) for a compiled forward and backward."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    clean = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+    done = subprocess.run([sys.executable, "-c", PROBE, start], cwd=tmp_path, env=clean | {"TMPDIR": str(temp)} | env,
+                          capture_output=True, text=True, timeout=600, check=True)
+    return done.stdout.split()[-1], list(temp.rglob("*"))
+
+
+@pytest.mark.parametrize("start", ["cfgen", "torch first"])
+def test_compiled_kernels_go_to_the_projects_cache_and_nothing_to_the_temporary_folder(tmp_path, start):
+    folder, left = compile_in_fresh_process(tmp_path, start)
+    assert folder == str(COMPILE_CACHE) and COMPILE_CACHE.is_relative_to(ROOT)
+    if start == "cfgen":
+        assert not left, left
+    else:  # importing torch's compiler made its default folder, and nothing went into it
+        assert not [path for path in left if path.is_file()], left
+    assert any(COMPILE_CACHE.rglob("*.py"))  # the generated kernels are there
+
+
+def test_a_users_own_compile_cache_is_kept(tmp_path):
+    own = tmp_path / "inductor"
+    folder, _ = compile_in_fresh_process(tmp_path, "cfgen", TORCHINDUCTOR_CACHE_DIR=str(own))
+    assert folder == str(own) and any(own.rglob("*.py"))
