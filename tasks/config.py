@@ -34,6 +34,8 @@ from tasks.core.source import ROOT
 from tasks.stages import Params, section, section_names
 
 PARAMS_FILE = Path("params.yaml")
+PROJECT_CACHES = {"TORCHINDUCTOR_CACHE_DIR": COMPILE_CACHE,  # torch.compile's kernels (`loading.compiled`)
+                  "MPLCONFIGDIR": ROOT / ".cache" / "matplotlib"}  # matplotlib's font list, built on first import
 CHECKED_BY_DVC = "DVC_STAGE"  # set by DVC in a stage's command; the `params` stage ran before every stage
 
 
@@ -219,14 +221,16 @@ def use_project_environment() -> None:
     """What the Makefile exports, for a `cfgen` run outside `make` (or a worker): offline Hugging Face libraries
     (models are fetched by the commands `cfgen plan` prints, never at run time) unless the variables say otherwise;
     without `NLTK_DATA`, `../shared/nltk_data` beside the project when present, else the project's `.nltk_data`;
-    torch.compile's kernels in the project (`loading.COMPILE_CACHE`; importing torch's compiler would otherwise make
-    `$TMPDIR/torchinductor_<user>`) unless `TORCHINDUCTOR_CACHE_DIR` says otherwise.
+    the libraries' own caches in the project (`PROJECT_CACHES`: else torch's compiler makes
+    `$TMPDIR/torchinductor_<user>` as it is imported, and matplotlib writes `~/.cache/matplotlib`) unless their
+    variables say otherwise.
     Called before any Hugging Face library or Prefect is imported (they read their variables once); in a DVC
     experiment's copy, the result store is the workspace's (`share_result_store`)."""
     share_result_store(Path.cwd())
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         os.environ.setdefault(name, "1")
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(COMPILE_CACHE))
+    for name, folder in PROJECT_CACHES.items():
+        os.environ.setdefault(name, str(folder))
     if os.environ.get("NLTK_DATA"):
         return
     shared = ROOT.parent / "shared" / "nltk_data"

