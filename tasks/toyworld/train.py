@@ -174,8 +174,8 @@ def train(out: Path, schedule: Schedule, run: Run = Run()) -> dict:  # noqa: B00
     """Train the models `run.only` names (copying the others from `run.reuse`) and write their compact weights, the
     LMs' vocabulary and `train.json` to `out`, built in its staging folder and swapped in whole (`folders`); returns
     the record. The checkpoint goes with the staging folder."""
-    check_steps(schedule, run.only)
     reused = folders.reused_record(out, schedule, run)
+    check_steps(schedule, run.only)
     with folders.staged(out) as staging:
         record = _train(staging, schedule, run, reused)
     return record

@@ -80,7 +80,7 @@ def test_a_kill_inside_the_swap_is_undone_by_the_next_run(tmp_path):
         assert (out / "train.json").exists()  # the old OUTPUT is back before the run builds anything
 
 
-@pytest.mark.parametrize("case", ["user files", "committed", "device", "infinite"])
+@pytest.mark.parametrize("case", ["user files", "committed", "device", "infinite", "model", "draw", "spacing"])
 def test_what_a_run_must_not_touch_or_cannot_run_is_refused_before_any_work(tmp_path, case):
     out = tmp_path / "out"
     schedule, run = TINY, ONLY
@@ -92,13 +92,20 @@ def test_what_a_run_must_not_touch_or_cannot_run_is_refused_before_any_work(tmp_
         out = WEIGHTS
     elif case == "device":
         run = replace(ONLY, device=f"cuda:{torch.cuda.device_count() + 6}")
-    else:
+    elif case == "infinite":
         schedule = replace(TINY, min_snr_gamma=float("inf"))
+    elif case == "model":
+        run = replace(ONLY, only=("diffusion", "unet"))
+    else:
+        schedule = replace(TINY, **{case: "sideways"})
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     committed = {p.name: p.stat().st_mtime_ns for p in WEIGHTS.iterdir()}
     with pytest.raises(UserError, match={"user files": "holds files no training run writes \\(sub, user_notes.txt\\)",
                                          "committed": "holds the committed weights", "device": "GPUs torch sees",
-                                         "infinite": "min_snr_gamma: a schedule's numbers are finite"}[case]):
+                                         "infinite": "min_snr_gamma: a schedule's numbers are finite",
+                                         "model": "no model \\['unet'\\] to train: the models are vae, diffusion",
+                                         "draw": "draw 'sideways': scenes are drawn as a stream or from a pool",
+                                         "spacing": "spacing 'sideways': .* leading or trailing"}[case]):
         train(out, schedule, run)
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
     assert {p.name: p.stat().st_mtime_ns for p in WEIGHTS.iterdir()} == committed
