@@ -14,7 +14,6 @@ from tasks.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
 from tasks.core.io import check_folder, check_outputs, check_source
 from tasks.core.writing import write_json, write_text
-from tasks.toyworld.params import Schedule
 
 SEEDS = typer.Option(min=0, max=2**32 - 1, help="what every seeded generator takes (0 to 2**32-1)")
 Positive = Annotated[int | None, typer.Option(min=1)]
@@ -88,10 +87,9 @@ Rate = Annotated[float | None, typer.Option(min=0.0, max=1.0)]
 Draw = Annotated[str | None, typer.Option(
     help="stream: scenes drawn in the training process from one seeded stream (the committed run); pool: each batch "
          "from its own seed, by --workers processes")]
-Heads = Annotated[int | None, typer.Option(
-    min=1, help=f"heads per UNet attention layer (the committed run's: {Schedule.attention_heads})")]
+Heads = Annotated[int | None, typer.Option(min=1, help="heads per UNet attention layer")]
 MinSnrGamma = Annotated[float | None, typer.Option(
-    min=0.01, help=f"Min-SNR-γ weighting of the UNet's ε-loss (the committed run's: {Schedule.min_snr_gamma})")]
+    min=0.01, help="Min-SNR-γ weighting of the UNet's ε-loss")]
 ParseSteps = Annotated[int | None, typer.Option(
     min=0, help="pre-train the text encoder to parse captions for this many steps, then freeze it (0: trained with "
                 "the UNet)")]
@@ -145,6 +143,7 @@ def toy_world_train(output: Annotated[Path, typer.Argument(help="where the compa
         from dataclasses import fields
 
         from tasks.toyworld.loop import Run
+        from tasks.toyworld.params import Schedule
         from tasks.toyworld.train import train
 
         schedule, run = (cls(**{f.name: given[f.name] for f in fields(cls) if f.name in given}) for cls in (

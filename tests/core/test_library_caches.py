@@ -44,7 +44,8 @@ def compile_in_fresh_process(tmp_path, start: str, **env) -> tuple[str, list[Pat
 @pytest.mark.parametrize("start", ["cfgen", "torch first"])
 def test_compiled_kernels_go_to_the_projects_cache_and_nothing_to_the_temporary_folder(tmp_path, start):
     folder, left = compile_in_fresh_process(tmp_path, start)
-    assert folder == str(COMPILE_CACHE) and COMPILE_CACHE.is_relative_to(ROOT)
+    assert folder == str(COMPILE_CACHE) == str(PROJECT_CACHES["TORCHINDUCTOR_CACHE_DIR"])
+    assert COMPILE_CACHE.is_relative_to(ROOT)
     if start == "cfgen":
         assert not left, left
     else:  # importing torch's compiler made its default folder, and nothing went into it
