@@ -29,12 +29,12 @@ from pydantic_core import ErrorDetails
 
 from tasks.core.errors import UserError
 from tasks.core.params import PROFILES, SHARED
-from tasks.core.source import ROOT
+from tasks.core.source import CACHE, COMPILE_CACHE, ROOT
 from tasks.stages import Params, section, section_names
 
 PARAMS_FILE = Path("params.yaml")
-PROJECT_CACHES = {"TORCHINDUCTOR_CACHE_DIR": ROOT / ".cache" / "torchinductor",  # `loading.COMPILE_CACHE` (tested)
-                  "MPLCONFIGDIR": ROOT / ".cache" / "matplotlib"}  # matplotlib's font list, built on first import
+PROJECT_CACHES = {"TORCHINDUCTOR_CACHE_DIR": COMPILE_CACHE,
+                  "MPLCONFIGDIR": CACHE / "matplotlib"}  # matplotlib's font list, built on first import
 CHECKED_BY_DVC = "DVC_STAGE"  # set by DVC in a stage's command; the `params` stage ran before every stage
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tasks.core import source
 from tasks.core.errors import UserError
 from tasks.core.fingerprints import content_hash
 from tasks.core.source import ROOT
@@ -46,7 +47,7 @@ NON_COMPUTING = frozenset({
 USED_WHEN_INSTALLED = {"diffusers": ("accelerate",), "transformers": ("accelerate",)}
 
 
-CACHE = ROOT / ".cache" / "cfgen"
+CACHE = source.CACHE / "cfgen"
 METADATA_FOLDERS = (".dist-info", ".egg-info")
 STATES_KEPT = 8  # processes with other paths (a script's folder, the working folder first) see other states
 

@@ -20,7 +20,7 @@ from functools import cache, wraps
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tasks.core.errors import UserError
-from tasks.core.source import ROOT
+from tasks.core.source import COMPILE_CACHE
 from tasks.core.specs import ModelSpec
 
 if TYPE_CHECKING:
@@ -31,7 +31,6 @@ _LOAD_LOCK = threading.RLock()
 _CACHES: list = []  # every `load_once` cache of this process
 T = TypeVar("T")
 M = TypeVar("M", bound="torch.nn.Module")
-COMPILE_CACHE = ROOT / ".cache" / "torchinductor"  # torch.compile's kernels, unless TORCHINDUCTOR_CACHE_DIR says
 
 
 def _broken_files(error: BaseException) -> bool:
@@ -158,12 +157,14 @@ def thread_invariant_convolutions():
     return torch.backends.mkldnn.flags(enabled=False, deterministic=None, allow_tf32=None, fp32_precision=None)
 
 
-def compiled(module: M, mode: str | None = None) -> M:
-    """`module` under `torch.compile` in `mode`, writing nothing outside the project in whichever process compiles it
-    (a Dask worker included): its kernels (and Triton's) go to `COMPILE_CACHE` instead of torch's default
-    `$TMPDIR/torchinductor_<user>` (which importing torch's compiler writes into the environment), and C++ headers are
-    not precompiled (torch puts them under that default whatever the environment says). A `TORCHINDUCTOR_CACHE_DIR` the
-    user set is kept, with torch's defaults."""
+def compiled(module: M, mode: str | None) -> M:
+    """`module` under `torch.compile` in `mode` (None: `module` itself, eager), writing nothing outside the project in
+    whichever process compiles it (a Dask worker included): its kernels (and Triton's) go to `COMPILE_CACHE` instead
+    of torch's default `$TMPDIR/torchinductor_<user>` (which importing torch's compiler writes into the environment),
+    and C++ headers are not precompiled (torch puts them under that default whatever the environment says). A
+    `TORCHINDUCTOR_CACHE_DIR` the user set is kept, with torch's defaults."""
+    if mode is None:
+        return module
     import torch
     import torch._inductor.config as inductor
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir

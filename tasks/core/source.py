@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import cast
 
 ROOT = Path(__file__).resolve().parents[2]
+CACHE = ROOT / ".cache"  # every cache the project and its libraries write: nothing goes outside the project
+COMPILE_CACHE = CACHE / "torchinductor"  # torch.compile's kernels, unless TORCHINDUCTOR_CACHE_DIR says
 PROJECT_PACKAGES = ("tasks", "flows")
 IMPORTED: dict[Path, bytes] = {}  # a project file -> its bytes when this process imported it
 

@@ -29,7 +29,6 @@ import torch
 from diffusers import EulerAncestralDiscreteScheduler, FlowMatchEulerDiscreteScheduler
 from diffusers.utils.torch_utils import randn_tensor
 
-from tasks.core import loading
 from tasks.core.loading import thread_invariant_convolutions
 from tasks.image import p2p
 from tasks.image.params import GenerateParams
@@ -73,11 +72,6 @@ def compile_mode(setting: str, device: torch.device) -> str | None:
     if setting == "auto":
         return "reduce-overhead" if device.type == "cuda" else None
     return None if setting == "off" else setting
-
-
-def compiled(denoiser: torch.nn.Module, mode: str | None) -> torch.nn.Module:
-    """`denoiser` under `torch.compile` in `mode` (`compile_mode`; None: eager, as it is)."""
-    return denoiser if mode is None else loading.compiled(denoiser, mode)
 
 
 @dataclass(frozen=True)

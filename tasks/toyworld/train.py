@@ -108,7 +108,7 @@ def train_diffusion(t: Trainer, unet, text_encoder, vae, scale: float) -> dict[s
     text_encoder.requires_grad_(not frozen)
     weights = None if s.min_snr_gamma is None else min_snr_weights(noise.alphas_cumprod.to(t.device), s.min_snr_gamma)
     maps = grounding.record(unet) if s.grounding else None
-    forward = compiled(unet) if t.run.compile_unet else unet
+    forward = compiled(unet, "default" if t.run.compile_unet else None)
 
     def loss_of(batch):
         images, ids, *where = (x.to(t.device, non_blocking=True) for x in batch)

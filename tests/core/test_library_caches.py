@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tasks.config import PROJECT_CACHES
-from tasks.core.loading import COMPILE_CACHE
+from tasks.core.source import COMPILE_CACHE
 from tests.conftest import ROOT
 
 PROBE = """
@@ -25,7 +25,7 @@ if sys.argv[1] == "cfgen":
 import torch
 from torch._inductor.runtime.cache_dir_utils import cache_dir
 from tasks.core.loading import compiled
-linear = compiled(torch.nn.Linear(4, 4))
+linear = compiled(torch.nn.Linear(4, 4), "default")
 linear(torch.ones(2, 4)).sum().backward()
 print(cache_dir())
 """

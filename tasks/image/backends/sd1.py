@@ -12,13 +12,13 @@ import torch
 from diffusers import AutoencoderKL, EulerAncestralDiscreteScheduler, UNet2DConditionModel
 from transformers import CLIPTextModel, CLIPTokenizer
 
-from tasks.core.loading import load_once
+from tasks.core.loading import compiled, load_once
 from tasks.core.specs import ModelSpec
 from tasks.image import p2p
 from tasks.image.backends.clip import (ClipBackend, latent_factor, load_parts, load_scheduler, load_tokenizer,
                                        token_counts)
 from tasks.image.params import GenerateParams
-from tasks.image.sampling import ancestral_steps, compile_mode, compiled
+from tasks.image.sampling import ancestral_steps, compile_mode
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,13 @@ import torch
 from diffusers import FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel
 from transformers import CLIPTextModelWithProjection, CLIPTokenizer, T5EncoderModel, T5TokenizerFast
 
-from tasks.core.loading import hub_kwargs, load_once
+from tasks.core.loading import compiled, hub_kwargs, load_once
 from tasks.core.specs import ModelSpec
 from tasks.image import joint_p2p
 from tasks.image.backends.clip import (ClipBackend, clip_states, latent_factor, load_parts, load_scheduler,
                                        load_tokenizer, model_index, token_counts)
 from tasks.image.params import GenerateParams
-from tasks.image.sampling import compile_mode, compiled, flow_steps
+from tasks.image.sampling import compile_mode, flow_steps
 
 T5_TOKENS = 256  # the pipeline's default `max_sequence_length`
 

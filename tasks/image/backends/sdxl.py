@@ -16,13 +16,13 @@ import torch
 from diffusers import EulerAncestralDiscreteScheduler
 from transformers import CLIPTextModel, CLIPTextModelWithProjection, CLIPTokenizer
 
-from tasks.core.loading import load_once
+from tasks.core.loading import compiled, load_once
 from tasks.core.specs import ModelSpec
 from tasks.image import p2p
 from tasks.image.backends.clip import (ClipBackend, clip_states, latent_factor, load_parts, load_scheduler,
                                        load_tokenizer, model_index, token_counts)
 from tasks.image.params import GenerateParams
-from tasks.image.sampling import ancestral_steps, compile_mode, compiled
+from tasks.image.sampling import ancestral_steps, compile_mode
 
 
 @dataclass(frozen=True)
