@@ -44,7 +44,7 @@ class Schedule:
 
     seed: int = 0
     vae_steps: int = 600
-    diffusion_steps: int = 3125
+    diffusion_steps: int = 9375
     clip_steps: int = 4000
     lm_steps: int = 400
     batch: int = 32
