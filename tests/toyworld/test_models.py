@@ -75,7 +75,7 @@ def layouts_kept(diffusion, pairs, p2p_fraction: float) -> float:
 
 def test_committed_weights_follow_their_captions(diffusion):
     """Each caption drawn alone (C_o = C_c, no sharing) and read back by the checker: far above the random
-    models' 0 (README, "The toy world": 0.865 per image on its fixed scenes)."""
+    models' 0 (README, "The toy world": 0.906 per image on its fixed scenes)."""
     captions = [c for c, _ in edited_pairs(48)]
     shown = [checker.shows(render(diffusion, diffusion.encode(c, c), [Sample(i, 0.0, GUIDANCE)], STEPS,
                                   SIZE).images[0, 0], world.parse(c)) for i, c in enumerate(captions)]
