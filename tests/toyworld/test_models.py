@@ -1,6 +1,8 @@
 """The miniature models: the trainer trains (its losses fall), and the committed weights, loaded by the pipeline's own
-loaders, draw what their captions say and keep a pair's shared objects in place through attention sharing
-(self-attention maps, and the shared words' cross-attention maps under `generate.p2p_tokens`)."""
+loaders, draw what their captions say and keep a pair's shared objects in place by sharing the shared words'
+cross-attention maps (`generate.p2p_tokens`). Sharing self-attention maps alone keeps no more layouts than no sharing
+with these weights (README, "Which attention to share"); that the right rows are shared is `tests/image/test_p2p.py`'s
+exact check."""
 
 from __future__ import annotations
 
@@ -8,10 +10,8 @@ import random
 
 import numpy as np
 import pytest
-import torch
 
 from tasks.core.specs import ModelSpec
-from tasks.image import p2p
 from tasks.image.backends.sd1 import load_diffusion
 from tasks.image.sampling import Sample, render
 from tasks.toyworld import checker, truth, world
@@ -23,7 +23,7 @@ from tests.conftest import ROOT
 
 WEIGHTS = ROOT / "tasks" / "toyworld" / "weights"
 STEPS, SIZE, GUIDANCE = 20, 32, 2.0
-ACCURACY_FLOOR = 0.5  # the trained model (0.875 on the trainer's 64 fixed scenes), never the random one (0)
+ACCURACY_FLOOR = 0.5  # the trained model (0.92 on the trainer's 64 fixed scenes), never the random one (0)
 
 
 def test_a_short_training_run_lowers_every_loss(tmp_path):
@@ -59,20 +59,6 @@ def edited_pairs(n: int, attribute: str = "shape", seed: int = 7) -> list[tuple[
     return pairs
 
 
-def same_layout(image_o: np.ndarray, image_c: np.ndarray) -> bool:
-    """The two images hold as many objects, each of I_o with one of I_c at its place (whatever their kinds)."""
-    seen_o, seen_c = checker.objects(image_o), checker.objects(image_c)
-    return len(seen_o) == len(seen_c) > 0 and all(
-        min(max(abs(a.x - b.x), abs(a.y - b.y)) for b in seen_c) <= truth.PLACE_TOLERANCE for a in seen_o)
-
-
-def layouts_kept(diffusion, pairs, p2p_fraction: float) -> float:
-    kept = [same_layout(*render(diffusion, diffusion.encode(caption, counterfactual),
-                                [Sample(1000 + i, p2p_fraction, GUIDANCE)], STEPS, SIZE).images[0])
-            for i, (caption, counterfactual) in enumerate(pairs)]
-    return float(np.mean(kept))
-
-
 def test_committed_weights_follow_their_captions(diffusion):
     """Each caption drawn alone (C_o = C_c, no sharing) and read back by the checker: far above the random
     models' 0 (README, "The toy world": 0.906 per image on its fixed scenes)."""
@@ -80,23 +66,6 @@ def test_committed_weights_follow_their_captions(diffusion):
     shown = [checker.shows(render(diffusion, diffusion.encode(c, c), [Sample(i, 0.0, GUIDANCE)], STEPS,
                                   SIZE).images[0, 0], world.parse(c)) for i, c in enumerate(captions)]
     assert np.mean(shown) >= ACCURACY_FLOOR, np.mean(shown)
-
-
-def test_sharing_keeps_the_layout_and_sharing_the_wrong_rows_does_not(diffusion, monkeypatch):
-    """P2P shares I_o's self-attention maps with I_c: the objects stay where they are, unlike without sharing and
-    unlike a mutant that shares the other guidance half's maps."""
-    pairs = edited_pairs(24)
-    shared, alone = layouts_kept(diffusion, pairs, 0.8), layouts_kept(diffusion, pairs, 0.0)
-
-    def wrong_rows(x: torch.Tensor, shared: torch.Tensor) -> torch.Tensor:
-        """The mutant: a c row takes the o row of the other guidance half (unconditional <-> conditional)."""
-        x = x.unflatten(0, (-1, 2))
-        mask = shared.view(-1, *([1] * (x.ndim - 2)))
-        return torch.stack([x[:, 0], torch.where(mask, x[:, 0].roll(1, 0), x[:, 1])], 1).flatten(0, 1)
-
-    monkeypatch.setattr(p2p, "share_rows", wrong_rows)
-    mutant = layouts_kept(diffusion, pairs, 0.8)
-    assert shared > max(alone, mutant), (shared, alone, mutant)
 
 
 def test_sharing_the_shared_words_cross_attention_keeps_more_edits_minimal(folder, diffusion):
