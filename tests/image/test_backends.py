@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from typing import get_args
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from tasks.config import CPU_NUMERICS
 from tasks.core.fields import keyed_dump
 from tasks.image import backends, render, selection
 from tasks.image.params import BACKEND_NEEDS, GenerateParams
@@ -59,11 +61,14 @@ def digests(params_json: str) -> dict[str, str]:
 
 
 def test_sd1_renders_the_pixels_it_rendered_before_the_backend_protocol(tiny_params):
-    """In a fresh interpreter, as a stage renders: a test worker that had run most of the suite rendered two of the
-    four canonical samples a pixel level apart (CI, 2026-12-06; its cause in the worker's state is not found)."""
-    code = "import sys, json; from tests.image.test_backends import digests; print(json.dumps(digests(sys.argv[1])))"
-    run = subprocess.run([sys.executable, "-c", code, tiny_params.model_dump_json()], cwd=ROOT, capture_output=True,
-                         text=True, check=True)
+    """In a fresh interpreter set up as `cfgen` sets itself up, with no CPU-path variable of the caller's: the pixels
+    of 2026-11 on any x86-64 machine. Unpinned, an Intel Xeon's AVX-512 kernels rendered the seed-101 samples a
+    pixel level apart from the AMD EPYC these records come from (`tasks.config.CPU_NUMERICS`)."""
+    code = ("import sys, json; from tasks.config import use_project_environment; use_project_environment(); "
+            "from tests.image.test_backends import digests; print(json.dumps(digests(sys.argv[1])))")
+    env = {k: v for k, v in os.environ.items() if k not in CPU_NUMERICS}
+    run = subprocess.run([sys.executable, "-c", code, tiny_params.model_dump_json()], cwd=ROOT, env=env,
+                         capture_output=True, text=True, check=True)
     want = {str(s): digest for s, digest in CANONICAL.items()} | {f"batch {p}": d for p, d in BATCHED.items()}
     assert json.loads(run.stdout.splitlines()[-1]) == want
 
