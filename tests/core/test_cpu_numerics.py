@@ -1,5 +1,5 @@
-"""The CPU code paths (`tasks.config.CPU_NUMERICS`): `cfgen` pins them before any tensor, a user's own choice stays,
-and a process that already computed at another instruction set says so in one line (a Dask worker's check)."""
+"""The CPU code paths (`tasks.config.CPU_NUMERICS`): `cfgen` pins them before any tensor, a user's own choice stays
+and is keyed, and a process at another instruction set says so in one line (a Dask worker's check)."""
 
 from __future__ import annotations
 
@@ -42,3 +42,12 @@ def test_a_process_at_another_instruction_set_is_one_line():
     assert same == "None"
     assert other.startswith("runs torch's CPU kernels at DEFAULT, this run at AVX2") and \
         "restart it with ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 in its" in other, other
+
+
+def test_a_cpu_unit_is_keyed_by_its_instruction_set():
+    """A unit on the CPU keys the instruction set its process computes at: the same in two pinned processes, another
+    where the user chose another one (its bits differ, so its results never mix with the pinned ones)."""
+    code = ("from tasks.core.keys import Unit; from tasks.core.specs import ModelSpec; "
+            "print(Unit('u', (), 'code', 'shared', (ModelSpec(id='m', device='cpu'),)).digest('input'))")
+    pinned, again, other = printed(code), printed(code), printed(code, ATEN_CPU_CAPABILITY="default")
+    assert pinned == again != other
