@@ -29,10 +29,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tasks.config import pin_cpu_numerics
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # benchmarks never download: models are built or given as folders
-pin_cpu_numerics()  # the CPU code paths `cfgen` computes with (AVX2), before any tensor
 console = Console(width=200)
 ROOT = Path(__file__).resolve().parents[1]
 K, T = TypeVar("K"), TypeVar("T")

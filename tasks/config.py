@@ -36,12 +36,6 @@ PARAMS_FILE = Path("params.yaml")
 PROJECT_CACHES = {"TORCHINDUCTOR_CACHE_DIR": COMPILE_CACHE,
                   "MPLCONFIGDIR": CACHE / "matplotlib"}  # matplotlib's font list, built on first import
 CHECKED_BY_DVC = "DVC_STAGE"  # set by DVC in a stage's command; the `params` stage ran before every stage
-# torch's own CPU kernels and MKL's matrix products at AVX2, each read at its library's first operation: a CPU then
-# renders and scores the same bits on any x86-64 machine with AVX2. Left to pick, each takes the widest path the chip
-# has, and AVX-512 kernels split their reductions otherwise: an Intel Xeon (AVX-512, AMX) rendered two of the four
-# samples `tests/image/test_backends.py` records a pixel level apart from the AMD EPYC they were recorded on. GPU
-# kernels are not affected; training stays reproducible on one machine, not across them.
-CPU_NUMERICS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 
 
 class ParamsError(UserError):
@@ -228,11 +222,10 @@ def use_project_environment() -> None:
     without `NLTK_DATA`, `../shared/nltk_data` beside the project when present, else the project's `.nltk_data`;
     the libraries' own caches in the project (`PROJECT_CACHES`: else torch's compiler makes
     `$TMPDIR/torchinductor_<user>` as it is imported, and matplotlib writes `~/.cache/matplotlib`) unless their
-    variables say otherwise; the CPU code paths of `CPU_NUMERICS` (`pin_cpu_numerics`).
+    variables say otherwise.
     Called before any Hugging Face library or Prefect is imported (they read their variables once); in a DVC
     experiment's copy, the result store is the workspace's (`share_result_store`)."""
     share_result_store(Path.cwd())
-    pin_cpu_numerics()
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         os.environ.setdefault(name, "1")
     for name, folder in PROJECT_CACHES.items():
@@ -243,12 +236,6 @@ def use_project_environment() -> None:
     os.environ["NLTK_DATA"] = str(shared if shared.is_dir() else ROOT / ".nltk_data")
     if "nltk" in sys.modules:  # it read NLTK_DATA as it was imported
         sys.modules["nltk"].data.path.insert(0, os.environ["NLTK_DATA"])
-
-
-def pin_cpu_numerics() -> None:
-    """`CPU_NUMERICS` where the environment does not say otherwise; in effect only where no tensor was computed yet."""
-    for name, value in CPU_NUMERICS.items():
-        os.environ.setdefault(name, value)
 
 
 EXPERIMENTS = (".dvc", "tmp", "exps")

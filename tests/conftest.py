@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.config import PROJECT_CACHES, pin_cpu_numerics
+from tasks.config import PROJECT_CACHES
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CFGEN_SHARED", ROOT.parent / "shared"))
@@ -57,8 +57,6 @@ if workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // int(workers))))
 if NLTK_DATA.is_dir():
     os.environ.setdefault("NLTK_DATA", str(NLTK_DATA))
-# The CPU code paths `cfgen` computes with (AVX2: the same bits on an AMD or an Intel machine), before any tensor.
-pin_cpu_numerics()
 
 
 pytest_plugins = ["tests.timing"]  # every run's per-test times and workers (benchmarks/suite.py)

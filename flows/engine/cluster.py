@@ -3,8 +3,7 @@
 - Every task holds `engine.task_resources` on its worker (`dask.annotate`): a worker started with `--resources
   GPU=1` runs one task at a time, whatever its thread count, so a GPU renders one batch at a time.
 - Before the first task is submitted: some worker offers those resources (else every task would wait forever), it
-  finds the NLTK data this process found (given the absolute folders, `tasks.core.environment.find_nltk_data`), its
-  torch CPU kernels run at this process's instruction set (`cpu_path_problem`: pinned there when nothing ran yet) and,
+  finds the NLTK data this process found (given the absolute folders, `tasks.core.environment.find_nltk_data`) and,
   under the paper profile, every worker sees exactly one GPU unless every model pins its device
   (`tasks.core.loading.gpu_pinning_problem`); each failure is one line naming the worker.
 - When the flow run ends, every worker releases the models its tasks loaded (`tasks.core.loading.release_models`,
@@ -31,7 +30,6 @@ from urllib.parse import urlparse
 import dask
 from prefect_dask import DaskTaskRunner
 
-from tasks.config import CPU_NUMERICS, pin_cpu_numerics
 from tasks.core.environment import find_nltk_data, nltk_found
 from tasks.core.errors import UserError
 from tasks.core.loading import gpu_pinning_problem, release_models
@@ -78,24 +76,6 @@ def check_scheduler(address: str, timeout: float = SCHEDULER_TIMEOUT_S) -> None:
         reason = (str(err) or type(err).__name__).splitlines()[0]
         raise UserError(f"no Dask scheduler answers at engine.dask_address {address} ({reason}): start one "
                         "(`dask scheduler`) or unset engine.dask_address") from None
-
-
-def cpu_capability() -> str:
-    """The instruction set torch's CPU kernels run at in this process, `tasks.config.CPU_NUMERICS` set first."""
-    pin_cpu_numerics()
-    import torch
-
-    return torch.backends.cpu.get_cpu_capability()
-
-
-def cpu_path_problem(expected: str) -> str | None:
-    """Why this worker would compute other float bits than a command whose torch CPU kernels run at `expected`
-    (a worker that computed before the check, or whose environment says otherwise), or None."""
-    if (found := cpu_capability()) == expected:
-        return None
-    wanted = " ".join(f"{name}={value}" for name, value in CPU_NUMERICS.items())
-    return (f"runs torch's CPU kernels at {found}, this run at {expected} (its floats would differ): restart it "
-            f"with {wanted} in its environment")
 
 
 @contextlib.contextmanager
@@ -147,8 +127,7 @@ class ClusterTaskRunner(DaskTaskRunner):
             raise UserError(f"no worker of {self.address} offers engine.task_resources {wanted}: start workers with "
                             f"`dask worker {self.address} --resources {wanted.replace(' ', ',')}` (or set "
                             "engine.task_resources: {} for CPU workers)")
-        problems = [self.client.run(find_nltk_data, nltk_found(), on_error="ignore"),  # a worker dead but not yet
-                    self.client.run(cpu_path_problem, cpu_capability(), on_error="ignore")]
+        problems = [self.client.run(find_nltk_data, nltk_found(), on_error="ignore")]  # a worker dead but not yet
         if self.devices_pinned is not None:  # known to the scheduler runs nothing: passed over, not the run's error
             problems.append(self.client.run(gpu_pinning_problem, self.devices_pinned, on_error="ignore"))
         if wrong := [f"Dask worker {worker} {problem}" for found in problems

@@ -5,9 +5,8 @@ A unit's key = its own input's content + `Unit.shared` + where it runs:
 - `shared`, computed once per run on the submitting side and shipped with every task: the params the unit reads
   (`fields.keyed_dump`: no unkeyed field, no model placement), its models' contents (`fingerprints`), and the code it
   runs with the libraries and data that code reads (`code.identity`);
-- the placement of the models it runs (device type and dtype after `auto`, a CPU's instruction set), resolved by the
-  process that runs it: `device: cpu` and `auto` on a CPU host are one key, `cuda:0` and `auto` on a GPU host
-  another, a CPU at AVX2 and one at AVX-512 two.
+- the placement of the models it runs (device type and dtype after `auto`), resolved by the process that runs it:
+  `device: cpu` and `auto` on a CPU host are one key, `cuda:0` and `auto` on a GPU host another.
 A process whose own code identity for the unit differs from the shipped one (a Dask worker started before a
 `git pull`) refuses to compute it (`Unit.check`).
 """
@@ -50,16 +49,10 @@ def running_code(entries: tuple[str, ...]) -> str:
 
 @cache
 def placement(specs: tuple[ModelSpec, ...]) -> tuple[str, ...]:
-    """`device type/dtype` of each model, resolved in this process; a CPU's with the instruction set torch's kernels
-    run at (`cpu:AVX2`, as `tasks.config.CPU_NUMERICS` pins it), which a CPU's float bits follow."""
-    import torch
-
+    """`device type/dtype` of each model, resolved in this process."""
     from tasks.core.loading import resolve_device, resolve_dtype
 
-    def where(device: torch.device) -> str:
-        return f"cpu:{torch.backends.cpu.get_cpu_capability()}" if device.type == "cpu" else device.type
-
-    return tuple(f"{where(device := resolve_device(spec))}/{resolve_dtype(spec, device)}" for spec in specs)
+    return tuple(f"{(device := resolve_device(spec)).type}/{resolve_dtype(spec, device)}" for spec in specs)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from `batches`, the loops, checkpoints and progress bar from `loop`, the accurac
 Invariants:
 - What a run computes is its `Schedule`'s, on its device (and with `Run.compile_unet` when set): `Run`'s other fields
   (workers, checkpoints, progress bar, accuracy read-outs) change no weight. With the default `Schedule` on the CPU
-  it computes what the committed weights' run did on the machine that ran it (another CPU model, at any instruction
-  set, computes other bits: `tasks.config.CPU_NUMERICS`).
+  it computes what the committed weights' run did on a machine like the one that ran it (another CPU model computes
+  other bits: README, "The same bytes from the same inputs").
 - The draws outside the loops' batches are the `Trainer`'s stream's (the VAE's latent scale, the LMs' vocabulary),
   whose state each checkpoint holds, or their own seeded generator's (`batches.token_ids`): a run killed and resumed
   ends as an uninterrupted one (`loop`).

@@ -8,8 +8,6 @@ import os
 import signal
 import weakref
 
-import pytest
-
 from flows.engine.sharding import task_runner
 from tasks.core.loading import release_models
 from tasks.core.specs import model_specs
@@ -94,21 +92,3 @@ def test_a_worker_killed_before_the_scheduler_knows_costs_neither_the_check_nor_
         with ClusterTaskRunner(cluster.scheduler_address, {}, None) as runner:
             runner.check_workers()  # one live worker: its NLTK data found, nothing to say
             assert pids[min(pids)] not in runner.client.run(os.getpid, on_error="ignore").values()
-
-
-@requires_nltk
-def test_a_worker_computing_at_another_instruction_set_is_refused_in_one_line():
-    """A worker whose environment says `ATEN_CPU_CAPABILITY=default` would render other pixels than this process
-    (pinned at AVX2 by the suite, as by `cfgen`): the check before the first task names it and the fix."""
-    from distributed import LocalCluster
-
-    from flows.engine.cluster import ClusterTaskRunner
-    from tasks.core.errors import UserError
-
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
-                      env={"ATEN_CPU_CAPABILITY": "default"}) as cluster, \
-            ClusterTaskRunner(cluster.scheduler_address, {}, None) as runner:
-        with pytest.raises(UserError) as refused:
-            runner.check_workers()
-    line = str(refused.value)
-    assert "\n" not in line and line.startswith("Dask worker tcp://") and "at DEFAULT, this run at AVX2" in line, line
