@@ -34,11 +34,11 @@ CANONICAL = {  # sample -> sha256 of `render.canonical`'s (2, H, W, 3) uint8 pix
     Sample(101, 0.6, 7.5): "984c0f9429f154b2d5863c51bf1988beb8bd987017252b97159f163913becd79",
     Sample(202, 0.6, 12.0): "1fe5bae45090cd7201eb85a82b6ad2ec2e7bd854b328de69cafad1f5e97c24cf",
 }
-AVX2_PATHS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}  # read at each library's first op
 BATCHED = {  # p2p fraction -> sha256 of the Batcher's one batch of both seeds at that fraction
     0.0: "a7485c5b4c26ca64914c5ba67570fc1e30fb259fe4e461ef410c07901d7c4a2e",
     0.6: "a0dc97183aff1ac2d44f3df136a35e5c10e6e6cf05e03569c3f66fe3e6bb0bb9",
 }
+AVX2_PATHS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}  # read at each library's first op
 
 
 def sha256(images: np.ndarray) -> str:
@@ -65,9 +65,8 @@ def test_sd1_renders_the_pixels_it_rendered_before_the_backend_protocol(tiny_par
     pick, an Intel Xeon's AVX-512 kernels render the seed-101 samples a pixel level apart from the AMD EPYC these
     records come from (README, "The same bytes from the same inputs"); at AVX2 both machines render them."""
     code = "import sys, json; from tests.image.test_backends import digests; print(json.dumps(digests(sys.argv[1])))"
-    env = os.environ | AVX2_PATHS
-    run = subprocess.run([sys.executable, "-c", code, tiny_params.model_dump_json()], cwd=ROOT, env=env,
-                         capture_output=True, text=True, check=True)
+    run = subprocess.run([sys.executable, "-c", code, tiny_params.model_dump_json()], cwd=ROOT,
+                         env=os.environ | AVX2_PATHS, capture_output=True, text=True, check=True)
     want = {str(s): digest for s, digest in CANONICAL.items()} | {f"batch {p}": d for p, d in BATCHED.items()}
     assert json.loads(run.stdout.splitlines()[-1]) == want
 
