@@ -6,8 +6,9 @@ after the initial latent).
 Per sample: two generators seeded identically (one per image) draw the initial latent and the ancestral noise of
 every step in lockstep, so both images start from the same latent and get the same noise; classifier-free guidance
 uses the sample's own scale. A sample's rows never mix with another sample's (P2P pairs rows within a sample only),
-but batched kernels may round differently for different batch sizes: `render` of a batch of one is the canonical,
-reproducible path (same device, dtype, compile mode and software stack => same pixels).
+and on CPU a sample's pixels are the same in any batch (products of few rows padded: `invariant_products`; oneDNN
+off: `thread_invariant_convolutions`); GPU kernels may round differently for different batch sizes, so `render` of a
+batch of one is the canonical, reproducible path (same device, dtype, compile mode and software stack => same pixels).
 
 The render loop does no host work per step: the P2P sharing schedule, the conditioning and every step's ancestral
 noise (drawn from each sample's generators in the scheduler's order, so the pixels are the scheduler's) exist before
@@ -29,6 +30,7 @@ import torch
 from diffusers import EulerAncestralDiscreteScheduler, FlowMatchEulerDiscreteScheduler
 from diffusers.utils.torch_utils import randn_tensor
 
+from tasks.core.batches import invariant_products
 from tasks.core.loading import thread_invariant_convolutions
 from tasks.image import p2p
 from tasks.image.params import GenerateParams
@@ -151,7 +153,7 @@ def render(diffusion: Diffusion, prompts: Any, samples: Sequence[Sample], steps:
     shared = p2p.schedule([s.p2p_fraction for s in samples], steps, device)
     context = diffusion.condition(prompts, n, size)
     scales = torch.tensor([s.guidance_scale for s in samples], device=device, dtype=dtype).view(n, 1, 1, 1, 1)
-    with diffusion.lock, thread_invariant_convolutions():
+    with diffusion.lock, thread_invariant_convolutions(), invariant_products():
         for i, (t, step) in enumerate(zip(scheduler.timesteps, updates)):
             x = step.scale_input(latents).unflatten(0, (n, 1, 2)).expand(-1, 2, -1, -1, -1, -1)
             out = diffusion.denoise(x.flatten(0, 2), t, context, shared[i]).unflatten(0, (n, 2, 2))

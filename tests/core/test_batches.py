@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tasks.core.batches import ROW_BLOCK, invariant_batches, invariant_map
+from tasks.core.batches import ROW_BLOCK, invariant_batches, invariant_map, invariant_products
 
 LENGTHS = [5, 9, 5, 7, 9, 9, 5, 11, 7, 5, 5, 9, 3]
 
@@ -57,3 +57,26 @@ def test_the_naive_cut_is_not_invariant(layer, texts):
     """What the helper is for: padding to the batch's longest moves an item's bits (else these tests prove nothing)."""
     together = pooled(layer, texts)
     assert not all(torch.equal(together[i], pooled(layer, [x])[0]) for i, x in enumerate(texts))
+
+
+@pytest.mark.parametrize("width", [64, 768])
+def test_a_products_rows_are_a_large_products_bits_at_any_row_count_and_thread_count(width):
+    """`invariant_products`: rows 1–19 of `x @ W`, `F.linear` and `nn.Linear` equal a 128-row product's rows at 1
+    and 2 threads; unpadded, some small products do not (the CPU kernels this guards against)."""
+    generator = torch.Generator().manual_seed(2)
+    x, w = torch.randn(128, width, generator=generator), torch.randn(width, width, generator=generator)
+    linear = torch.nn.Linear(width, width)
+    before, naive = torch.get_num_threads(), []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            with torch.inference_mode():
+                big, big_linear = x @ w, linear(x)
+                naive += [m for m in range(1, 20) if not torch.equal(x[:m] @ w, big[:m])]
+                with invariant_products():
+                    assert all(torch.equal(x[:m] @ w, big[:m]) and torch.equal(x[m - 1] @ w, big[m - 1])
+                               and torch.equal(torch.nn.functional.linear(x[:m], w.T), big[:m])
+                               and torch.equal(linear(x[:m]), big_linear[:m]) for m in range(1, 20))
+    finally:
+        torch.set_num_threads(before)
+    assert naive

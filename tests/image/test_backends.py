@@ -10,8 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import get_args
 
 import numpy as np
@@ -38,7 +40,10 @@ BATCHED = {  # p2p fraction -> sha256 of the Batcher's one batch of both seeds a
     0.0: "a7485c5b4c26ca64914c5ba67570fc1e30fb259fe4e461ef410c07901d7c4a2e",
     0.6: "a0dc97183aff1ac2d44f3df136a35e5c10e6e6cf05e03569c3f66fe3e6bb0bb9",
 }
-AVX2_PATHS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}  # read at each library's first op
+RECORD_PATHS = {  # CPU vendor -> the kernel paths that render the records there (read at each library's first op)
+    "AuthenticAMD": {},  # where they were made: torch's AVX-512 kernels, MKL's own choice
+    "GenuineIntel": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+}
 
 
 def sha256(images: np.ndarray) -> str:
@@ -61,12 +66,16 @@ def digests(params_json: str) -> dict[str, str]:
 
 
 def test_sd1_renders_the_pixels_it_rendered_before_the_backend_protocol(tiny_params):
-    """In a fresh interpreter at the AVX2 paths of torch's kernels and MKL's products: the pixels of 2026-11. Left to
-    pick, an Intel Xeon's AVX-512 kernels render the seed-101 samples a pixel level apart from the AMD EPYC these
-    records come from (README, "The same bytes from the same inputs"); at AVX2 both machines render them."""
+    """In a fresh interpreter at the kernel paths that give this CPU's vendor the pixels of 2026-11 (`RECORD_PATHS`):
+    left to pick, an Intel Xeon's AVX-512 kernels render the seed-101 samples a pixel level apart from the AMD EPYC
+    these records come from; at the AVX2 paths of torch and MKL the Intel renders them and the AMD does not (README,
+    "The same bytes from the same inputs")."""
+    vendor = re.search(r"^vendor_id\s*:\s*(\S+)", Path("/proc/cpuinfo").read_text(), re.M)
+    paths = RECORD_PATHS.get(vendor[1] if vendor else "")
+    assert paths is not None, f"no record paths for this CPU ({vendor[1] if vendor else 'vendor unknown'})"
     code = "import sys, json; from tests.image.test_backends import digests; print(json.dumps(digests(sys.argv[1])))"
     run = subprocess.run([sys.executable, "-c", code, tiny_params.model_dump_json()], cwd=ROOT,
-                         env=os.environ | AVX2_PATHS, capture_output=True, text=True, check=True)
+                         env=os.environ | paths, capture_output=True, text=True, check=True)
     want = {str(s): digest for s, digest in CANONICAL.items()} | {f"batch {p}": d for p, d in BATCHED.items()}
     assert json.loads(run.stdout.splitlines()[-1]) == want
 
