@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from tasks.core.batches import invariant_map
+from tasks.core.batches import invariant_map, invariant_products
 from tasks.core.loading import hub_kwargs, load_once, resolve_device
 from tasks.core.specs import ClipSpec, ItmSpec
 from tasks.image.scoring import load_clip, stacked
@@ -69,7 +69,10 @@ class Embedded:
         """Score rows by query index: (captions × images) when `by_caption`, else (images × captions)."""
         scaled, images = self.scale * self._texts(texts), self._images(image_keys)
         queries, candidates = (scaled, images) if by_caption else (images, scaled)
-        return lambda at: (queries[torch.from_numpy(at)] @ candidates.T).numpy()
+        def scores(at: np.ndarray) -> np.ndarray:
+            with invariant_products():  # a query's row, whichever block it falls in
+                return (queries[torch.from_numpy(at)] @ candidates.T).numpy()
+        return scores
 
     def _texts(self, texts: Sequence[str]) -> torch.Tensor:
         return self.text_vectors[[self.texts[t] for t in texts]]

@@ -121,7 +121,8 @@ def caption_texts(models: ImageModels, pair: dict, params: GenerateParams) -> to
 def measure(rendered: Rendered, texts: torch.Tensor, models: ImageModels, clip_batch_size: int) -> list[dict]:
     """One measurement per rendered sample; only finite pairs are embedded and scored. With subject prompts (texts
     2, 3) the margins are `subject_margin_o = s(I_o, original) - s(I_o, substitute)` and `subject_margin_c =
-    s(I_c, substitute) - s(I_c, original)`, else null."""
+    s(I_c, substitute) - s(I_c, original)`, else null. Every score is a row's own sum (never a product over the
+    chunk's rows, whose CPU kernels follow the row count: `tasks.core.batches`)."""
     ok = [i for i, finite in enumerate(rendered.finite) if finite]
     scores: dict[str, list[float | None]] = {name: [None] * len(rendered.finite)
                                              for name in (*SCORE_COLUMNS, *SUBJECT_COLUMNS)}
@@ -131,8 +132,8 @@ def measure(rendered: Rendered, texts: torch.Tensor, models: ImageModels, clip_b
         found = pair_scores(texts[:1], texts[1:2], image_o, image_c)
         if len(texts) == 4:
             original_minus_substitute = texts[2] - texts[3]
-            found["subject_margin_o"] = (image_o @ original_minus_substitute).tolist()
-            found["subject_margin_c"] = (-(image_c @ original_minus_substitute)).tolist()
+            found["subject_margin_o"] = (image_o * original_minus_substitute).sum(-1).tolist()
+            found["subject_margin_c"] = (-(image_c * original_minus_substitute).sum(-1)).tolist()
         for name, values in found.items():
             for i, value in zip(ok, values):
                 scores[name][i] = value
