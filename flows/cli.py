@@ -24,7 +24,7 @@ from flows.engine.console import VERBOSE, console, stop_on_signals, user_errors
 from tasks.config import PARAMS_FILE, load_params, use_project_environment
 from tasks.core import schemas
 from tasks.core.io import check_distinct, check_input, check_outputs, check_source
-from tasks.stages import STAGES, Stage, TableStage, caption_steps, skip_reason, stage, stages, step, table
+from tasks.stages import DECLARED, STAGES, Stage, TableStage, caption_steps, skip_reason, stage, stages, step, table
 
 ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
                                                         "similarity.upper=0.9 (repeatable)")]
@@ -61,7 +61,7 @@ class Commands(TyperGroup):
 
     def list_commands(self, ctx) -> list[str]:
         """Every command; the stages in DAG order when listing (their declarations loaded), else by name (none)."""
-        ordered = list(dag_order()) if self.listing else [name.replace("_", "-") for name in STAGES]
+        ordered = list(dag_order()) if self.listing else [declared.command for declared in STAGES]
         names = {*super().list_commands(ctx), *ordered, *(name for group in GROUPS.values() for name in group)}
         return sorted(names - set(ordered)) + ordered
 
@@ -76,7 +76,7 @@ class Commands(TyperGroup):
         if group := next((entry for entry, names in GROUPS.items() if name in names), None):
             return typer.main.get_group(resolve_name(group)).get_command(ctx, name)
         written = super().get_command(ctx, name)  # ingest's and selection's commands are written out
-        built = written is None and name.replace("-", "_") in STAGES
+        built = written is None and name.replace("-", "_") in DECLARED
         if self.listing:
             command = TyperCommand(name, help=stage_help(name)) if built else written
             if isinstance(command, (TyperCommand, TyperGroup)):  # as typer builds the written ones

@@ -28,9 +28,9 @@ from pydantic import BaseModel, ValidationError, create_model
 from pydantic_core import ErrorDetails
 
 from tasks.core.errors import UserError
-from tasks.core.params import PROFILES, SHARED
+from tasks.core.params import PROFILES, SHARED, PathsParams
 from tasks.core.source import CACHE, COMPILE_CACHE, ROOT
-from tasks.stages import Params, section, section_names
+from tasks.stages import Params, Paths, section, section_names
 
 PARAMS_FILE = Path("params.yaml")
 PROJECT_CACHES = {"TORCHINDUCTOR_CACHE_DIR": COMPILE_CACHE,
@@ -141,6 +141,7 @@ def _restore(names: tuple[str, ...], state: dict) -> Params:
 @cache
 def _assembled(names: tuple[str, ...]) -> type[Params]:
     return create_model("Params", __base__=Assembled, __module__=__name__,  # type: ignore[call-overload]  # mypy:
+                        **({} if Paths is PathsParams else {"paths": (Paths, ...)}),  # a new data stage's output
                         **{name: (section(name), ...) for name in names})  # the **dict might fill __config__ etc.
 
 

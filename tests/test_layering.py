@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from tasks.core import source
+from tasks.stages import Sections
 from tests.conftest import ROOT
 
 ALLOWED = {  # package -> project packages/modules it may import
@@ -30,8 +31,10 @@ ALLOWED = {  # package -> project packages/modules it may import
 }
 SECTIONS = tuple(f"{package}.params" for package in ALLOWED  # each stage's params
                  if package not in ("tasks.core", "tasks.stages"))
-MANIFEST = {"tasks.stages": SECTIONS}  # module -> what it alone may name too: `Sections`' typed references
-ROOTS = {"tasks.config": ("tasks.core", "tasks.stages")}  # params' resolution: it assembles the sections the manifest names
+MANIFEST = {"tasks.stages": tuple(name.rpartition(".")[0] for name in Sections.__annotations__.values())}
+"""Module -> what it alone may name too: the modules of `Sections`' typed references (under TYPE_CHECKING: a section
+class beside its stage's logic is named, never imported, by the manifest)."""
+ROOTS = {"tasks.config": ("tasks.core", "tasks.stages")}  # params: it assembles the sections the manifest names
 MODEL_LIBRARIES = ("torch", "transformers", "diffusers", "open_clip", "sentence_transformers")
 FORBIDDEN = {  # package -> modules it must never import, even where ALLOWED admits their package
     "tasks": ("flows", "prefect", "prefect_dask", "dask"),
@@ -73,7 +76,7 @@ def test_a_forbidden_import_is_reported(tmp_path):
              "release/report.py": "    from tasks.core.loading import load_pretrained",
              "release/diff.py": "import torch", "core/params.py": "from tasks.text import ingest",
              "tiny/text.py": "from tasks.text.tagging import tag_caption",
-             "text/params.py": "from tasks.text import tagging", "stages/sites.py": "from tasks.text import sites",
+             "text/params.py": "from tasks.text import tagging", "stages/kinds.py": "from tasks.text import sites",
              "toyworld/world.py": "from tasks.demo.params import TinyModelsParams"}
     for name, line in edits.items():
         path = tmp_path / "tasks" / name
@@ -89,7 +92,7 @@ def test_a_forbidden_import_is_reported(tmp_path):
         "tasks.release.diff imports torch",
         "tasks.release.report imports tasks.core.loading",
         "tasks.release.report imports tasks.core.loading.load_pretrained",
-        "tasks.stages.sites imports tasks.text", "tasks.stages.sites imports tasks.text.sites",
+        "tasks.stages.kinds imports tasks.text", "tasks.stages.kinds imports tasks.text.sites",
         "tasks.text.params imports tasks.text", "tasks.text.params imports tasks.text.tagging",
         "tasks.text.tagging imports tasks.image", "tasks.text.tagging imports tasks.image.render",
         "tasks.tiny.text imports tasks.text.tagging", "tasks.tiny.text imports tasks.text.tagging.tag_caption",

@@ -14,9 +14,7 @@ from tasks.core.schemas import REMOVAL_PAIRS, REMOVAL_SPLITS
 from tasks.core.writing import write_text
 from tasks.release import export
 from tasks.removal import release
-from tasks.stages import Params
-
-REMOVAL_STAGES = ("removal_masks", "removal_captions", "inpaint", "removal_selection")
+from tasks.stages import Params, stages, table
 
 
 @flow(name="removal-export")
@@ -27,8 +25,9 @@ def removal_export_flow(params: Params) -> dict:
     parts = {split: rows.filter(pl.col("split") == split) for split in REMOVAL_SPLITS}
     export.write_dataset(parts, paths.inpainted_images, paths.removal_export, params.export)
     splits = {split: part.height for split, part in parts.items()}
-    metrics = {s: json.loads((paths.metrics / f"{s}.json").read_text()) for s in REMOVAL_STAGES}
-    settings = {name: keyed_dump(getattr(params, name)) for name in REMOVAL_STAGES}
+    removal = [name for name in stages() if name in table("removal_export").after]  # what it reads, in DAG order
+    metrics = {name: json.loads((paths.metrics / f"{name}.json").read_text()) for name in removal}
+    settings = {name: keyed_dump(getattr(params, name)) for name in removal}
     if params.inpaint.fill == "inpaint":
         settings["inpaint"]["model"] = fingerprint(params.inpaint.model)
     write_text(paths.removal_export / "README.md", release.card(metrics, splits, settings))

@@ -21,9 +21,6 @@ import numpy as np
 
 from tasks.image.params import GenerateParams
 
-IMAGE_STAGES = ("generate", "selection")
-
-
 @dataclass(frozen=True)
 class Measured:
     """What `cfgen plan` measured: counts on the input and a sample of it, and costs on this device (seconds)."""
@@ -126,7 +123,7 @@ def image_wall(measured: Measured, params: GenerateParams, pairs: float, samples
         tasks = math.ceil(units / params.pairs_per_task)
         return math.ceil(tasks / workers) * units / max(tasks, 1) * unit_seconds
 
-    fixed = sum(measured.startup_seconds[name] for name in IMAGE_STAGES) + 2 * measured.image_load_seconds
+    fixed = sum(measured.startup_seconds.values()) + 2 * measured.image_load_seconds
     return (fixed + spread(pairs, samples_per_pair * measured.sample_seconds)
             + spread(accepted, measured.canonical_seconds))
 

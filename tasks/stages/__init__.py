@@ -1,40 +1,30 @@
-"""The manifest: every DVC stage (`STAGES`, each one declaration, `STAGE` in `tasks/stages/<name>.py`) and every
-params section (`Sections`, each a class beside its stage's logic in `tasks/<package>/params.py`). It imports neither:
-a command imports the declaration of the stage it runs and the sections it reads, so an edit to another stage's
-declaration or section is none of its code. A declaration imports no stage logic, no flow and no model library
-(polars schemas only), so `cfgen --help`, the DAG and the release stages read every declaration and run no stage's
-code, and a command loads only the logic of the stage it runs. Its CLI command, the whole-DAG flow's order and
+"""The manifest: every DVC stage, declared once in `STAGES` (a `Stage` or `TableStage`, `tasks.stages.kinds`), and
+every params section (`Sections`, each a class beside its stage's logic). A declaration imports no stage logic, no
+flow and no model library (it names them as `"module:name"` entries; polars schemas only), so `cfgen --help`, the DAG
+and the release stages read every declaration and run no stage's code, and a command loads only the logic of the
+stage it runs and the sections it reads. Its CLI command, the whole-DAG flow's order, the caption steps and
 `dvc.yaml`'s stages derive from it (`tests/core/test_stages.py` checks `dvc.yaml` against it).
 
 A stage's name is its DVC stage and, with `-` for `_`, its CLI command; `reads` are the params sections it reads (its
 command assembles those and the shared ones: an edit to another section's module is none of its code), `after` the
-stages whose outputs it reads. There are two kinds:
-- a data `Stage` (`cfgen NAME SOURCE OUTPUT`): a sharded caption step runs `module.run(frame, section,
-  module.load_models(section))` per shard, the image stages map pairs; the first paragraph of `module`'s docstring is
-  its help. `code` is what its cached unit executes (`"module:name"` entries; default: `run` and `load_models`; the
-  image stages: a sample's render and measurement), which its cache keys hold; an entry naming nothing fails where
-  it is declared. `input` is what it reads from the output of `after`; `data` is the `paths` entry it writes.
-- a `TableStage` (`cfgen NAME`): `flow(params)` reads and writes whole tables at `paths`, after `check(params)` and the
-  pre-flight of the models of `models` (sections); `sharded` runs it on the engine's task runner; `show(result)`
-  prints its result. `after_steps` adds every data stage to its `after` (`stages`): it reads what each one writes
-  (report: their metrics; gallery: their rejects too), so a new data stage needs no edit of it.
+stages whose outputs it reads.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cache
 from graphlib import TopologicalSorter
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
+
+from pydantic import create_model
 
 from tasks.core import params as core
+from tasks.core import schemas
 from tasks.core.errors import UserError
-from tasks.core.schemas import Schema
-from tasks.core.source import check_entry, parse, source_file
+from tasks.stages.kinds import FIRST, Stage, TableStage
 
 if TYPE_CHECKING:  # the sections, as typed references `Sections` names; a command imports the ones it reads
     import tasks.demo.params
@@ -48,11 +38,6 @@ if TYPE_CHECKING:  # the sections, as typed references `Sections` names; a comma
     import tasks.validation.params
     from tasks.core.params import Section
 
-STAGES = ("params", "ingest", "sites", "saliency", "candidates", "relations", "similarity", "perplexity", "generate",
-          "selection", "judge", "truth", "validation_tasks", "validation", "evaluate", "report", "export", "mixtures",
-          "datasheet", "gallery", "removal_masks", "removal_captions", "inpaint", "removal_selection",
-          "removal_export")
-FIRST = "params"  # the stage every other one follows: the whole params file validated before any stage works
 CAPTIONS, IMAGES = "ingest", "generate"  # the caption steps run between them (`caption_steps`)
 
 
@@ -92,6 +77,103 @@ else:
     Params = core.Params
 
 
+SAMPLE_CODE = ("tasks.image.render:load_models", "tasks.image.render:canonical", "tasks.image.render:Batcher")
+"""What a sample's render and measurement execute (both image stages key it)."""
+
+STAGES: tuple[Stage | TableStage, ...] = (
+    TableStage("params", flow="flows.params:check_params", show="flows.params:show",
+               help="Validate every section of the params file and stamp it (paths.params_checked): every DVC stage "
+                    "depends on the stamp, so a typo anywhere stops `dvc repro` before any stage works or loses an "
+                    "output."),
+    # the data stages, one chain: captions -> edit sites -> ... -> counterfactual captions -> samples -> selected
+    Stage("ingest", data="captions", output=schemas.CAPTIONS, rejects=schemas.CAPTIONS_REJECTS,
+          module="tasks.text.ingest", code=("tasks.text.ingest:read_captions",), reads=()),
+    Stage("sites", data="sites", output=schemas.SITES, rejects=schemas.SITES_REJECTS, module="tasks.text.sites",
+          input=schemas.CAPTIONS, after="ingest", behaviours=("sites",)),
+    Stage("saliency", data="salient_sites", output=schemas.SITES, rejects=schemas.SITES_REJECTS,
+          module="tasks.text.saliency", input=schemas.SITES, after="sites"),
+    Stage("candidates", data="candidates", output=schemas.CANDIDATES, rejects=schemas.rejects(schemas.CANDIDATES),
+          module="tasks.text.candidates", input=schemas.SITES, after="saliency",
+          behaviours=("check_fill", "rewrite", "defects")),
+    Stage("relations", data="relations", output=schemas.CANDIDATES, rejects=schemas.rejects(schemas.CANDIDATES),
+          module="tasks.text.relations", input=schemas.CANDIDATES, after="candidates"),
+    Stage("similarity", data="similarity", output=schemas.SIMILARITY, rejects=schemas.rejects(schemas.SIMILARITY),
+          module="tasks.text.similarity", input=schemas.CANDIDATES, after="relations"),
+    Stage("perplexity", data="counterfactual_captions", output=schemas.COUNTERFACTUALS,
+          rejects=schemas.COUNTERFACTUALS_REJECTS, module="tasks.text.perplexity", input=schemas.SIMILARITY,
+          after="similarity", reads=("perplexity", "sites")),
+    Stage("generate", data="samples", output=schemas.SAMPLES, rejects=schemas.SAMPLES_REJECTS,
+          module="tasks.image.generate", input=schemas.PAIR, after="perplexity", code=SAMPLE_CODE,
+          reads=("generate", "selection")),
+    Stage("selection", data="selected", output=schemas.SELECTED, rejects=schemas.SELECTED_REJECTS,
+          module="tasks.image.selection", input=schemas.SAMPLES, after="generate", code=SAMPLE_CODE,
+          reads=("selection", "generate")),
+    # the table stages
+    TableStage("judge", flow="flows.judge:judge_flow", after=("selection",), reads=("judge",), models=("judge",),
+               check="flows.judge:check", show="flows.judge:show", sharded=True,
+               help="The VLM judge: four yes/no questions per selected pair (cached per pair), the verdict from "
+                    "judge.thresholds (reject reasons judge_*) and its agreement with the Label Studio labels "
+                    "(paths.metrics/judge.json)."),
+    TableStage("truth", flow="flows.truth:truth_flow", after=("generate", "judge", "selection"),
+               reads=("truth", "generate", "selection", "judge", "tiny_models"), check="flows.truth:check",
+               show="flows.truth:show", sharded=True,
+               help="The toy world's truth of a demo run: every generated sample re-rendered (with and without "
+                    "attention sharing) and every selected pair read back by the checker (paths.metrics/truth.json: "
+                    "pair_accuracy, minimality, p2p_gain, filter_lift)."),
+    TableStage("validation_tasks", flow="flows.validation:validation_tasks_flow", after=("selection",),
+               reads=("validation",), show="flows.validation:show_tasks",
+               help="Label Studio tasks (one per generated image) and labeling config."),
+    TableStage("validation", flow="flows.validation:validation_flow", after=("selection",), reads=("validation",),
+               check="flows.validation:check_export", show="flows.validation:show_results",
+               help="Read Label Studio's export: Table 1, Fleiss' kappa, the validated subset."),
+    TableStage("evaluate", flow="flows.evaluation:evaluate_flow",
+               after=("inpaint", "removal_captions", "removal_selection", "selection", "validation"),
+               reads=("evaluate", "generate"), models=("evaluate",), show="flows.evaluation:show",
+               help="Zero-shot retrieval R@k and ITM score differences of every `evaluate.models` entry on the "
+                    "selected pairs (and ODmAP@k on the object-removal pairs)."),
+    TableStage("report", flow="flows.release.report:report_flow", after=("truth",), after_steps=True,
+               reads=("sites", "similarity", "selection"), show="flows.release.report:show",
+               help="reports/metrics.json, figures and plot data for the current run."),
+    TableStage("export", flow="flows.release.export:export_flow", after=("judge", "perplexity", "selection",
+                                                                         "validation"),
+               reads=("export", "candidates", "similarity", "perplexity", "generate", "judge"),
+               show="flows.release.export:show",
+               help="Write the selected pairs as a Hugging Face `datasets` folder (images embedded)."),
+    TableStage("mixtures", flow="flows.release.mixtures:mixtures_flow", after=("selection",), reads=("mixtures",),
+               show="flows.release.mixtures:show",
+               help="Build the base / medium / all training mixtures as `datasets` configs."),
+    TableStage("datasheet", flow="flows.release.datasheet:datasheet_flow",  # reads every section
+               after=("evaluate", "export", "judge", "mixtures", "perplexity", "report", "truth", "validation"),
+               help="Generate the datasheet and the dataset card that embeds it."),
+    TableStage("gallery", flow="flows.release.gallery:gallery", after_steps=True,
+               after=("inpaint", "judge", "removal_captions", "removal_masks", "removal_selection", "report", "truth",
+                      "validation"),
+               reads=("gallery",), check="flows.release.gallery:check", show="flows.release.gallery:show",
+               help="The static pair gallery (paths.gallery): every accepted pair, the rejects of every stage, the "
+                    "object-removal pairs and the run's funnel; open its index.html from the file system or any "
+                    "static host."),
+    # object removal
+    TableStage("removal_masks", flow="flows.removal.masks:removal_masks_flow", reads=("removal_masks",),
+               show="flows.engine.console:show_json",
+               help="Object removal: which (image, class) pairs to remove, from the COCO instances file."),
+    TableStage("removal_captions", flow="flows.removal.captions:removal_captions_flow", after=("removal_masks",),
+               reads=("removal_captions",), show="flows.engine.console:show_json",
+               help="Object removal: the edited captions and the ODmAP gallery."),
+    TableStage("inpaint", flow="flows.removal.inpaint:inpaint_flow", after=("removal_captions",),
+               reads=("inpaint",), models=("inpaint",), show="flows.engine.console:show_json",
+               help="Object removal: fill each removed region (cached per edit)."),
+    TableStage("removal_selection", flow="flows.removal.selection:removal_selection_flow", after=("inpaint",),
+               reads=("removal_selection",), models=("removal_selection",), show="flows.engine.console:show_json",
+               help="Object removal: the CLIP check and the splits."),
+    TableStage("removal_export", flow="flows.removal.export:removal_export_flow",
+               after=("inpaint", "removal_captions", "removal_masks", "removal_selection"),
+               reads=("export", "removal_masks", "removal_captions", "inpaint", "removal_selection"),
+               show="flows.engine.console:show_json",
+               help="Object removal: the pairs as a `datasets` folder with its card."),
+)
+DECLARED = {declared.name: declared for declared in STAGES}
+
+
 def section_names() -> tuple[str, ...]:
     """Every section's name (nothing imported)."""
     return tuple(Sections.__annotations__)
@@ -106,92 +188,11 @@ def section(name: str) -> type[Section]:
     return getattr(importlib.import_module(module), attribute)
 
 
-@dataclass(frozen=True)
-class Stage:
-    name: str
-    data: str
-    output: Schema
-    rejects: Schema
-    module: str
-    input: Schema | None = None
-    after: str | None = None
-    code: tuple[str, ...] = ()
-    reads: tuple[str, ...] | None = None  # None: its own section
-
-    def __post_init__(self) -> None:
-        for entry in self.entries:
-            check_entry(entry)
-
-    @property
-    def command(self) -> str:
-        return self.name
-
-    @property
-    def needs(self) -> tuple[str, ...]:
-        return (FIRST, self.after) if self.after else (FIRST,)
-
-    @property
-    def sections(self) -> tuple[str, ...]:
-        return (self.name,) if self.reads is None else self.reads
-
-    @property
-    def entries(self) -> tuple[str, ...]:
-        """`module:name` of the code the stage's cached unit executes."""
-        return self.code or (f"{self.module}:run", f"{self.module}:load_models")
-
-    @property
-    def logic(self) -> ModuleType:
-        """The stage's module, imported (its models' libraries with it)."""
-        return importlib.import_module(self.module)
-
-    @property
-    def help(self) -> str:
-        """The first paragraph of the logic module's docstring, read from its source (nothing imported)."""
-        docstring = ast.get_docstring(parse(cast(Path, source_file(self.module))))  # a stage module has both
-        return " ".join(cast(str, docstring).split("\n\n")[0].split())
-
-    def section(self, params):
-        """This stage's typed params section of a whole `Params`."""
-        return getattr(params, self.name)
-
-
-@dataclass(frozen=True)
-class TableStage:
-    name: str
-    flow: str
-    help: str
-    after: tuple[str, ...] = ()
-    reads: tuple[str, ...] | None = None  # None: every section
-    models: tuple[str, ...] = ()
-    check: str | None = None
-    show: str | None = None
-    sharded: bool = False
-    after_steps: bool = False
-
-    def __post_init__(self) -> None:
-        for entry in (self.flow, self.check, self.show):
-            if entry is not None:
-                check_entry(entry)
-
-    @property
-    def command(self) -> str:
-        return self.name.replace("_", "-")
-
-    @property
-    def needs(self) -> tuple[str, ...]:
-        return self.after if self.name == FIRST else (FIRST, *self.after)
-
-    @property
-    def sections(self) -> tuple[str, ...] | None:
-        return self.reads
-
-
 def stage(name: str) -> Stage | TableStage:
-    """The declaration of stage `name` (its DVC name or its command), importing its module and no other stage's."""
-    if (key := name.replace("-", "_")) not in STAGES:
-        raise UserError(f"no stage named {name}: a stage is declared in tasks/stages/<name>.py and listed in "
-                        "tasks.stages.STAGES")
-    return importlib.import_module(f"{__name__}.{key}").STAGE
+    """The declaration of stage `name` (its DVC name or its command), as `STAGES` declares it."""
+    if (key := name.replace("-", "_")) not in DECLARED:
+        raise UserError(f"no stage named {name}: a stage is declared in tasks.stages.STAGES")
+    return DECLARED[key]
 
 
 def step(name: str) -> Stage:
@@ -211,7 +212,7 @@ def table(name: str) -> TableStage:
 @cache
 def stages() -> dict[str, Stage | TableStage]:
     """Every stage, in DAG order (a topological walk over `after`), a table stage's `after_steps` resolved."""
-    loaded = {name: stage(name) for name in sorted(STAGES)}
+    loaded = dict(sorted(DECLARED.items()))
     data = {name for name, s in loaded.items() if isinstance(s, Stage)}
     loaded |= {name: replace(s, after=tuple(sorted(data | set(s.after))), after_steps=False)
                for name, s in loaded.items() if isinstance(s, TableStage) and s.after_steps}
@@ -242,3 +243,17 @@ def skip_reason(name: str, params) -> str | None:
     if not params.saliency.enabled:
         return "saliency.enabled is false"
     return None if params.paths.source_images else "paths.source_images is not set: no real images to rank with"
+
+
+def _paths() -> type[core.PathsParams]:
+    """`PathsParams` with a `Path` field for each data stage's output (`data`) it lacks, so a new stage's output path
+    is one line under `paths:` in `params.yaml` (validated, a typo in it named, as every other)."""
+    lacking = {s.data: (Path, ...) for s in STAGES
+               if isinstance(s, Stage) and s.data not in core.PathsParams.model_fields}
+    if not lacking:
+        return core.PathsParams
+    return create_model("Paths", __base__=core.PathsParams, __module__=__name__,  # type: ignore[call-overload]
+                        **lacking)
+
+
+Paths = _paths()

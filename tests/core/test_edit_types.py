@@ -109,7 +109,8 @@ def test_a_new_edit_type_is_its_class_its_module_and_its_params(tmp_path):
     """The recipe the README gives, run: a class in `tasks/core/edits.py`, a module in `tasks/text/edits/`, and
     `sites.types` naming it; sites and candidates run it with nothing else touched."""
     project = tmp_path / "project"
-    shutil.copytree(ROOT / "tasks", project / "tasks", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("tasks", "flows"):  # the manifest checks the flows its declarations name
+        shutil.copytree(ROOT / name, project / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "params.yaml", project)
     edits = project / "tasks/core/edits.py"
     listed = "(Noun, Lexical, Quantifier, Insert, Delete, Swap)}"  # its line in EDIT_TYPES

@@ -22,39 +22,32 @@ LOGIC = '''
 
 import polars as pl
 
-from tasks.core import schemas
-
-SCHEMA, REJECTS_SCHEMA = schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES)
+from tasks.core.params import Section
 
 
-def load_models(params):
+class ColoursParams(Section):
+    """The colour words a counterfactual must not name."""
+
+    words: tuple[str, ...] = ("red", "green", "blue")
+
+
+def load_models(params: ColoursParams) -> None:
     return None
 
 
-def run(frame, params, models):
+def run(frame: pl.DataFrame, params: ColoursParams, models: None
+        ) -> tuple[pl.DataFrame, pl.DataFrame]:
     words = pl.col("candidate").str.to_lowercase().str.extract(rf"\\b({'|'.join(params.words)})\\b")
     found = frame.with_columns(_word=words)
     rejects = found.filter(pl.col("_word").is_not_null()).with_columns(
         stage=pl.lit("colours"), reason=pl.lit("colour: ") + pl.col("_word")).drop("_word")
     return found.filter(pl.col("_word").is_null()).drop("_word"), rejects
 '''
-DECLARATION = '''
-"""Declaration of `colours`: candidates -> those naming no colour (its logic: `tasks.text.colours`)."""
-
-from tasks.core import schemas
-from tasks.stages import Stage
-
-STAGE = Stage("colours", "colours", schemas.CANDIDATES, schemas.rejects(schemas.CANDIDATES), "tasks.text.colours",
-              schemas.CANDIDATES, "relations")
-'''
-SECTION = '''
-
-class ColoursParams(Section):
-    """The colour words a counterfactual must not name (`tasks.text.colours`)."""
-
-    words: tuple[str, ...] = ("red", "green", "blue")
-'''
-DVC_STAGE = '''
+DECLARATION = """    Stage("colours", data="colours", output=schemas.CANDIDATES,
+          rejects=schemas.rejects(schemas.CANDIDATES), module="tasks.text.colours", input=schemas.CANDIDATES,
+          after="relations"),
+    Stage("similarity","""
+DVC_STAGE = """
   colours:
     cmd: cfgen colours ${paths.relations} ${paths.colours} --metrics ${paths.metrics}/colours.json
     deps: ["${paths.params_checked}", "${paths.relations}", tasks/text/colours.py]
@@ -68,32 +61,37 @@ DVC_STAGE = '''
       - ${paths.metrics}/colours.json:
           cache: false
 
-  similarity:'''
-CAPTION_STAGE = {  # file -> (text there, its replacement); None: a new file
-    "tasks/text/colours.py": (None, LOGIC),
-    "tasks/stages/colours.py": (None, DECLARATION),
-    "tasks/stages/similarity.py": ('schemas.CANDIDATES, "relations")', 'schemas.CANDIDATES, "colours")'),
-    "tasks/text/params.py": ("\n\nclass SimilarityParams(", SECTION + "\n\nclass SimilarityParams("),
-    "params.yaml": ("\nsimilarity:\n", "\ncolours:\n  words: [red, green, blue]\n\nsimilarity:\n"),
-    "tasks/core/params.py": ("    relations: Path\n", "    relations: Path\n    colours: Path\n"),
-    "tasks/stages/__init__.py": ('"relations", "similarity"', '"relations", "colours", "similarity"'),
-    "dvc.yaml": ("\n  similarity:", DVC_STAGE),
+  similarity:"""
+CAPTION_STAGE = {  # file -> [(text there, its replacement)]; (None, text): a new file
+    "tasks/text/colours.py": [(None, LOGIC)],
+    "tasks/stages/__init__.py": [  # its declaration, the next stage's `after`, its section's line
+        ('    Stage("similarity",', DECLARATION),
+        ('module="tasks.text.similarity", input=schemas.CANDIDATES, after="relations"',
+         'module="tasks.text.similarity", input=schemas.CANDIDATES, after="colours"'),
+        ("    similarity: tasks.text.params.SimilarityParams",
+         "    colours: tasks.text.colours.ColoursParams\n    similarity: tasks.text.params.SimilarityParams"),
+        ("    import tasks.text.params\n", "    import tasks.text.colours\n    import tasks.text.params\n")],
+    "params.yaml": [("\nsimilarity:\n", "\ncolours:\n  words: [red, green, blue]\n\nsimilarity:\n"),
+                    ("  similarity: data/interim/similarity.parquet",
+                     "  colours: data/interim/colours.parquet\n  similarity: data/interim/similarity.parquet")],
+    "dvc.yaml": [("\n  similarity:", DVC_STAGE)],
 }
 
 
-def follow(recipe: dict[str, tuple[str | None, str]], project: Path) -> list[str]:
+def follow(recipe: dict[str, list[tuple[str | None, str]]], project: Path) -> list[str]:
     """`recipe` applied to a copy of the project at `project`; the files that differ from the project's."""
     for name in ("tasks", "flows", "tests", "tools"):
         shutil.copytree(ROOT / name, project / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("params.yaml", "dvc.yaml", "pyproject.toml"):
         shutil.copy(ROOT / name, project)
-    for name, (old, new) in recipe.items():
+    for name, edits in recipe.items():
         path = project / name
-        if old is None:
-            path.write_text(textwrap.dedent(new).lstrip())
-            continue
-        assert path.read_text().count(old) == 1, name
-        path.write_text(path.read_text().replace(old, new))
+        for old, new in edits:
+            if old is None:
+                path.write_text(textwrap.dedent(new).lstrip())
+                continue
+            assert path.read_text().count(old) == 1, (name, old)
+            path.write_text(path.read_text().replace(old, new))
     return sorted(name for name in recipe if not (ROOT / name).exists()
                   or (ROOT / name).read_text() != (project / name).read_text())
 
@@ -116,14 +114,6 @@ def manifest_checks(project: Path, env: dict[str, str]) -> str:
 
 def follow_caption_stage(project: Path) -> list[str]:
     changed = follow(CAPTION_STAGE, project)
-    params = project / "params.yaml"  # the paths entry and the manifest's section line, beside their neighbours
-    params.write_text(params.read_text().replace("  similarity: data/interim/similarity.parquet",
-                                                 "  colours: data/interim/colours.parquet\n"
-                                                 "  similarity: data/interim/similarity.parquet"))
-    manifest = project / "tasks/stages/__init__.py"
-    manifest.write_text(manifest.read_text().replace("    similarity: tasks.text.params.SimilarityParams",
-                                                     "    colours: tasks.text.params.ColoursParams\n"
-                                                     "    similarity: tasks.text.params.SimilarityParams"))
     dvc = project / "dvc.yaml"  # the next stage reads the new one's output; report its metrics, gallery its rejects
     text = dvc.read_text().split("\n  similarity:", 1)
     text = text[0] + "\n  similarity:" + text[1].replace("${paths.relations}", "${paths.colours}", 2)
@@ -133,9 +123,9 @@ def follow_caption_stage(project: Path) -> list[str]:
     return changed
 
 
-def test_a_new_caption_stage_is_the_eight_files_the_readme_names(tmp_path):
+def test_a_new_caption_stage_is_the_four_files_the_readme_names(tmp_path):
     project = tmp_path / "project"
-    assert follow_caption_stage(project) == sorted(CAPTION_STAGE) and len(CAPTION_STAGE) == 8
+    assert follow_caption_stage(project) == sorted(CAPTION_STAGE) and len(CAPTION_STAGE) == 4
     env = environment(tmp_path, project)
     assert manifest_checks(project, env).startswith("4 passed, ")
     probe = "from tasks.stages import caption_steps\nprint(caption_steps())"
@@ -173,14 +163,10 @@ def lengths(params: Params) -> dict[str, int]:
     write_json({"pairs": frame.height, **counts}, params.paths.metrics / "lengths.json")
     return counts
 '''
-TABLE_DECLARATION = '''
-"""Declaration of `lengths`: the word counts of the counterfactual captions (its flow: `flows.lengths`)."""
-
-from tasks.stages import TableStage
-
-STAGE = TableStage("lengths", "flows.lengths:lengths", "How many words C_o and C_c have (paths.metrics/lengths.json).",
-                   after=("perplexity",), reads=())
-'''
+TABLE_DECLARATION = """    TableStage("lengths", flow="flows.lengths:lengths", after=("perplexity",), reads=(),
+               help="How many words C_o and C_c have (paths.metrics/lengths.json)."),
+    # the table stages
+"""
 TABLE_DVC_STAGE = '''
   lengths:
     cmd: cfgen lengths
@@ -191,16 +177,15 @@ TABLE_DVC_STAGE = '''
 
   generate:'''
 TABLE_STAGE = {
-    "flows/lengths.py": (None, TABLE_FLOW),
-    "tasks/stages/lengths.py": (None, TABLE_DECLARATION),
-    "tasks/stages/__init__.py": ('"perplexity", "generate"', '"perplexity", "lengths", "generate"'),
-    "dvc.yaml": ("\n  generate:", TABLE_DVC_STAGE),
+    "flows/lengths.py": [(None, TABLE_FLOW)],
+    "tasks/stages/__init__.py": [("    # the table stages\n", TABLE_DECLARATION)],
+    "dvc.yaml": [("\n  generate:", TABLE_DVC_STAGE)],
 }
 
 
-def test_a_new_table_stage_is_its_flow_its_declaration_its_manifest_name_and_its_dvc_stage(tmp_path):
+def test_a_new_table_stage_is_its_flow_its_declaration_and_its_dvc_stage(tmp_path):
     project = tmp_path / "project"
-    assert follow(TABLE_STAGE, project) == sorted(TABLE_STAGE) and len(TABLE_STAGE) == 4
+    assert follow(TABLE_STAGE, project) == sorted(TABLE_STAGE) and len(TABLE_STAGE) == 3
     env = environment(tmp_path, project)
     assert manifest_checks(project, env).startswith("4 passed, ")
     rows = [("1", "9", "A dog on a couch.", "A cat on a couch.", "noun", 1, 2, 5, "dog", "cat", -1.0, 0.8, 12.0)]
