@@ -24,7 +24,8 @@ from flows.engine.console import VERBOSE, console, stop_on_signals, user_errors
 from tasks.config import PARAMS_FILE, load_params, use_project_environment
 from tasks.core import schemas
 from tasks.core.io import check_distinct, check_input, check_outputs, check_source
-from tasks.stages import DECLARED, STAGES, Stage, TableStage, caption_steps, skip_reason, stage, stages, step, table
+from tasks.stages import (CAPTIONS, DECLARED, STAGES, Stage, TableStage, caption_steps, skip_reason, stage, stages, step,
+                          table)
 
 ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
                                                         "similarity.upper=0.9 (repeatable)")]
@@ -133,11 +134,9 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="tracebac
     use_project_environment()
 
 
-@app.command()
+@app.command(help=f"Every caption step ({', '.join((CAPTIONS, *caption_steps()))}) on a COCO JSON or TSV file.")
 def captions(source: Path, output: Path, param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE,
              metrics: MetricsOption = None) -> None:
-    """Every caption step (ingest, sites, saliency, candidates, relations, similarity, perplexity) on a COCO JSON or
-    TSV file."""
     with user_errors():
         params = load_params(params_file, param or [], caption_steps())
         check_source(source)

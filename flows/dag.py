@@ -4,6 +4,7 @@ versions) and `publish` (the export to the Hub)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -14,6 +15,7 @@ from flows.preflight import check_run_models, on_engine
 from tasks.config import PARAMS_FILE, literal_overrides, load_params
 from tasks.core.errors import UserError
 from tasks.core.io import check_source
+from tasks.stages import Params
 
 dag = typer.Typer(add_completion=False)
 
@@ -29,16 +31,23 @@ def publish(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) ->
     console.print(f"pushed to {url}" if url else "not pushed: set export.repo_id and HF_TOKEN to publish")
 
 
+def checked_run(source: str | None, profile: str | None, param: list[str] | None, params_file: Path) -> Params:
+    """The params of a whole-DAG run (`run`, `serve`): every section, `source` and `profile` applied, the caption file
+    and every model the run loads checked, before any server starts."""
+    params = load_params(params_file, [*(param or []), *literal_overrides({"paths.captions_source": source,
+                                                                          "profile": profile})])
+    check_source(params.paths.captions_source)
+    check_run_models(params)
+    return params
+
+
 @dag.command("run")
 def run(source: Annotated[str | None, typer.Option(help="caption file (default: paths.captions_source)")] = None,
         profile: Annotated[str | None, typer.Option(help="demo | paper (default: params.yaml)")] = None,
         param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
     """The whole DAG as one Prefect flow, every model checked first (what the scheduled deployment runs)."""
     with user_errors():
-        extra = literal_overrides({"paths.captions_source": source, "profile": profile})
-        params = load_params(params_file, [*(param or []), *extra])
-        check_source(params.paths.captions_source)
-        check_run_models(params)
+        params = checked_run(source, profile, param, params_file)
         from flows.engine.server import prefect_api
         from flows.pipeline import dataset_flow
 
@@ -55,10 +64,7 @@ def serve(name: Annotated[str, typer.Option(help="deployment name")] = "refresh"
     """Register the cron-scheduled `cfgen-dataset` deployment on PREFECT_API_URL and serve its runs (every model
     checked first)."""
     with user_errors():
-        extra = literal_overrides({"paths.captions_source": source, "profile": profile})
-        params = load_params(params_file, [*(param or []), *extra])
-        check_source(params.paths.captions_source)
-        check_run_models(params)
+        checked_run(source, profile, param, params_file)
         from flows.engine.server import lasting_api
 
         lasting_api()

@@ -3,12 +3,14 @@ it encodes the prompts, conditions and runs the denoiser, decodes), stepped as t
 Euler-ancestral ε-prediction (SD v1, SDXL: `ancestral_steps`) or flow-matching Euler (SD3: `flow_steps`, no noise
 after the initial latent).
 
-Per sample: two generators seeded identically (one per image) draw the initial latent and the ancestral noise of
-every step in lockstep, so both images start from the same latent and get the same noise; classifier-free guidance
-uses the sample's own scale. A sample's rows never mix with another sample's (P2P pairs rows within a sample only),
-and on CPU a sample's pixels are the same in any batch (products of few rows padded: `invariant_products`; oneDNN
-off: `thread_invariant_convolutions`); GPU kernels may round differently for different batch sizes, so `render` of a
-batch of one is the canonical, reproducible path (same device, dtype, compile mode and software stack => same pixels).
+Per sample: two generators seeded identically (one per image) draw the initial latent and the ancestral noise of every
+step in lockstep, so both images start from the same latent and get the same noise; classifier-free guidance uses the
+sample's own scale. A sample's rows never mix with another sample's (P2P pairs rows within a sample only), and on CPU a
+sample's pixels are the same in any batch under 4 samples (under 16 denoiser rows; products of few rows padded:
+`invariant_products`; oneDNN off: `thread_invariant_convolutions`; torch's own convolutions take another path from 16
+rows, which is why the demo renders one sample a batch); GPU kernels may round differently for different batch sizes,
+so `render` of a batch of one is the canonical, reproducible path (same device, dtype, compile mode and software stack
+=> same pixels).
 
 The render loop does no host work per step: the P2P sharing schedule, the conditioning and every step's ancestral
 noise (drawn from each sample's generators in the scheduler's order, so the pixels are the scheduler's) exist before
