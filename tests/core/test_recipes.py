@@ -143,6 +143,11 @@ def test_a_new_caption_stage_is_the_four_files_the_readme_names(tmp_path):
     assert pl.read_parquet(tmp_path / "colours.parquet")["caption_id"].to_list() == ["1"]
     rejected = pl.read_parquet(tmp_path / "colours.rejects.parquet")
     assert rejected.select("caption_id", "stage", "reason").rows() == [("2", "colours", "colour: red")]
+    misspelt = subprocess.run([sys.executable, "-m", "flows.cli", "colours", str(source), str(tmp_path / "x.parquet"),
+                               "-p", "paths.colour=data/x.parquet"], cwd=project, env=env, capture_output=True,
+                              text=True, timeout=300)  # its output path is a field the manifest adds to `paths`
+    assert misspelt.returncode == 2 and "unknown key 'paths.colour' (did you mean 'paths.colours'?)" in " ".join(
+        (misspelt.stdout + misspelt.stderr).split()), misspelt.stderr[-2000:]
 
 
 TABLE_FLOW = '''
