@@ -3,6 +3,7 @@ and keep a pair minimal by the world's own edits.
 
     python benchmarks/toy_world.py                          # training throughput only (under 2 minutes on 2 cores)
     python benchmarks/toy_world.py --train-steps 0 --pairs 100   # the committed models' edits, P2P's two forms
+    python benchmarks/toy_world.py --train-steps 0 --phases 30   # where a training step's time goes (--compiled)
 
 Training: `cfgen toy-world train`'s diffusion loop (VAE encode, text encoder + UNet forward and backward, AdamW, EMA;
 scenes drawn as a stream or by a pool of workers) for `--train-steps` steps per batch size, on the CPU and on CUDA when
@@ -32,12 +33,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import torch
-from bench import ROOT, Repeats, alternating, console, in_fresh_process, spread, start, table
+from bench import ROOT, Repeats, alternating, console, in_fresh_process, spread, start, table, time_inside
 
 from tasks.core.specs import ModelSpec
 from tasks.image.backends.sd1 import load_diffusion
 from tasks.image.sampling import Sample, render
-from tasks.toyworld import models, stats, truth, world
+from tasks.toyworld import grounding, models, stats, truth, world
 from tasks.toyworld.assemble import assemble
 from tasks.toyworld.batches import clip_tokenizer
 from tasks.toyworld.loop import Run, Trainer, progress_bar
@@ -172,11 +173,63 @@ def training_rate(train_steps: int, batches: list[int], repeats: int) -> None:
     console.print(out)
 
 
+PHASES = {"scenes drawn (with their masks)": (grounding, "batch"), "grounding loss": (grounding, "loss"),
+          "backward": (torch.Tensor, "backward"), "gradient clipping": (torch.nn.utils, "clip_grad_norm_"),
+          "AdamW": (torch.optim.AdamW, "step")}
+"""Where the loop's step spends its time, besides the models' forward passes (timed on the models themselves)."""
+
+
+def phase_seconds(steps: int, compiled: bool) -> tuple[float, dict[str, float]]:
+    """The committed recipe's loop (batch 32, stream) for `steps` steps after a warm-up loop: its wall seconds and
+    the seconds inside each phase (`PHASES`, the EMA's step and each model's forward)."""
+    from diffusers.training_utils import EMAModel
+
+    spent = {name: [0.0] for name in [*PHASES, "EMA", "VAE encode", "text encoder", "UNet forward"]}
+    for name, (owner, attribute) in {**PHASES, "EMA": (EMAModel, "step")}.items():
+        time_inside(owner, attribute, spent[name])
+    scale = json.loads((WEIGHTS / "train.json").read_text())["scaling_factor"]
+    clip_tokenizer()
+    with tempfile.TemporaryDirectory() as folder:
+        def loop(n: int) -> float:
+            schedule = replace(RECIPES["issue 63"], diffusion_steps=n, batch=32, draw="stream")
+            t = Trainer(Path(folder), schedule, Run(device="cpu", workers=0, eval_scenes=0, compile_unet=compiled),
+                        progress_bar(False))
+            unet, vae, text_encoder = models.diffusion_modules(schedule.attention_heads)
+            vae.load_state_dict(models.full(models.load(WEIGHTS / "diffusion.safetensors")["vae"]))
+            for name, owner, attribute in (("VAE encode", vae, "encode"), ("text encoder", text_encoder, "forward"),
+                                           ("UNet forward", unet, "forward")):
+                time_inside(owner, attribute, spent[name])
+            train_diffusion(t, unet, text_encoder, vae, scale)
+            return t.seconds["diffusion"]
+
+        loop(3)
+        for seconds in spent.values():
+            seconds[0] = 0.0
+        return loop(steps), {name: seconds[0] for name, seconds in spent.items()}
+
+
+def step_phases(steps: int, compiled: bool) -> None:
+    wall, spent = in_fresh_process(phase_seconds, steps, compiled)
+    out = table(f"Toy-world diffusion training, the committed recipe ({'compiled' if compiled else 'eager'} UNet, "
+                f"batch 32, stream): {steps} steps, {wall / steps:.3f} s/step, {32 * steps / wall:.0f} samples/s",
+                ["phase", "ms/step", "share of the step"],
+                ["the seconds inside each call, per step; backward: the loss's, through the UNet (and the grounding "
+                 "maps); the rest of the step (noise, timesteps, the loss, the learning rate) is what no row holds"])
+    for name, seconds in sorted(spent.items(), key=lambda item: -item[1]):
+        out.add_row(name, f"{1000 * seconds / steps:.1f}", f"{seconds / wall:.1%}")
+    out.add_row("the rest", f"{1000 * (wall - sum(spent.values())) / steps:.1f}",
+                f"{1 - sum(spent.values()) / wall:.1%}")
+    console.print(out)
+
+
 def main(train_steps: int = 40, batches: list[int] = [8, 32], repeats: Repeats = 3,  # noqa: B006 (typer's default)
          pairs: int = 0, steps: int = 10, guidance: tuple[float, float] = (2.0, 5.0),
-         p2p_fraction: list[float] = [0.2, 0.5, 0.8], seed: int = 0) -> None:  # noqa: B006
+         p2p_fraction: list[float] = [0.2, 0.5, 0.8], seed: int = 0,  # noqa: B006
+         phases: int = 0, compiled: bool = False) -> None:
     if train_steps:
         training_rate(train_steps, batches, repeats)
+    if phases:
+        step_phases(phases, compiled)
     if pairs:
         edit_accuracy(pairs, steps, guidance, p2p_fraction, seed)
 
