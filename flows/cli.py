@@ -24,8 +24,8 @@ from flows.engine.console import VERBOSE, console, stop_on_signals, user_errors
 from tasks.config import PARAMS_FILE, load_params, use_project_environment
 from tasks.core import schemas
 from tasks.core.io import check_distinct, check_input, check_outputs, check_source
-from tasks.stages import (CAPTIONS, DECLARED, STAGES, Stage, TableStage, caption_steps, skip_reason, stage, stages, step,
-                          table)
+from tasks.stages import (CAPTIONS, DECLARED, STAGES, Stage, TableStage, caption_steps, skip_reason, stage, stages,
+                          step, table)
 
 ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value override, e.g. "
                                                         "similarity.upper=0.9 (repeatable)")]

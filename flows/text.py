@@ -40,7 +40,7 @@ def with_source_images(sites: pl.DataFrame, paths: PathsParams) -> pl.DataFrame:
 
 def run_step(name: str, source: Path, output: Path, params: Params) -> dict:
     declared = step(name)
-    declared.logic  # imported whether its shards compute, come from the cache or pass through: its DVC code deps hold it
+    declared.logic  # imported whether its shards compute, come from the cache or pass through: in its DVC code deps
     frame = read_frame(source, cast(Schema, declared.input), cast(str, declared.after))  # a caption step has both
     if reason := skip_reason(name, params):
         get_run_logger().info("%s skipped (%s): its %d rows pass through", name, reason, frame.height)

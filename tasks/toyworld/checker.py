@@ -9,8 +9,8 @@ square with soft corners stays a square; its size is that template's longer side
 `reason` names the first fact an image gets wrong; `shows(image, spec)` is exactly `reason(image, spec) is None`.
 
 Invariants: on `world.render`'s images (objects never touch: `world.GAP`) the reading is exact, and stays so under
-noise and blur (tests); on generated images it agrees with a person's labels (>= 98% asserted; `tests/toyworld/fixtures/labelled`,
-`benchmarks/checker_audit.py`).
+noise and blur (tests); on generated images it agrees with a person's labels (>= 98% asserted;
+`tests/toyworld/fixtures/labelled`, `benchmarks/checker_audit.py`).
 """
 
 from __future__ import annotations

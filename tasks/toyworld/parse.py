@@ -2,7 +2,8 @@
 reads it (issue 63, R1b). Small linear heads on the per-token states (`last_hidden_state`, what cross-attention and
 Prompt-to-Prompt read) predict, at every token of a phrase, that phrase's shape, colour, size, count, its index and
 the caption's relation; at every other token but the first (the relation word, the full stop, the end and padding
-tokens), the relation and both phrases' shapes and colours (`targets`). The heads are dropped afterwards: what stays is a `CLIPTextModel` whose token states carry bound facts.
+tokens), the relation and both phrases' shapes and colours (`targets`). The heads are dropped afterwards: what stays
+is a `CLIPTextModel` whose token states carry bound facts.
 
 Invariants:
 - `token_phrases(text)` names, per token position of `text` as the encoder reads it (77, BOS first, EOS-padded), the

@@ -164,7 +164,8 @@ def test_the_code_every_dvc_stage_shares_is_the_cli_params_schemas_and_io():
     to a model pre-flight, the metrics table, the edit types or the model specs stales only the stages that run them.
     A module that runs nothing but its docstring (`tasks/core/__init__.py`) is in no stage's deps."""
     code = {file: [{d for d in stage["deps"] if code_deps.is_code(d)}
-                   for stage in yaml.safe_load((ROOT / file).read_text())["stages"].values()] for file in code_deps.FILES}
+                   for stage in yaml.safe_load((ROOT / file).read_text())["stages"].values()]
+            for file in code_deps.FILES}
     assert len(code["dvc.yaml"]) == 25 and set.intersection(*code["dvc.yaml"]) == SHARED_CODE
     listed = set.union(*code["dvc.yaml"], *code["demo/dvc.yaml"])
     assert all(code_deps.runs_code(ROOT / d) for d in listed)
