@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError, create_model
 from pydantic_core import ErrorDetails
 
 from tasks.core.errors import UserError
-from tasks.core.params import PROFILES, SHARED, PathsParams
+from tasks.core.params import PROFILES, SHARED
 from tasks.core.source import CACHE, COMPILE_CACHE, ROOT
 from tasks.stages import Params, Paths, section, section_names
 
@@ -141,7 +141,7 @@ def _restore(names: tuple[str, ...], state: dict) -> Params:
 @cache
 def _assembled(names: tuple[str, ...]) -> type[Params]:
     return create_model("Params", __base__=Assembled, __module__=__name__,  # type: ignore[call-overload]  # mypy:
-                        **({} if Paths is PathsParams else {"paths": (Paths, ...)}),  # a new data stage's output
+                        paths=(Paths, ...),  # with a field for each data stage's output `PathsParams` lacks
                         **{name: (section(name), ...) for name in names})  # the **dict might fill __config__ etc.
 
 

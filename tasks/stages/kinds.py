@@ -44,12 +44,12 @@ class Stage:
     reads: tuple[str, ...] | None = None  # None: its own section
 
     def __post_init__(self) -> None:
-        for entry in self.code or self._default_code:
+        for entry in self._own_code:
             check_entry(entry)
 
     @property
-    def _default_code(self) -> tuple[str, ...]:
-        return f"{self.module}:run", f"{self.module}:load_models"
+    def _own_code(self) -> tuple[str, ...]:
+        return self.code or (f"{self.module}:run", f"{self.module}:load_models")
 
     @property
     def command(self) -> str:
@@ -67,10 +67,10 @@ class Stage:
     def entries(self) -> tuple[str, ...]:
         """`module:name` of the code the stage's cached unit executes: its `code`, then its edit behaviours."""
         if not self.behaviours:
-            return self.code or self._default_code
+            return self._own_code
         from tasks.core.edits import behaviours  # only the stages that run an edit type's code import the types
 
-        return (*(self.code or self._default_code), *(e for function in self.behaviours for e in behaviours(function)))
+        return (*self._own_code, *(entry for function in self.behaviours for entry in behaviours(function)))
 
     @property
     def logic(self) -> ModuleType:
