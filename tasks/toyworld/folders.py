@@ -24,14 +24,15 @@ from typing import TYPE_CHECKING
 
 from tasks.core.errors import UserError
 from tasks.core.writing import OutputError, os_reason
-from tasks.toyworld.params import CHECKPOINT, WEIGHTS, Schedule
+from tasks.toyworld.params import CHECKPOINT, UNET_CHANNELS, WEIGHTS, Schedule
 
 if TYPE_CHECKING:
     from tasks.toyworld.loop import Run
 
-# What a training run writes into its OUTPUT (the VAE's weights are in the diffusion model's file).
-WRITTEN = {"diffusion.safetensors", "clip.safetensors", "mlm.safetensors", "clm.safetensors", "vocab", "train.json",
-           CHECKPOINT}
+# The files each model's weights take in a weights folder (the VAE's are in its UNet's file).
+FILES = {"vae": ("diffusion.safetensors",), "diffusion": ("diffusion.safetensors",), "clip": ("clip.safetensors",),
+         "lms": ("mlm.safetensors", "clm.safetensors", "vocab")}
+WRITTEN = {*(path for paths in FILES.values() for path in paths), "train.json", CHECKPOINT}  # what a run writes
 
 
 def staging(out: Path) -> Path:
@@ -56,8 +57,10 @@ def check_output(out: Path, replace_committed: bool) -> None:
 
 def reused_record(out: Path, schedule: Schedule, run: Run) -> dict | None:
     """The `train.json` of `run.reuse` when some model is copied from there (None when every model trains), checked
-    with the options: the schedule draws and spaces a known way and its numbers are finite, the device is one torch
-    sees, `run.only` names models, a new VAE comes with a new UNet, a copied UNet has the schedule's shape."""
+    with the options: the schedule draws and spaces a known way, its numbers are finite, its learning rate positive,
+    its EMA decay below 1, its heads split every UNet level's channels; the device is one torch sees, `run.only`
+    names models, a new VAE comes with a new UNet, the reused folder holds a record and every file copied from it,
+    a copied UNet has the schedule's shape."""
     from tasks.toyworld.loop import resolve
 
     resolve(run.device)
@@ -67,6 +70,13 @@ def reused_record(out: Path, schedule: Schedule, run: Run) -> dict | None:
         raise UserError(f"spacing {schedule.spacing!r}: the sampler's timesteps are spaced leading or trailing")
     if bad := [k for k, v in asdict(schedule).items() if isinstance(v, float) and not math.isfinite(v)]:
         raise UserError(f"{', '.join(bad)}: a schedule's numbers are finite")
+    if schedule.lr <= 0 or schedule.ema_decay >= 1:
+        raise UserError(f"lr {schedule.lr}, ema decay {schedule.ema_decay}: a run learns at lr > 0 and averages at "
+                        "ema decay < 1 (1 keeps the first weights)")
+    if any(width % schedule.attention_heads for width in UNET_CHANNELS):
+        splits = [n for n in range(1, min(UNET_CHANNELS) + 1) if not any(width % n for width in UNET_CHANNELS)]
+        raise UserError(f"--attention-heads {schedule.attention_heads}: an attention layer's heads split its "
+                        f"{'/'.join(map(str, sorted(set(UNET_CHANNELS))))} channels evenly: use one of {splits}")
     if unknown := set(run.only) - set(Schedule.MODELS):
         raise UserError(f"no model {sorted(unknown)} to train: the models are {', '.join(Schedule.MODELS)}")
     if "vae" in run.only and "diffusion" not in run.only:
@@ -78,10 +88,31 @@ def reused_record(out: Path, schedule: Schedule, run: Run) -> dict | None:
         raise UserError(f"{run.reuse} holds no trained weights (train.json) to reuse")
     if out.resolve() == run.reuse.resolve():
         raise UserError(f"{out} is the folder whose weights are reused: train into another one")
-    record = json.loads((run.reuse / "train.json").read_text())
+    record = _record(run.reuse)
+    copied = [m for m in Schedule.MODELS if m not in run.only]
+    if missing := sorted({p for m in copied for p in FILES[m] if not (run.reuse / p).exists()}):
+        raise UserError(f"{run.reuse} lacks {', '.join(missing)}: the weights of {', '.join(copied)} are reused "
+                        "from it")
     heads = Schedule.from_record(record["schedule"]).attention_heads
     if "diffusion" not in run.only and heads != schedule.attention_heads:
         raise UserError(f"the reused UNet has {heads} attention heads, the schedule {schedule.attention_heads}")
+    return record
+
+
+def _record(folder: Path) -> dict:
+    """`folder`'s train.json, a training run's record (its schedule and latent scale), else one line."""
+    try:
+        record = json.loads((folder / "train.json").read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{folder / 'train.json'} is no readable training record ({type(err).__name__})") from None
+    if not (isinstance(record, dict) and isinstance(record.get("schedule"), dict)
+            and isinstance(record.get("scaling_factor"), float)):
+        raise UserError(f"{folder / 'train.json'} is no training record (its schedule and scaling_factor)")
+    try:
+        Schedule.from_record(record["schedule"])
+    except TypeError:
+        unknown = sorted(set(record["schedule"]) - set(asdict(Schedule())))
+        raise UserError(f"{folder / 'train.json'} records a schedule of another trainer (fields {unknown})") from None
     return record
 
 

@@ -17,6 +17,7 @@ from safetensors.torch import load_file, save_file
 from transformers import CLIPTextConfig, CLIPTextModel, GPT2LMHeadModel, PreTrainedModel, RobertaForMaskedLM
 
 from tasks.tiny.images import SD_BETAS, TINY_IMAGE_SIZE
+from tasks.toyworld.params import UNET_CHANNELS
 from tasks.tiny.text import causal_lm, masked_lm
 
 TEXT_WIDTH = 64
@@ -44,7 +45,7 @@ def diffusion_modules(attention_heads: int = 8) -> tuple[UNet2DConditionModel, A
                         up_block_types=("UpDecoderBlock2D",) * 2, latent_channels=4, norm_num_groups=8,
                         layers_per_block=1, sample_size=TINY_IMAGE_SIZE, mid_block_add_attention=False)
     unet = UNet2DConditionModel(
-        sample_size=TINY_IMAGE_SIZE // 2, block_out_channels=(32, 64, 64), layers_per_block=1, norm_num_groups=8,
+        sample_size=TINY_IMAGE_SIZE // 2, block_out_channels=UNET_CHANNELS, layers_per_block=1, norm_num_groups=8,
         down_block_types=("CrossAttnDownBlock2D",) * 3, up_block_types=("CrossAttnUpBlock2D",) * 3,
         cross_attention_dim=TEXT_WIDTH, attention_head_dim=attention_heads)
     text_encoder = CLIPTextModel(CLIPTextConfig(

@@ -10,6 +10,7 @@ from tasks.core.params import Section
 
 WEIGHTS = Path(__file__).parent / "weights"  # the committed weights
 CHECKPOINT = "checkpoint.pt"  # a run's checkpoint, in its staging folder
+UNET_CHANNELS = (32, 64, 64)  # per UNet level (`models.diffusion_modules`); an attention layer's heads split them
 RECORD = "toy_world.json"  # beside an assembled diffusion folder: the weights' and its content hashes (`assemble`)
 
 

@@ -44,11 +44,6 @@ from tasks.toyworld.batches import caption_batch, clip_batch, diffusion_batch, d
 from tasks.toyworld.loop import Loop, Run, Trainer, check_steps, progress_bar
 from tasks.toyworld.params import Schedule
 
-# The files a model's weights take in a weights folder (the VAE's are in its UNet's file).
-FILES = {"diffusion": ("diffusion.safetensors",), "clip": ("clip.safetensors",),
-         "lms": ("mlm.safetensors", "clm.safetensors", "vocab")}
-
-
 # ---- the models ----
 
 def train_vae(t: Trainer, vae) -> tuple[list[float], float]:
@@ -214,9 +209,9 @@ def _train(out: Path, schedule: Schedule, run: Run, reused: dict | None) -> dict
                 "clip": models.compact(clip.state_dict(), models.EMBEDDINGS["clip"], ids)})
         if "lms" in run.only:
             train_lms(t, out, losses)
-    for name, paths in FILES.items():
-        for path in paths if name not in run.only else ():
-            (shutil.copytree if (run.reuse / path).is_dir() else shutil.copyfile)(run.reuse / path, out / path)
+    written = {path for model in run.only for path in folders.FILES[model]}
+    for path in sorted({p for m in Schedule.MODELS if m not in run.only for p in folders.FILES[m]} - written):
+        (shutil.copytree if (run.reuse / path).is_dir() else shutil.copyfile)(run.reuse / path, out / path)
     if reused is not None:
         record["reused"] = {"from": str(run.reuse), "models": [m for m in Schedule.MODELS if m not in run.only]}
     record["losses_per_50_steps"] = {name: [round(float(np.mean(l[i:i + 50])), 5) for i in range(0, len(l), 50)]

@@ -5,6 +5,7 @@ run's."""
 from __future__ import annotations
 
 import itertools
+import shutil
 import json
 from dataclasses import asdict, replace
 
@@ -69,8 +70,8 @@ def uninterrupted(tmp_path_factory):
 def test_a_killed_run_resumed_ends_as_an_uninterrupted_one(uninterrupted, tmp_path, monkeypatch, schedule, run, loop,
                                                             step):
     """Killed right after a checkpoint (in the diffusion loop; in a later loop, every earlier one finished; with a
-    pool's worker drawing ahead; in the text encoder's parse loop; with the recipe before issue 63), then resumed: the same weights, losses and
-    accuracy curve."""
+    pool's worker drawing ahead; in the text encoder's parse loop; with the recipe before issue 63), then resumed:
+    the same weights, losses and accuracy curve."""
     with monkeypatch.context() as patch:
         killed_at(patch, loop, step)
         with pytest.raises(Killed):
@@ -151,3 +152,46 @@ def test_the_default_schedule_is_the_committed_runs():
     committed = json.loads((WEIGHTS / "train.json").read_text())["schedule"]
     assert {k: v for k, v in asdict(Schedule()).items() if k in committed} == committed
     assert Schedule.from_record(committed) == Schedule()
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"attention_heads": 3}, r"--attention-heads 3: .* use one of \[1, 2, 4, 8, 16, 32\]"),
+    ({"attention_heads": 64}, "--attention-heads 64"), ({"lr": 0.0}, "lr 0.0"), ({"ema_decay": 1.0}, "ema decay 1.0")])
+def test_a_schedule_that_cannot_train_is_one_line_before_any_training(tmp_path, change, message):
+    """Heads that do not split a UNet level's channels (64 was a ZeroDivisionError deep in diffusers; 3 trained
+    narrower layers than asked), a learning rate of 0 and an EMA that never moves would train nothing they say."""
+    with pytest.raises(UserError, match=message):
+        train(tmp_path / "out", replace(TINY, **change), RUN)
+    assert not any(tmp_path.iterdir())
+
+
+def _unreadable(folder):
+    (folder / "train.json").write_bytes(b"\xff\xfe not json")
+
+
+def _no_schedule(folder):
+    (folder / "train.json").write_text("[1]")
+
+
+def _another_trainer(folder):
+    record = json.loads((folder / "train.json").read_text())
+    (folder / "train.json").write_text(json.dumps(record | {"schedule": record["schedule"] | {"mixup": 0.2}}))
+
+
+def _no_lms(folder):
+    (folder / "mlm.safetensors").unlink()
+
+
+@pytest.mark.parametrize("broken, message", [(_unreadable, "no readable training record"),
+                                             (_no_schedule, "no training record"),
+                                             (_another_trainer, r"another trainer \(fields \['mixup'\]\)"),
+                                             (_no_lms, "lacks mlm.safetensors")])
+def test_a_reused_folder_that_cannot_give_its_weights_is_one_line_before_any_training(tmp_path, broken, message):
+    """The record and every file `--only` copies from `--reuse` are checked first (a missing file was found after
+    the training, a torn record was a traceback)."""
+    reuse = tmp_path / "reuse"
+    shutil.copytree(WEIGHTS, reuse)
+    broken(reuse)
+    with pytest.raises(UserError, match=message):
+        train(tmp_path / "out", TINY, replace(RUN, only=("clip",), reuse=reuse))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reuse"]
