@@ -24,7 +24,10 @@ from tasks.release import diff, gallery
 
 
 def resolve(rev: str, repo: Path = Path(".")) -> str:
-    """A git revision as given, or the full ref of a DVC experiment name."""
+    """A git revision as given, or the full ref of a DVC experiment name (an empty one is neither: git would read it
+    as HEAD, and the report's name would lose a side)."""
+    if not rev.strip():
+        raise UserError(f"{rev!r}: name a git revision or a DVC experiment")
     scm = Git(str(repo))
     with contextlib.suppress(SCMError):
         scm.resolve_rev(rev)
@@ -85,6 +88,8 @@ def selected_image(rev: str, paths: PathsParams, repo: Path = Path(".")) -> Call
 def write_diff(rev_a: str, rev_b: str, paths: PathsParams, repo: Path = Path(".")) -> dict[str, Path]:
     """`reports/diff/<a>..<b>.md`, `.html`, `.json` comparing the two versions, and `<a>..<b>/`, a gallery of the
     pairs they do not share (each version's card of it); returns their paths."""
+    for rev in (rev_a, rev_b):
+        resolve(rev, repo)  # both named before either is read
     version_a, version_b = load_version(rev_a, paths, repo), load_version(rev_b, paths, repo)
     result = diff.diff_versions(version_a, version_b)
     out = paths.diff

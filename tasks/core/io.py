@@ -58,18 +58,29 @@ def rejects_path(output: Path) -> Path:
     return output.with_suffix(".rejects.parquet")
 
 
+def not_a_file(path: Path) -> str | None:
+    """Why `path` is no regular file to read ("does not exist", "is a directory", ...), None when it is one."""
+    if Path(path).is_file():
+        return None
+    if Path(path).is_dir():
+        return "is a directory"
+    return "is no regular file (a device, FIFO or socket)" if Path(path).exists() else "does not exist"
+
+
 def check_source(source: Path) -> None:
-    """Raise a one-line `UserError` unless the caption file `source` (JSON or TSV, read by ingest) exists."""
-    if not Path(source).is_file():
-        raise UserError(f"caption file {source} does not exist")
+    """Raise a one-line `UserError` unless the caption file `source` (JSON or TSV, read by ingest) is a file."""
+    if why := not_a_file(source):
+        raise UserError(f"caption file {source} {why}")
 
 
 def check_input(path: Path, schema: schemas.Schema, produced_by: str) -> None:
     """Raise a one-line SchemaError unless `path` is a parquet file holding every column of `schema` (a publication
     of it a run left half done is completed first)."""
     finish_publication(Path(path))
-    if not Path(path).is_file():
-        raise SchemaError(f"input {path} does not exist: run `cfgen {produced_by}` first")
+    if why := not_a_file(path):
+        command = f"`cfgen {produced_by}`"
+        hint = f"run {command} first" if why == "does not exist" else f"expected the parquet output of {command}"
+        raise SchemaError(f"input {path} {why}: {hint}")
     try:
         columns = pl.read_parquet_schema(path)
     except Exception as err:  # polars raises several error types for a file that is not parquet

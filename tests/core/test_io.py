@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,16 +15,20 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tasks.core.errors import UserError
 from tasks.core.images import UnreadableImage, read_rgb
 from tasks.core.io import (
     SameFileError,
     SchemaError,
     check_distinct,
+    check_input,
     check_outputs,
+    check_source,
     read_frame,
     rejects_path,
     write_outputs,
 )
+from tasks.core.schemas import CAPTIONS
 from tasks.core.writing import OutputError
 from tests.conftest import ROOT
 
@@ -249,3 +254,16 @@ def test_read_rgb_refuses_what_it_cannot_decode_whole_with_a_reason(tmp_path, mo
         with pytest.raises(UnreadableImage) as error:
             read_rgb(tmp_path / "good.png")
         assert error.value.reason == "image_too_large"
+
+
+@pytest.mark.parametrize("make, why", [(lambda p: None, "does not exist: run `cfgen ingest` first"),
+                                       (Path.mkdir, "is a directory: expected the parquet output of `cfgen ingest`"),
+                                       (os.mkfifo, "is no regular file (a device, FIFO or socket): expected")])
+def test_an_input_or_caption_file_that_is_no_file_says_what_it_is(tmp_path, make, why):
+    """A folder or FIFO given as a stage's input or caption file was said not to exist: the line says what it is
+    (and reading a FIFO would wait forever)."""
+    make(tmp_path / "given")
+    with pytest.raises(SchemaError, match=f"^input {tmp_path / 'given'} {re.escape(why)}"):
+        check_input(tmp_path / "given", CAPTIONS, "ingest")
+    with pytest.raises(UserError, match=f"^caption file {tmp_path / 'given'} {re.escape(why.split(':')[0])}$"):
+        check_source(tmp_path / "given")

@@ -182,14 +182,16 @@ def test_verbose_shows_the_traceback(tmp_path):
 
 
 def test_a_diff_of_an_unknown_revision_or_one_without_outputs_is_one_line(tmp_path):
-    """An unknown revision, a revision whose dvc.lock does not name the outputs, and one whose dvc.lock names them
-    while this DVC cache lacks their content: three different lines."""
+    """An unknown or empty revision, a revision whose dvc.lock does not name the outputs, and one whose dvc.lock names
+    them while this DVC cache lacks their content: four different lines."""
     git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
     subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
     assert_one_error(cfgen(tmp_path, "diff", "nosuchrev", "HEAD"), "'nosuchrev' is neither a git revision nor a DVC "
                      "experiment")  # an empty repository: no HEAD either
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "empty"], cwd=tmp_path, check=True)
     assert_one_error(cfgen(tmp_path, "diff", "nosuchrev", "HEAD"), "'nosuchrev'")
+    assert_one_error(cfgen(tmp_path, "diff", "", "HEAD"), "'': name a git revision or a DVC experiment")
+    assert_one_error(cfgen(tmp_path, "diff", "HEAD", " "), "' ': name a git revision")  # git read both as HEAD
     assert_one_error(cfgen(tmp_path, "diff", "HEAD", "HEAD"), "reports/metrics.json is not in revision HEAD")
     subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=tmp_path, check=True)
     (tmp_path / "dvc.yaml").write_text("stages:\n  report:\n    cmd: cfgen report\n    outs:\n"
