@@ -140,7 +140,7 @@ def captions(source: Path, output: Path, param: ParamOption = None, params_file:
     with user_errors():
         params = load_params(params_file, param or [], caption_steps())
         check_source(source)
-        check_distinct(source, output, metrics)
+        check_distinct(source, output, metrics, params_file)
         check_outputs(output, metrics)
         from flows.preflight import check_models
 
@@ -176,7 +176,7 @@ def _step_command(name: str):
         with user_errors():
             params = load_params(params_file, param or [], declared.sections)
             check_input(source, cast(schemas.Schema, declared.input), cast(str, declared.after))  # not ingest: both set
-            check_distinct(source, output, metrics)
+            check_distinct(source, output, metrics, params_file)
             check_outputs(output, metrics)
             if not skip_reason(name, params):
                 from flows.preflight import check_models
@@ -200,7 +200,7 @@ def selection(scores: Path, output: Path, selected_images: ImagesOption = None,
         declared = step("selection")
         params = load_params(params_file, param or [], declared.sections)
         check_input(scores, schemas.SAMPLES, "generate")
-        check_distinct(scores, output, metrics)
+        check_distinct(scores, output, metrics, params_file)
         check_outputs(output, metrics)
         images = selected_images or output.with_name(f"{output.stem}_images")  # never the pipeline's, unless told
         from flows.preflight import check_models

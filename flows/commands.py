@@ -12,7 +12,7 @@ from flows.cli import ParamOption, ParamsFile
 from flows.engine.console import OneLineUsage, console, user_errors
 from tasks.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
-from tasks.core.io import check_folder, check_outputs, check_source
+from tasks.core.io import check_distinct, check_folder, check_outputs, check_source
 from tasks.core.writing import write_json, write_text
 
 SEEDS = typer.Option(min=0, max=2**32 - 1, help="what every seeded generator takes (0 to 2**32-1)")
@@ -36,6 +36,7 @@ def plan(source: Path, param: ParamOption = None, params_file: ParamsFile = PARA
     with user_errors():
         params = load_params(params_file, param or [])
         check_source(source)
+        check_distinct(source, output, params_file=params_file)
         check_outputs(output)
         from flows.plan import make_plan, show_plan
 

@@ -78,7 +78,9 @@ class TemporaryServer(SubprocessASGIServer):
 
     def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
         # The same command and environment as SubprocessASGIServer._run_uvicorn_command (prefect 3.8).
-        server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+        # Beside them: no telemetry, wherever the command runs (the project's prefect.toml says so only in its root).
+        server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
+                      "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
         process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent),
              "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),

@@ -7,12 +7,22 @@ import json
 import polars as pl
 from prefect import flow
 
-from tasks.core.io import read_frame
+from tasks.core.io import SchemaError, not_a_file, read_frame
 from tasks.core.schemas import COUNTERFACTUALS
 from tasks.core.writing import write_text
 from tasks.release import card, datasheet
 from tasks.release.provenance import provenance
 from tasks.stages import Params
+
+
+def check(params: Params) -> None:
+    """The export and the report the datasheet describes are there (else one line naming the command that makes
+    each)."""
+    paths = params.paths
+    if not any((paths.export / "data").glob("*.parquet")):
+        raise SchemaError(f"input {paths.export / 'data'} holds no parquet shard: run `cfgen export` first")
+    if why := not_a_file(paths.run_metrics):
+        raise SchemaError(f"input {paths.run_metrics} {why}: run `cfgen report` first")
 
 
 @flow(name="datasheet")

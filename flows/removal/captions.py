@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import flow
 
 from flows.removal import finish
-from tasks.core.io import read_frame, write_outputs
+from tasks.core.io import check_source, read_frame, write_outputs
 from tasks.core.schemas import REMOVAL_MASKS
 from tasks.removal import captions, mentions
 from tasks.stages import Params
@@ -18,6 +18,7 @@ def removal_captions_flow(params: Params) -> dict:
     the caption records ingest refused)."""
     paths, section = params.paths, params.removal_captions
     words = mentions.load_class_words(paths.class_words or mentions.CLASS_WORDS)
+    check_source(paths.removal_captions_source)
     source, bad = read_captions(paths.removal_captions_source)
     removals = read_frame(paths.removal_masks, REMOVAL_MASKS, "removal_masks")
     kept, rejects = captions.run(removals, source, words, section)

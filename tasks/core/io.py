@@ -37,13 +37,13 @@ def _same(a: Path, b: Path) -> bool:
     return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
 
 
-def check_distinct(source: Path, output: Path, metrics: Path | None = None) -> None:
-    """Raise `SameFileError` unless the files a stage writes (`output`, its rejects, `metrics`) are distinct from each
-    other and from the `source` it reads."""
+def check_distinct(source: Path, output: Path, metrics: Path | None = None, params_file: Path | None = None) -> None:
+    """Raise `SameFileError` unless the files a command writes (`output`, its rejects, `metrics`) are distinct from
+    each other and from the files it reads (`source`, `params_file`)."""
     writes = [Path(output), rejects_path(Path(output)), *([Path(metrics)] if metrics else [])]
     for i, path in enumerate(writes):
-        if _same(Path(source), path):
-            raise SameFileError(f"{path}: is the input file {source}; refusing to overwrite it")
+        if read := next((r for r in (source, params_file) if r is not None and _same(Path(r), path)), None):
+            raise SameFileError(f"{path}: is the input file {read}; refusing to overwrite it")
         clash = next((other for other in writes[:i] if _same(other, path)), None)
         if clash:
             raise SameFileError(f"{path}: is also {clash}, which this command writes too: give each its own path")
@@ -76,6 +76,7 @@ def check_source(source: Path) -> None:
 def check_input(path: Path, schema: schemas.Schema, produced_by: str) -> None:
     """Raise a one-line SchemaError unless `path` is a parquet file holding every column of `schema` (a publication
     of it a run left half done is completed first)."""
+    produced_by = produced_by.replace("_", "-")  # a stage's name as its command
     finish_publication(Path(path))
     if why := not_a_file(path):
         command = f"`cfgen {produced_by}`"
@@ -106,6 +107,7 @@ def read_frame(path: Path, schema: schemas.Schema, produced_by: str) -> pl.DataF
     so a publication renaming a new version in meanwhile is not half seen. A column of another type, a null where no
     stage writes one (`schemas.REQUIRED`) or a row breaking `schemas.checks` is a one-line SchemaError: the file is
     not what `produced_by` wrote."""
+    produced_by = produced_by.replace("_", "-")  # a stage's name as its command
     check_input(path, schema, produced_by)
     with open(path, "rb") as file:
         frame = pl.read_parquet(file, columns=list(schema))

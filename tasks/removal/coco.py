@@ -23,6 +23,7 @@ from PIL import Image
 
 from tasks.core import schemas
 from tasks.core.errors import UserError
+from tasks.core.io import not_a_file
 from tasks.removal.masks import STAGE
 
 IMAGES: schemas.Schema = {"image_id": pl.String, "file_name": pl.String, "width": pl.Int64, "height": pl.Int64}
@@ -36,6 +37,8 @@ def _int(value: object) -> int | None:
 
 
 def _load(path: Path) -> dict:
+    if why := not_a_file(path):
+        raise UserError(f"COCO instances file {path} {why}")
     try:
         doc = json.loads(path.read_bytes())
     except (ValueError, RecursionError) as err:  # JSONDecodeError, bad UTF-8, an int over Python's digit limit

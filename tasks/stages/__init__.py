@@ -144,6 +144,7 @@ STAGES: tuple[Stage | TableStage, ...] = (
                help="Build the base / medium / all training mixtures as `datasets` configs."),
     TableStage("datasheet", flow="flows.release.datasheet:datasheet_flow",  # reads every section
                after=("evaluate", "export", "judge", "mixtures", "perplexity", "report", "truth", "validation"),
+               check="flows.release.datasheet:check",
                help="Generate the datasheet and the dataset card that embeds it."),
     TableStage("gallery", flow="flows.release.gallery:gallery", after_steps=True,
                after=("inpaint", "judge", "removal_captions", "removal_masks", "removal_selection", "report", "truth",

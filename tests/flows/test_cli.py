@@ -4,6 +4,7 @@ reported before any Prefect server starts and before anything is written."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -158,6 +159,20 @@ def test_ingest_refuses_to_overwrite_its_input(tmp_path, source, output):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tsv", "params.yaml"]  # not even Prefect's home
 
 
+@pytest.mark.parametrize("args", [("captions", "a.tsv", "params.yaml"), ("sites", "in.parquet", "./params.yaml"),
+                                  ("selection", "in.parquet", "out.parquet", "--metrics", "params.yaml"),
+                                  ("plan", "a.tsv", "--output", "params.yaml")], ids=lambda args: args[0])
+def test_a_command_refuses_to_write_over_the_params_file_it_reads(tmp_path, args):
+    """The params file is an input too: a step's output, its metrics, a plan written over it were taken."""
+    from tasks.core.schemas import CAPTIONS, SAMPLES
+
+    shutil.copy(DEMO_CAPTIONS, tmp_path / "a.tsv")
+    one_row_parquet(tmp_path / "in.parquet", {**CAPTIONS, **SAMPLES})
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    assert_one_error(cfgen(tmp_path, *args), "params.yaml: is the input file params.yaml; refusing to overwrite it")
+    assert (tmp_path / "params.yaml").read_bytes() == (ROOT / "params.yaml").read_bytes()
+
+
 def test_run_accepts_overrides_and_rejects_unknown_keys(tmp_path):
     assert_one_error(cfgen(tmp_path, "run", "-p", "simlarity.upper=0.9"), "unknown key 'simlarity'",
                      "did you mean 'similarity'")
@@ -210,3 +225,20 @@ def test_serve_refuses_a_missing_source_and_a_server_that_dies_with_it(tmp_path)
     (tmp_path / "captions.tsv").write_text("a_0\tA dog on a couch.\n")
     assert_one_error(cfgen(tmp_path, "serve", "--cron", "0 3 * * *", "--source", "captions.tsv"), "serve needs a "
                      "Prefect server that outlives it", "PREFECT_API_URL")  # a temporary one would drop the schedule
+
+
+def test_every_table_command_in_a_project_without_its_inputs_is_one_line(tmp_path, prefect_server):
+    """In a folder holding only params.yaml, each table stage's command (their inputs, models and COCO files all
+    absent) exits 2 with one `error:` line naming what is missing, no traceback (removal-masks, removal-captions and
+    datasheet were tracebacks), and a stage's name in it as its command (`cfgen removal-selection`)."""
+    from prefect.settings import PREFECT_API_URL
+
+    from tasks.stages import FIRST, TableStage, stages
+
+    server = {"PREFECT_API_URL": str(PREFECT_API_URL.value())}  # the session's: no server started per command
+    for declared in (s for s in stages().values() if isinstance(s, TableStage) and s.name != FIRST):
+        code, out, err, _ = cfgen(tmp_path, declared.command, env_extra=server)
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert code == 2 and "Traceback" not in out + err and len(errors) == 1, (declared.command, err[-3000:])
+        assert re.search(r"does not exist|holds no|run `cfgen [a-z-]+` first", errors[0]), errors[0]
+        assert "_" not in "".join(re.findall(r"`cfgen [^`]+`", errors[0])), errors[0]
