@@ -73,23 +73,27 @@ def check_source(source: Path) -> None:
         raise UserError(f"caption file {source} {why}")
 
 
+def _command(stage: str) -> str:
+    """The command that runs `stage`, as a message names it: `cfgen removal-selection`."""
+    return f"`cfgen {stage.replace('_', '-')}`"
+
+
 def check_input(path: Path, schema: schemas.Schema, produced_by: str) -> None:
     """Raise a one-line SchemaError unless `path` is a parquet file holding every column of `schema` (a publication
     of it a run left half done is completed first)."""
-    produced_by = produced_by.replace("_", "-")  # a stage's name as its command
     finish_publication(Path(path))
+    command = _command(produced_by)
     if why := not_a_file(path):
-        command = f"`cfgen {produced_by}`"
         hint = f"run {command} first" if why == "does not exist" else f"expected the parquet output of {command}"
         raise SchemaError(f"input {path} {why}: {hint}")
     try:
         columns = pl.read_parquet_schema(path)
     except Exception as err:  # polars raises several error types for a file that is not parquet
         raise SchemaError(f"input {path} is not a parquet file ({type(err).__name__}): expected the output of "
-                          f"`cfgen {produced_by}`") from None
+                          f"{command}") from None
     missing = [c for c in schema if c not in columns]
     if missing:
-        raise SchemaError(f"input {path} lacks columns {missing}: expected the output of `cfgen {produced_by}`")
+        raise SchemaError(f"input {path} lacks columns {missing}: expected the output of {command}")
 
 
 def _fits(actual: pl.DataType, expected: pl.DataType | type[pl.DataType]) -> bool:
@@ -107,26 +111,26 @@ def read_frame(path: Path, schema: schemas.Schema, produced_by: str) -> pl.DataF
     so a publication renaming a new version in meanwhile is not half seen. A column of another type, a null where no
     stage writes one (`schemas.REQUIRED`) or a row breaking `schemas.checks` is a one-line SchemaError: the file is
     not what `produced_by` wrote."""
-    produced_by = produced_by.replace("_", "-")  # a stage's name as its command
     check_input(path, schema, produced_by)
+    command = _command(produced_by)
     with open(path, "rb") as file:
         frame = pl.read_parquet(file, columns=list(schema))
     wrong = next((c for c, t in schema.items() if not _fits(frame.schema[c], t)), None)
     if wrong:
         raise SchemaError(f"input {path}: column {wrong} is {frame.schema[wrong]}, expected {schema[wrong]} (the "
-                          f"output of `cfgen {produced_by}`)")
+                          f"output of {command})")
     try:
         frame = frame.select([pl.col(c).cast(t) for c, t in schema.items()])
     except pl.exceptions.PolarsError:  # an integer too large for its column
-        raise SchemaError(f"input {path}: values out of their columns' range (expected the output of `cfgen "
-                          f"{produced_by}`)") from None
+        raise SchemaError(f"input {path}: values out of their columns' range (expected the output of "
+                          f"{command})") from None
     broken = [(f"null {c}", pl.col(c).is_null()) for c in schema if c in schemas.REQUIRED] + \
              [(words, ~rule) for rule, words in schemas.checks(schema)]
     for words, breaks in broken:
         rows = frame.with_row_index().filter(breaks.fill_null(False))["index"]
         if len(rows):
             raise SchemaError(f"input {path}: {len(rows)} row(s) break `{words}` (first: row {rows[0]}): not the "
-                              f"output of `cfgen {produced_by}`")
+                              f"output of {command}")
     return frame
 
 

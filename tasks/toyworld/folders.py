@@ -88,19 +88,20 @@ def reused_record(out: Path, schedule: Schedule, run: Run) -> dict | None:
         raise UserError(f"{run.reuse} holds no trained weights (train.json) to reuse")
     if out.resolve() == run.reuse.resolve():
         raise UserError(f"{out} is the folder whose weights are reused: train into another one")
-    record = _record(run.reuse)
+    record, recorded = _record(run.reuse)
     copied = [m for m in Schedule.MODELS if m not in run.only]
     if missing := sorted({p for m in copied for p in FILES[m] if not (run.reuse / p).exists()}):
         raise UserError(f"{run.reuse} lacks {', '.join(missing)}: the weights of {', '.join(copied)} are reused "
                         "from it")
-    heads = Schedule.from_record(record["schedule"]).attention_heads
-    if "diffusion" not in run.only and heads != schedule.attention_heads:
-        raise UserError(f"the reused UNet has {heads} attention heads, the schedule {schedule.attention_heads}")
+    if "diffusion" not in run.only and recorded.attention_heads != schedule.attention_heads:
+        raise UserError(f"the reused UNet has {recorded.attention_heads} attention heads, the schedule "
+                        f"{schedule.attention_heads}")
     return record
 
 
-def _record(folder: Path) -> dict:
-    """`folder`'s train.json, a training run's record (its schedule and latent scale), else one line."""
+def _record(folder: Path) -> tuple[dict, Schedule]:
+    """`folder`'s train.json, a training run's record (its schedule and latent scale), and the schedule it records;
+    else one line."""
     try:
         record = json.loads((folder / "train.json").read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -109,11 +110,10 @@ def _record(folder: Path) -> dict:
             and isinstance(record.get("scaling_factor"), float)):
         raise UserError(f"{folder / 'train.json'} is no training record (its schedule and scaling_factor)")
     try:
-        Schedule.from_record(record["schedule"])
+        return record, Schedule.from_record(record["schedule"])
     except TypeError:
         unknown = sorted(set(record["schedule"]) - set(asdict(Schedule())))
         raise UserError(f"{folder / 'train.json'} records a schedule of another trainer (fields {unknown})") from None
-    return record
 
 
 @contextlib.contextmanager

@@ -17,8 +17,8 @@ from safetensors.torch import load_file, save_file
 from transformers import CLIPTextConfig, CLIPTextModel, GPT2LMHeadModel, PreTrainedModel, RobertaForMaskedLM
 
 from tasks.tiny.images import SD_BETAS, TINY_IMAGE_SIZE
-from tasks.toyworld.params import UNET_CHANNELS
 from tasks.tiny.text import causal_lm, masked_lm
+from tasks.toyworld.params import UNET_CHANNELS
 
 TEXT_WIDTH = 64
 VOCAB = 49408  # the CLIP BPE's tokens: every text tower's embedding rows

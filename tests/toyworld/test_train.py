@@ -5,8 +5,8 @@ run's."""
 from __future__ import annotations
 
 import itertools
-import shutil
 import json
+import shutil
 from dataclasses import asdict, replace
 
 import pytest
