@@ -81,10 +81,10 @@ requires_nltk = needs_shared(NLTK_DATA)
 requires_coco = needs_shared(COCO_CAPTIONS)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def paper_shape_models(tmp_path_factory) -> Iterator[Path]:
     """Random roberta-base and gpt2-large of the published shapes (../shared/tools, ~40 s, ~3.6 GB), removed when the
-    session ends: a suite that keeps them fills a small CI disk."""
+    module that asked ends: kept for the session, they sat beside the paper rehearsal's 5 GB and filled CI's disk."""
     import subprocess
     import sys
 

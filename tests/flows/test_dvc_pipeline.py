@@ -30,6 +30,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -124,9 +125,10 @@ class FirstRepro(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def first_repro(tmp_path_factory, prefect_server) -> FirstRepro:
+def first_repro(tmp_path_factory, prefect_server) -> Iterator[FirstRepro]:
     """A git + DVC copy of the project (N_CAPTIONS demo captions), reproduced once with import, params and file
-    tracing and with both secrets set."""
+    tracing and with both secrets set; removed when the module ends (pytest keeps a fixture's folders to the run's
+    end)."""
     repo = tmp_path_factory.mktemp("dvc_repo")
     env = project_env(repo)
     copy_project(repo, env)
@@ -139,7 +141,9 @@ def first_repro(tmp_path_factory, prefect_server) -> FirstRepro:
     (repo / ".cache").mkdir(exist_ok=True)
     reference = FirstRepro(repo, env, outputs(repo), ran(first), trace)
     commit(repo, env, "v1")
-    return reference
+    yield reference
+    shutil.rmtree(repo, ignore_errors=True)
+    shutil.rmtree(trace, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
