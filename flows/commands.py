@@ -13,6 +13,7 @@ from flows.engine.console import OneLineUsage, console, user_errors
 from tasks.config import PARAMS_FILE, load_params
 from tasks.core.errors import UserError
 from tasks.core.io import check_distinct, check_folder, check_outputs, check_source
+from tasks.core.publication import check_filled
 from tasks.core.writing import write_json, write_text
 
 SEEDS = typer.Option(min=0, max=2**32 - 1, help="what every seeded generator takes (0 to 2**32-1)")
@@ -59,8 +60,9 @@ def tiny_models(source: Path, output: Path, param: ParamOption = None,
         params = load_params(params_file, param or [], ("tiny_models",))
         check_source(source)
         check_folder(output)
-        from tasks.demo.tiny_models import build
+        from tasks.demo.tiny_models import WRITES, build
 
+        check_filled(output, WRITES)
         build(source, output, params.tiny_models)
         console.print(f"tiny models written to {output}")
 
@@ -74,8 +76,9 @@ def synthetic_coco(output: Path, param: ParamOption = None, params_file: ParamsF
             raise UserError(f"profile {params.profile} reads the demo's synthetic COCO: point paths.removal_instances, "
                             "removal_captions_source and removal_images at COCO val2017")
         check_folder(output)
-        from tasks.demo.synthetic_coco import build
+        from tasks.demo.synthetic_coco import WRITES, build
 
+        check_filled(output, WRITES)
         build(output, params.synthetic_coco)
         console.print(f"synthetic COCO written to {output}")
 

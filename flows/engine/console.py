@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import shlex
 import signal
 import threading
 import warnings
@@ -93,6 +94,14 @@ def user_errors():
 def _exit_with(line: str) -> NoReturn:
     console.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2) from None
+
+
+def refuse_empty(args: list[str]) -> None:
+    """One `error:` line and exit code 2 when an argument is empty (`''`), echoing what came before it: a path given
+    as '' would otherwise be read as `.`, the folder the command runs in."""
+    if "" in args:
+        before = " ".join(shlex.quote(arg) for arg in args[:args.index("")])
+        _exit_with(f"`cfgen {before} ''`: an empty argument; give a path or a value")
 
 
 class OneLineUsage(TyperCommand):

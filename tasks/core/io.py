@@ -54,7 +54,10 @@ class SchemaError(UserError):
 
 
 def rejects_path(output: Path) -> Path:
-    """`x/counterfactuals.parquet` -> `x/counterfactuals.rejects.parquet`."""
+    """`x/counterfactuals.parquet` -> `x/counterfactuals.rejects.parquet`; a one-line `OutputError` for a path with
+    no name (`.`, `/`, `''`), a folder that no file can replace."""
+    if not Path(output).name:
+        raise OutputError(f"cannot write {output}: it is a directory")
     return output.with_suffix(".rejects.parquet")
 
 
@@ -81,7 +84,8 @@ def _command(stage: str) -> str:
 def check_input(path: Path, schema: schemas.Schema, produced_by: str) -> None:
     """Raise a one-line SchemaError unless `path` is a parquet file holding every column of `schema` (a publication
     of it a run left half done is completed first)."""
-    finish_publication(Path(path))
+    if not Path(path).is_dir():  # a folder is no half-published file
+        finish_publication(Path(path))
     command = _command(produced_by)
     if why := not_a_file(path):
         hint = f"run {command} first" if why == "does not exist" else f"expected the parquet output of {command}"

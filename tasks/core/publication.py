@@ -11,6 +11,7 @@ their paths in the folder), a folder holding any other file is refused in one li
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import shutil
@@ -26,14 +27,28 @@ T = TypeVar("T")
 STORED_PNG = re.compile(r"[0-9a-f]{2}/[0-9a-f]{40}\.png")  # a pixel-addressed PNG's name (`tasks.image.store`)
 
 
+MOST_COUNTED = 100  # the walk stops at this many foreign files: `/` or a home folder is refused at once
+
+
+def _foreign(folder: Path, names: re.Pattern) -> Iterator[str]:
+    """The paths in `folder` of its files (a link counts as a file, and is not followed) that `names` does not match
+    whole, walked in name order."""
+    for root, folders, files in os.walk(folder):
+        links = [name for name in folders if os.path.islink(os.path.join(root, name))]
+        folders[:] = sorted(set(folders) - set(links))
+        for name in sorted(files + links):
+            if not names.fullmatch(path := Path(root, name).relative_to(folder).as_posix()):
+                yield path
+
+
 def check_filled(folder: Path, names: re.Pattern) -> None:
     """Raise a one-line `UserError` unless every file under `folder` (none when it is absent; a link counts as a
     file) is one cfgen writes there: its path in the folder matches `names` whole. A folder holding anything else is
     not one cfgen made: publishing into it would prune what cfgen did not write, or write through a link."""
-    entries = (path for path in Path(folder).rglob("*") if path.is_symlink() or not path.is_dir())
-    foreign = sorted(name for path in entries if not names.fullmatch(name := path.relative_to(folder).as_posix()))
+    foreign = list(itertools.islice(_foreign(Path(folder), names), MOST_COUNTED))
     if foreign:
-        raise UserError(f"{folder} holds {len(foreign)} file(s) cfgen does not write there (first: {foreign[0]!r}): "
+        count = len(foreign) if len(foreign) < MOST_COUNTED else f"at least {MOST_COUNTED}"
+        raise UserError(f"{folder} holds {count} file(s) cfgen does not write there (first: {min(foreign)!r}): "
                         "it is not a folder cfgen filled; move them out or give this run another folder (nothing "
                         "was changed)")
 

@@ -14,6 +14,7 @@ the first names all of them, later ones sometimes one. The same params give byte
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import NamedTuple, cast
 
@@ -69,6 +70,8 @@ FIXED = (
 )
 
 Box = tuple[int, int, int, int]
+WRITES = re.compile(r"images/\d{12}\.png|instances\.json|captions\.json")
+"""Every file `build` writes, as its path in the output folder: a folder holding another is not one it filled."""
 
 
 def build(output: Path, params: SyntheticCocoParams) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tasks.core.specs import resolve_path
@@ -10,6 +11,10 @@ from tasks.demo.params import TinyModelsParams
 from tasks.text import ingest
 from tasks.tiny import images, text
 from tasks.toyworld.assemble import assemble
+from tasks.toyworld.params import RECORD
+
+WRITES = re.compile(rf"(mlm|clm|vocab|diffusion|clip|hf_clip|vilt|vlm|inpaint)/.+|{re.escape(RECORD)}")
+"""Every file `build` may write, as its path in the output folder: a folder holding another is not one it filled."""
 
 
 def build(source: Path, output: Path, params: TinyModelsParams) -> None:

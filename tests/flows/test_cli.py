@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +60,21 @@ def assert_one_error(result: tuple[int, str, str, list[str]], *needles: str) -> 
     assert code == 2
     assert not touched, f"wrote {touched} before refusing: the checks must run before any server or work"
     return lines[0]
+
+
+def cfgen_in_process(*args: str) -> tuple[int, list[str]]:
+    """`cfgen *args` in this process (so a monkeypatch reaches the writer; the caller's folder); (exit code, stderr
+    lines)."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    previous = signal.getsignal(signal.SIGTERM)  # the CLI installs its own SIGTERM handler
+    try:
+        result = CliRunner().invoke(app, list(args))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return result.exit_code, [line for line in result.stderr.splitlines() if line.strip()]
 
 
 def one_row_parquet(path: Path, schema: dict[str, pl.DataType], **values) -> Path:
@@ -242,3 +258,44 @@ def test_every_table_command_in_a_project_without_its_inputs_is_one_line(tmp_pat
         assert code == 2 and "Traceback" not in out + err and len(errors) == 1, (declared.command, err[-3000:])
         assert re.search(r"does not exist|holds no|run `cfgen [a-z-]+` first", errors[0]), errors[0]
         assert "_" not in "".join(re.findall(r"`cfgen [^`]+`", errors[0])), errors[0]
+
+
+@pytest.mark.parametrize("args", [("ingest", "", "out.parquet"), ("ingest", "a.tsv", ""), ("run", "--source", ""),
+                                  ("sites", "c.parquet", "out.parquet", "--metrics", ""), ("toy-world", "captions", ""),
+                                  ("plan", "a.tsv", "--output", ""), ("-v", "tiny-models", "a.tsv", "")])
+def test_an_empty_argument_is_echoed_in_one_line_before_anything_runs(tmp_path, monkeypatch, args):
+    """'' was read as the path `.`: "caption file . is a directory", or a traceback for an output."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.tsv").write_text("a_0\tA dog on a couch.\n")
+    before = files(tmp_path)
+    code, lines = cfgen_in_process(*args)
+    typed = " ".join(arg or "''" for arg in args[:args.index("") + 1])
+    assert code == 2 and lines == [f"error: `cfgen {typed}`: an empty argument; give a path or a value"]
+    assert files(tmp_path) == before
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("ingest", "a.tsv", "."), "cannot write .: it is a directory"),
+    (("ingest", "a.tsv", "/"), "cannot write /: it is a directory"),
+    (("sites", "c.parquet", "."), "cannot write .: it is a directory"),
+    (("sites", "/", "out.parquet"), "input / is a directory"),
+    (("sites", ".", "out.parquet"), "input . is a directory"),
+    (("toy-world", "captions", "/"), "cannot write /: it is a directory"),
+    (("plan", "a.tsv", "--output", "."), "cannot write .: it is a directory"),
+    (("tiny-models", "a.tsv", "/"), "/ holds at least 100 file(s) cfgen does not write there"),
+    (("tiny-models", "a.tsv", "."), ". holds 3 file(s) cfgen does not write there (first: 'a.tsv')"),
+    (("synthetic-coco", "/"), "/ holds at least 100 file(s) cfgen does not write there"),
+    (("synthetic-coco", "."), ". holds 3 file(s) cfgen does not write there (first: 'a.tsv')")])
+def test_a_path_with_no_name_is_one_line_and_nothing_is_written_there(tmp_path, monkeypatch, args, needle):
+    """`.` or `/` as an output or input: a ValueError traceback from a rejects or temporary name, and
+    `cfgen tiny-models a.tsv /` filled the root folder with models."""
+    from tasks.text import ingest
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.tsv").write_text("a_0\tA dog on a couch.\n")
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    one_row_parquet(tmp_path / "c.parquet", ingest.SCHEMA, caption="a dog on a couch")
+    before, root = files(tmp_path), sorted(os.listdir("/"))
+    code, lines = cfgen_in_process(*args)
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
+    assert files(tmp_path) == before and sorted(os.listdir("/")) == root

@@ -8,14 +8,13 @@ import errno
 import json
 import os
 import shutil
-import signal
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from tests.conftest import DEMO_CAPTIONS
-from tests.flows.test_cli import assert_one_error, cfgen, one_row_parquet
+from tests.flows.test_cli import assert_one_error, cfgen, cfgen_in_process, one_row_parquet
 from tests.validation.test_labelstudio import annotation, export_task, selected
 
 ROOT_USER = os.geteuid() == 0
@@ -107,20 +106,6 @@ def test_unwritable_metrics_or_rejects_are_refused_before_any_work(tmp_path):
 # --- disk full while writing: the output and its rejects stay in step ---------------------------------------------
 
 
-def _run_in_process(*args: str):
-    """`cfgen *args` in this process (so a monkeypatch reaches the writer); (exit code, stderr lines)."""
-    from typer.testing import CliRunner
-
-    from flows.cli import app
-
-    previous = signal.getsignal(signal.SIGTERM)  # the CLI installs its own SIGTERM handler
-    try:
-        result = CliRunner().invoke(app, list(args))
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    return result.exit_code, [line for line in result.stderr.splitlines() if line.strip()]
-
-
 @pytest.mark.parametrize("existing", [False, True], ids=["new-outputs", "replacing-outputs"])
 def test_disk_full_on_the_rejects_leaves_output_and_rejects_as_they_were(tmp_path, monkeypatch, existing):
     """The second file (the rejects) fails with ENOSPC through the real writer: the output must not be replaced
@@ -140,7 +125,7 @@ def test_disk_full_on_the_rejects_leaves_output_and_rejects_as_they_were(tmp_pat
         return real_write(frame, file, *args, **kwargs)
 
     monkeypatch.setattr(pl.DataFrame, "write_parquet", write_parquet)
-    code, lines = _run_in_process("ingest", str(tmp_path / "in.tsv"), str(tmp_path / "out.parquet"))
+    code, lines = cfgen_in_process("ingest", str(tmp_path / "in.tsv"), str(tmp_path / "out.parquet"))
     assert (code, lines) == (2, [f"error: cannot write {tmp_path / 'out.rejects.parquet'}: No space left on device"])
     assert len(calls) == 2
     assert tree(tmp_path) == before
