@@ -20,7 +20,7 @@ import typer
 from rich.logging import RichHandler
 from typer.core import TyperCommand, TyperGroup
 
-from flows.engine.console import VERBOSE, console, refuse_empty, stop_on_signals, user_errors
+from flows.engine.console import VERBOSE, console, refuse_empty_paths, stop_on_signals, user_errors
 from tasks.config import PARAMS_FILE, load_params, use_project_environment
 from tasks.core import schemas
 from tasks.core.io import check_distinct, check_input, check_outputs, check_source
@@ -67,7 +67,7 @@ class Commands(TyperGroup):
         return sorted(names - set(ordered)) + ordered
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:
-        refuse_empty(args)  # every command's, before any is parsed
+        refuse_empty_paths(self, ctx, list(args))  # before any callback: '' would be the folder `.`
         return super().parse_args(ctx, args)
 
     def format_help(self, ctx, formatter) -> None:

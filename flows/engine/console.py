@@ -11,12 +11,13 @@ import signal
 import threading
 import warnings
 from contextlib import contextmanager
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 
 from tasks.core.errors import UserError
 
@@ -96,12 +97,38 @@ def _exit_with(line: str) -> NoReturn:
     raise typer.Exit(2) from None
 
 
-def refuse_empty(args: list[str]) -> None:
-    """One `error:` line and exit code 2 when an argument is empty (`''`), echoing what came before it: a path given
-    as '' would otherwise be read as `.`, the folder the command runs in."""
-    if "" in args:
-        before = " ".join(shlex.quote(arg) for arg in args[:args.index("")])
-        _exit_with(f"`cfgen {before} ''`: an empty argument; give a path or a value")
+def refuse_empty_paths(group: TyperGroup, ctx: Context, typed: list[str]) -> None:
+    """One `error:` line and exit code 2 when a path is given as '' (typer reads it as `.`, the folder the command
+    runs in), naming the parameter and echoing the command line `typed`, before any callback runs. An empty value of
+    another type is left to its own check; a line click cannot parse, to click."""
+    try:
+        params, raw, leaf = _leaf_params(group, ctx, typed)
+    except typer.TyperException:
+        return
+    for param in params:
+        given = raw.get(param.name)
+        if "" in (given if isinstance(given, (list, tuple)) else [given]) and _holds_path(leaf.params.get(param.name)):
+            label = param.opts[0] if param.param_type_name == "option" else param.name.upper()
+            _exit_with(f"`cfgen {' '.join(shlex.quote(arg) for arg in typed)}`: {label} is empty; give a path")
+
+
+def _leaf_params(group: TyperGroup, ctx: Context, typed: list[str]) -> tuple[list[Any], dict[str, Any], Context]:
+    """The parameters of the command `typed` names below `group`, their raw values and a context of the converted
+    ones (parsed leniently: nothing runs)."""
+    command: Any = group
+    rest, name = typed, None
+    while isinstance(command, TyperGroup):
+        _, rest, _ = command.make_parser(ctx).parse_args(args=list(rest))
+        if not rest:
+            return [], {}, ctx
+        name, command, rest = command.resolve_command(ctx, rest)
+    leaf = command.make_context(name, list(rest), parent=ctx, resilient_parsing=True)
+    raw, _, _ = command.make_parser(leaf).parse_args(args=list(rest))
+    return command.params, raw, leaf
+
+
+def _holds_path(value: Any) -> bool:
+    return isinstance(value, PurePath) or (isinstance(value, (list, tuple)) and any(map(_holds_path, value)))
 
 
 class OneLineUsage(TyperCommand):

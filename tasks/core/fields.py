@@ -19,30 +19,37 @@ PENN_TAGS = frozenset("CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT PO
 
 def admits_bool(annotation: Any) -> bool:
     """Whether a field of this type may hold `True`/`False` (bool, Any, or a union or annotation with one)."""
-    if annotation is bool or annotation is Any:
+    return _admits(annotation, bool) or _admits(annotation, Any)
+
+
+def _admits(annotation: Any, kind: Any) -> bool:
+    if annotation is kind:
         return True
     origin = typing.get_origin(annotation)
     return (origin in (typing.Union, types.UnionType, typing.Annotated)
-            and any(admits_bool(arg) for arg in typing.get_args(annotation)))
+            and any(_admits(arg, kind) for arg in typing.get_args(annotation)))
 
 
 INT_LIMIT = 2**32  # no count, size or seed here comes near it; past it, libraries overflow or allocate without end
 
 
 class Frozen(BaseModel):
-    """Immutable, no unknown keys, no YAML `true`/`yes` read as the number 1, no integer of `INT_LIMIT` or more."""
+    """Immutable, no unknown keys, no YAML `true`/`yes` read as the number 1, no integer of `INT_LIMIT` or more, no
+    path given as '' (read as `.`, the folder a command runs in)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     @model_validator(mode="before")
     @classmethod
-    def _plain_numbers(cls, data: Any) -> Any:
+    def _plain_values(cls, data: Any) -> Any:
         if isinstance(data, dict):
             for name, value in data.items():
                 field = cls.model_fields.get(name)
                 if isinstance(value, bool) and field is not None and not admits_bool(field.annotation):
                     raise ValueError(f"{name} is {str(value).lower()} (a YAML boolean), expected "
                                      f"{_shown(field.annotation)}")
+                if value == "" and field is not None and _admits(field.annotation, Path):
+                    raise ValueError(f"{name} is empty; give a path")
         return data
 
     @field_validator("*")

@@ -10,8 +10,7 @@ from tasks.demo import tiny_eval, tiny_inpaint, tiny_vlm
 from tasks.demo.params import TinyModelsParams
 from tasks.text import ingest
 from tasks.tiny import images, text
-from tasks.toyworld.assemble import assemble
-from tasks.toyworld.params import RECORD
+from tasks.toyworld.assemble import RECORD, assemble
 
 WRITES = re.compile(rf"(mlm|clm|vocab|diffusion|clip|hf_clip|vilt|vlm|inpaint)/.+|{re.escape(RECORD)}")
 """Every file `build` may write, as its path in the output folder: a folder holding another is not one it filled."""

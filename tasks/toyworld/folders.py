@@ -27,7 +27,11 @@ from tasks.core.writing import OutputError, os_reason
 from tasks.toyworld.params import CHECKPOINT, UNET_CHANNELS, WEIGHTS, Schedule
 
 if TYPE_CHECKING:
+    import torch
+
     from tasks.toyworld.loop import Run
+
+BASE_BYTES, SAMPLE_BYTES = 1.2e9, 14e6  # a run's peak memory on the CPU: 1.69 GB at batch 32, 4.92 GB at 256
 
 # The files each model's weights take in a weights folder (the VAE's are in its UNet's file).
 FILES = {"vae": ("diffusion.safetensors",), "diffusion": ("diffusion.safetensors",), "clip": ("clip.safetensors",),
@@ -58,12 +62,13 @@ def check_output(out: Path, replace_committed: bool) -> None:
 def reused_record(out: Path, schedule: Schedule, run: Run) -> dict | None:
     """The `train.json` of `run.reuse` when some model is copied from there (None when every model trains), checked
     with the options: the schedule draws and spaces a known way, its numbers are finite, its learning rate positive,
-    its EMA decay below 1, its heads split every UNet level's channels; the device is one torch sees, `run.only`
+    its EMA decay below 1, its heads split every UNet level's channels, its batch fits the device's memory
+    (`check_fits`); the device is one torch sees, `run.only`
     names models, a new VAE comes with a new UNet, the reused folder holds a record and every file copied from it,
     a copied UNet has the schedule's shape."""
     from tasks.toyworld.loop import resolve
 
-    resolve(run.device)
+    check_fits(schedule.batch, resolve(run.device))
     if schedule.draw not in ("stream", "pool"):
         raise UserError(f"draw {schedule.draw!r}: scenes are drawn as a stream or from a pool")
     if schedule.spacing not in ("leading", "trailing"):
@@ -97,6 +102,18 @@ def reused_record(out: Path, schedule: Schedule, run: Run) -> dict | None:
         raise UserError(f"the reused UNet has {recorded.attention_heads} attention heads, the schedule "
                         f"{schedule.attention_heads}")
     return record
+
+
+def check_fits(batch: int, device: torch.device) -> None:
+    """A batch whose run would outgrow the device's whole memory (`BASE_BYTES` + `SAMPLE_BYTES` a sample) is one line
+    naming the largest that fits, not an out-of-memory kill minutes in."""
+    import torch
+
+    total = (torch.cuda.mem_get_info(device)[1] if device.type == "cuda"
+             else os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    if (need := BASE_BYTES + batch * SAMPLE_BYTES) > total:
+        raise UserError(f"--batch {batch} needs about {need / 2**30:,.0f} GiB on {device}, which has "
+                        f"{total / 2**30:,.0f} GiB: use --batch {int((total - BASE_BYTES) // SAMPLE_BYTES)} or less")
 
 
 def _record(folder: Path) -> tuple[dict, Schedule]:

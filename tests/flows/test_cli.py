@@ -260,17 +260,27 @@ def test_every_table_command_in_a_project_without_its_inputs_is_one_line(tmp_pat
         assert "_" not in "".join(re.findall(r"`cfgen [^`]+`", errors[0])), errors[0]
 
 
-@pytest.mark.parametrize("args", [("ingest", "", "out.parquet"), ("ingest", "a.tsv", ""), ("run", "--source", ""),
-                                  ("sites", "c.parquet", "out.parquet", "--metrics", ""), ("toy-world", "captions", ""),
-                                  ("plan", "a.tsv", "--output", ""), ("-v", "tiny-models", "a.tsv", "")])
-def test_an_empty_argument_is_echoed_in_one_line_before_anything_runs(tmp_path, monkeypatch, args):
-    """'' was read as the path `.`: "caption file . is a directory", or a traceback for an output."""
+@pytest.mark.parametrize("args, says", [
+    (("ingest", "", "out.parquet"), "`cfgen ingest '' out.parquet`: SOURCE is empty; give a path"),
+    (("ingest", "a.tsv", ""), "`cfgen ingest a.tsv ''`: OUTPUT is empty; give a path"),
+    (("sites", "c.parquet", "out.parquet", "--metrics", ""),
+     "`cfgen sites c.parquet out.parquet --metrics ''`: --metrics is empty; give a path"),
+    (("toy-world", "captions", ""), "`cfgen toy-world captions ''`: OUTPUT is empty; give a path"),
+    (("plan", "a.tsv", "--output", ""), "`cfgen plan a.tsv --output ''`: --output is empty; give a path"),
+    (("-v", "tiny-models", "a.tsv", ""), "`cfgen -v tiny-models a.tsv ''`: OUTPUT is empty; give a path"),
+    (("sites", "c.parquet", "o.parquet", "--params-file", ""),
+     "`cfgen sites c.parquet o.parquet --params-file ''`: --params-file is empty; give a path"),
+    (("run", "--source", ""), "paths: captions_source is empty; give a path"),  # a string: the deployment's parameter
+    (("sites", "c.parquet", "o.parquet", "-p", 'paths.sites=""'), "paths: sites is empty; give a path")])
+def test_an_empty_path_is_one_line_before_anything_runs(tmp_path, monkeypatch, args, says):
+    """'' was read as the path `.`: "caption file . is a directory", or a traceback for an output. An empty value of
+    another type keeps its own line (`--cron ''` is no cron schedule: test_bad_inputs)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.tsv").write_text("a_0\tA dog on a couch.\n")
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
     before = files(tmp_path)
     code, lines = cfgen_in_process(*args)
-    typed = " ".join(arg or "''" for arg in args[:args.index("") + 1])
-    assert code == 2 and lines == [f"error: `cfgen {typed}`: an empty argument; give a path or a value"]
+    assert code == 2 and lines == [f"error: {says}"]
     assert files(tmp_path) == before
 
 

@@ -153,12 +153,12 @@ def test_the_label_studio_tasks_embed_no_file_outside_the_image_folder(project, 
 
 def test_the_gallery_command_copies_no_file_from_outside_the_image_folder(project):
     """`cfgen gallery` (its flow is no Prefect flow: no server) in this process: exit 2, one `error:` line."""
-    from tests.flows.test_faults import _run_in_process
+    from tests.flows.test_cli import cfgen_in_process
 
     overrides = project.gallery_overrides()
 
     def run():
-        code, lines = _run_in_process("gallery", *overrides)
+        code, lines = cfgen_in_process("gallery", *overrides)
         assert code == 2 and len(lines) == 1 and lines[0].startswith("error: stored image name"), lines
         raise UserError(lines[0])
 

@@ -156,10 +156,12 @@ def test_the_default_schedule_is_the_committed_runs():
 
 @pytest.mark.parametrize("change, message", [
     ({"attention_heads": 3}, r"--attention-heads 3: .* use one of \[1, 2, 4, 8, 16, 32\]"),
-    ({"attention_heads": 64}, "--attention-heads 64"), ({"lr": 0.0}, "lr 0.0"), ({"ema_decay": 1.0}, "ema decay 1.0")])
+    ({"attention_heads": 64}, "--attention-heads 64"), ({"lr": 0.0}, "lr 0.0"), ({"ema_decay": 1.0}, "ema decay 1.0"),
+    ({"batch": 100_000_000}, r"--batch 100000000 needs about 1,303,853 GiB on cpu, which has \d+ GiB: use --batch \d+ or")])
 def test_a_schedule_that_cannot_train_is_one_line_before_any_training(tmp_path, change, message):
     """Heads that do not split a UNet level's channels (64 was a ZeroDivisionError deep in diffusers; 3 trained
-    narrower layers than asked), a learning rate of 0 and an EMA that never moves would train nothing they say."""
+    narrower layers than asked), a learning rate of 0 and an EMA that never moves would train nothing they say; a
+    batch beyond the machine's memory was an out-of-memory kill after minutes of drawing scenes."""
     with pytest.raises(UserError, match=message):
         train(tmp_path / "out", replace(TINY, **change), RUN)
     assert not any(tmp_path.iterdir())
