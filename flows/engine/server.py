@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -168,7 +169,7 @@ def run_with_server(command: list[str], timeout: float = 60) -> int:
     if not command:
         raise ValueError("run_with_server: no command given")
     if shutil.which(command[0]) is None:
-        raise UserError(f"with-server: {command[0]} is no executable command (not on PATH, or not executable)")
+        raise UserError(f"with-server: {shlex.quote(command[0])} is no executable command (not on PATH, or not executable)")
     with prefect_api(timeout) as url:
         child = subprocess.Popen(command, env={**os.environ, "PREFECT_API_URL": url}, preexec_fn=death_signal())
 

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -324,11 +325,12 @@ def test_serve_with_a_bad_schedule_or_name_is_one_line_and_registers_nothing(tmp
     assert not names & {"bad-input", value}
 
 
-@pytest.mark.parametrize("command", ["no-such-cfgen-command", "/nonexistent/cmd", "not-executable"])
+@pytest.mark.parametrize("command", ["no-such-cfgen-command", "/nonexistent/cmd", "not-executable", ""])
 def test_with_server_of_a_command_that_is_no_executable_is_one_line_before_the_server(tmp_path, command):
     (tmp_path / "not-executable").write_text("echo hi\n")
     path = str(tmp_path / command) if command == "not-executable" else command
-    assert_one_error(cfgen(tmp_path, "with-server", "--", path, "repro"), f"with-server: {path} is no executable")
+    assert_one_error(cfgen(tmp_path, "with-server", "--", path, "repro"),
+                     f"with-server: {shlex.quote(path)} is no executable")
 
 
 @pytest.mark.parametrize("health", [None, "<html>a web page</html>"])
