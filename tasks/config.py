@@ -35,6 +35,8 @@ from tasks.stages import Params, Paths, section, section_names
 PARAMS_FILE = Path("params.yaml")
 PROJECT_CACHES = {"TORCHINDUCTOR_CACHE_DIR": COMPILE_CACHE,
                   "MPLCONFIGDIR": CACHE / "matplotlib"}  # matplotlib's font list, built on first import
+PATH_VARIABLES = ("PREFECT_HOME", "PREFECT_RESULTS_LOCAL_STORAGE_PATH", "NLTK_DATA", "HF_HOME", "HF_HUB_CACHE",
+                  "XDG_CACHE_HOME", *PROJECT_CACHES)  # the folders the project and its libraries read from variables
 CHECKED_BY_DVC = "DVC_STAGE"  # set by DVC in a stage's command; the `params` stage ran before every stage
 
 
@@ -223,9 +225,13 @@ def use_project_environment() -> None:
     without `NLTK_DATA`, `../shared/nltk_data` beside the project when present, else the project's `.nltk_data`;
     the libraries' own caches in the project (`PROJECT_CACHES`: else torch's compiler makes
     `$TMPDIR/torchinductor_<user>` as it is imported, and matplotlib writes `~/.cache/matplotlib`) unless their
-    variables say otherwise.
+    variables say otherwise. A path variable set empty (`PATH_VARIABLES`) counts as unset: Prefect read
+    `PREFECT_HOME=` as the current folder and put its database there.
     Called before any Hugging Face library or Prefect is imported (they read their variables once); in a DVC
     experiment's copy, the result store is the workspace's (`share_result_store`)."""
+    for name in PATH_VARIABLES:
+        if os.environ.get(name) == "":  # as if unset (the XDG rule), not the folder the command runs in
+            del os.environ[name]
     share_result_store(Path.cwd())
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         os.environ.setdefault(name, "1")

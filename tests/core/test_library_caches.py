@@ -6,6 +6,7 @@ the project, whether the process set its environment up as `cfgen` does before i
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.config import PROJECT_CACHES
+from tasks.config import PATH_VARIABLES, PROJECT_CACHES
 from tasks.core.source import COMPILE_CACHE
 from tests.conftest import ROOT
 
@@ -71,3 +72,18 @@ def test_a_users_own_compile_cache_is_kept(tmp_path):
     own = tmp_path / "inductor"
     folder, _ = compile_in_fresh_process(tmp_path, "cfgen", TORCHINDUCTOR_CACHE_DIR=str(own))
     assert folder == str(own) and any(own.rglob("*.py"))
+
+
+def test_a_path_variable_set_empty_is_unset_not_the_current_folder(tmp_path):
+    """`PREFECT_HOME=` put Prefect's database and result store in the folder `cfgen` ran in, and
+    `PREFECT_RESULTS_LOCAL_STORAGE_PATH=` its results: every path variable set empty is read as unset."""
+    probe = ("import os, json; from tasks.config import use_project_environment; use_project_environment(); "
+             "from prefect.settings import get_current_settings as get; s = get(); "
+             "print(json.dumps([str(s.home), str(s.results.local_storage_path), dict(os.environ)]))")
+    empty = dict.fromkeys(PATH_VARIABLES, "")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=os.environ | empty, capture_output=True,
+                          text=True, timeout=300, check=True)
+    home, store, env = json.loads(done.stdout.splitlines()[-1])
+    assert (home, store) == (".prefect", ".prefect/storage")  # prefect.toml's, as when they are unset
+    assert {name: env.get(name) for name in PROJECT_CACHES} == {k: str(v) for k, v in PROJECT_CACHES.items()}
+    assert env["NLTK_DATA"] and all(env.get(name) != "" for name in PATH_VARIABLES)
