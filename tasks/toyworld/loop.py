@@ -19,7 +19,7 @@ import copy
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -155,7 +155,7 @@ class Trainer:
         if self.device.type == "cuda":
             torch.cuda.set_rng_state(state["cuda"], self.device)
 
-    def batches(self, loop: Loop, start: int) -> Iterator[Any]:
+    def batches(self, loop: Loop, start: int) -> Generator[Any, None, None]:
         """The loop's batches from step `start` on, drawn from the first `next` on (a "stream" schedule's continue
         `rng` where it stands then)."""
         if self.schedule.draw == "stream":
@@ -179,31 +179,34 @@ class Trainer:
         task = self.progress.add_task(loop.name, total=loop.steps, completed=start, size=loop.size)
         averaged = next(iter(loop.modules.values()))
         batches, started, pending = self.batches(loop, start), time.perf_counter(), []
-        for step in range(start + 1, loop.steps + 1):
-            self.step = step
-            loss = loop.loss_of(next(batches))
-            optimizer.zero_grad(set_to_none=True)
-            (loss[0] if loss.ndim else loss).backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            optimizer.step()
-            lr_scheduler.step()
-            if loop.ema:
-                loop.ema.step(averaged.parameters())
-            pending.append(loss.detach())
-            self.progress.advance(task)
-            checkpoint = self.run.checkpoint_every and step % self.run.checkpoint_every == 0
-            if step % 100 == 1 or step == loop.steps or checkpoint:
-                losses += torch.stack(pending).tolist()
-                pending = []
-                log.info("%s step %d/%d loss %s", loop.name, step, loop.steps, np.mean(losses[-100:], 0).round(4))
-            if loop.evaluate and self.run.eval_scenes and (checkpoint or step == loop.steps):
-                with torch.random.fork_rng([self.device] if self.device.type == "cuda" else []):
-                    curve.append({"step": step, **loop.evaluate()})
-                log.info("%s step %d accuracy %s", loop.name, step, curve[-1])
-            if self.checkpoints.path is not None and (checkpoint or step == loop.steps):
-                elapsed = seconds + time.perf_counter() - started
-                self.checkpoints.save(loop.name, self.snapshot(loop, step, losses, curve, elapsed, optimizer,
-                                                               lr_scheduler))
+        try:
+            for step in range(start + 1, loop.steps + 1):
+                self.step = step
+                loss = loop.loss_of(next(batches))
+                optimizer.zero_grad(set_to_none=True)
+                (loss[0] if loss.ndim else loss).backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                optimizer.step()
+                lr_scheduler.step()
+                if loop.ema:
+                    loop.ema.step(averaged.parameters())
+                pending.append(loss.detach())
+                self.progress.advance(task)
+                checkpoint = self.run.checkpoint_every and step % self.run.checkpoint_every == 0
+                if step % 100 == 1 or step == loop.steps or checkpoint:
+                    losses += torch.stack(pending).tolist()
+                    pending = []
+                    log.info("%s step %d/%d loss %s", loop.name, step, loop.steps, np.mean(losses[-100:], 0).round(4))
+                if loop.evaluate and self.run.eval_scenes and (checkpoint or step == loop.steps):
+                    with torch.random.fork_rng([self.device] if self.device.type == "cuda" else []):
+                        curve.append({"step": step, **loop.evaluate()})
+                    log.info("%s step %d accuracy %s", loop.name, step, curve[-1])
+                if self.checkpoints.path is not None and (checkpoint or step == loop.steps):
+                    elapsed = seconds + time.perf_counter() - started
+                    self.checkpoints.save(loop.name, self.snapshot(loop, step, losses, curve, elapsed, optimizer,
+                                                                   lr_scheduler))
+        finally:  # a pool's workers end with the loop, killed or not, not when the collector gets to them
+            batches.close()
         self.seconds[loop.name] = round(seconds + time.perf_counter() - started, 1)
         self.curves[loop.name] = curve
         return losses
