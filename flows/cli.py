@@ -96,14 +96,17 @@ class Commands(TyperGroup):
 
 def table_command(name: str):
     """The CLI command of table stage `name` (`cfgen NAME`): its sections loaded, its check and its models' pre-flight
-    passed, its flow run under one Prefect API (`flows.runners`), its result shown."""
+    passed, its flow run under one Prefect API (`flows.runners`), its result shown (`flows.hooks`)."""
     declared = table(name)
 
     def command(param: ParamOption = None, params_file: ParamsFile = PARAMS_FILE) -> None:
+        from flows.hooks import hooks
+
         with user_errors():
+            runs = hooks(declared.name)
             params = load_params(params_file, param or [], declared.sections)
-            if declared.check is not None:
-                resolve_name(declared.check)(params)
+            if runs.check is not None:
+                runs.check(params)
             if declared.models:
                 from flows.preflight import check_models
                 from tasks.plan.preflight import running_sections
@@ -113,8 +116,8 @@ def table_command(name: str):
 
             with api_for(declared, params):
                 result = run_table(declared, params)
-        if declared.show is not None:
-            resolve_name(declared.show)(result)
+        if runs.show is not None:
+            runs.show(result)
 
     command.__doc__ = declared.help
     return command

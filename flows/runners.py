@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from pkgutil import resolve_name
 from typing import TYPE_CHECKING, Any, cast
 
 from prefect import Flow
@@ -52,8 +51,12 @@ def run_step(declared: Stage, params: Params, source: Path, output: Path, images
 
 def run_table(declared: TableStage, params: Params, runner: Runner | None = None) -> Any:
     """Table stage `declared` on `params.paths` (a sharded one on `runner`; None: the engine's)."""
-    work = resolve_name(declared.flow)
-    return work.with_options(task_runner=_runner(params, runner))(params) if declared.sharded else work(params)
+    from flows.hooks import hooks
+
+    work = hooks(declared.name).flow
+    if declared.sharded:  # a sharded stage's work is a flow
+        return cast(Flow, work).with_options(task_runner=_runner(params, runner))(params)
+    return work(params)
 
 
 @contextlib.contextmanager
@@ -75,5 +78,7 @@ def api_for(declared: Stage | TableStage, params: Params) -> contextlib.Abstract
     """What a command runs its stage under: `engine_api` when its work is a flow (a data stage's always is)."""
     if isinstance(declared, Stage):
         return engine_api(params)
-    return engine_api(params, declared.sharded) if isinstance(resolve_name(declared.flow), Flow) else (
+    from flows.hooks import hooks
+
+    return engine_api(params, declared.sharded) if isinstance(hooks(declared.name).flow, Flow) else (
         contextlib.nullcontext())

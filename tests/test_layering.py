@@ -1,9 +1,12 @@
 """Import layering of `tasks`, read from the source (imports inside functions count): each package imports only what
 its docstring allows, a stage's params section (`tasks/<package>/params.py`) only the core, nothing in `tasks` imports
-`flows` or Prefect, and neither release nor a stage declaration (`tasks.stages`) touches a model library."""
+`flows` or Prefect (nor names a module of `flows` in a string, to import at run time), and neither release nor a
+stage declaration (`tasks.stages`) touches a model library."""
 
 from __future__ import annotations
 
+import ast
+import re
 import shutil
 from pathlib import Path
 
@@ -62,7 +65,15 @@ def violations(root: Path) -> list[str]:
         for package, banned in FORBIDDEN.items():
             if within(module, package):
                 found += [f"{module} imports {n}" for n in sorted(names) if any(within(n, b) for b in banned)]
+        found += [f"{module} names {n}" for n in named_flows(path)]
     return found
+
+
+def named_flows(path: Path) -> list[str]:
+    """The string constants in `path` that name a module of `flows` (`"flows.x"`, `"flows.x:name"`): an import that
+    no tool follows, resolved at run time."""
+    constants = (node.value for node in ast.walk(ast.parse(path.read_bytes())) if isinstance(node, ast.Constant))
+    return sorted(c for c in constants if isinstance(c, str) and re.fullmatch(r"flows(\.\w+)+(:\w+)?", c))
 
 
 def test_every_tasks_package_imports_only_what_it_may():
@@ -77,7 +88,8 @@ def test_a_forbidden_import_is_reported(tmp_path):
              "release/diff.py": "import torch", "core/params.py": "from tasks.text import ingest",
              "tiny/text.py": "from tasks.text.tagging import tag_caption",
              "text/params.py": "from tasks.text import tagging", "stages/kinds.py": "from tasks.text import sites",
-             "toyworld/world.py": "from tasks.demo.params import TinyModelsParams"}
+             "toyworld/world.py": "from tasks.demo.params import TinyModelsParams",
+             "release/gallery.py": 'SHOW = "flows.release.gallery:show"'}
     for name, line in edits.items():
         path = tmp_path / "tasks" / name
         body = f"\n\ndef _late():\n{line}\n" if line.startswith(" ") else f"\n{line}\n"
@@ -89,7 +101,7 @@ def test_a_forbidden_import_is_reported(tmp_path):
         "tasks.core.params imports tasks.text", "tasks.core.params imports tasks.text.ingest",
         "tasks.image.generate imports prefect", "tasks.image.generate imports prefect.task",
         "tasks.image.render imports tasks.text", "tasks.image.render imports tasks.text.tagging",
-        "tasks.release.diff imports torch",
+        "tasks.release.diff imports torch", "tasks.release.gallery names flows.release.gallery:show",
         "tasks.release.report imports tasks.core.loading",
         "tasks.release.report imports tasks.core.loading.load_pretrained",
         "tasks.stages.kinds imports tasks.text", "tasks.stages.kinds imports tasks.text.sites",

@@ -1,8 +1,9 @@
 """The manifest: every DVC stage, declared once in `STAGES` (a `Stage` or `TableStage`, `tasks.stages.kinds`), and
 every params section (`Sections`, each a class beside its stage's logic). A declaration imports no stage logic, no
-flow and no model library (it names them as `"module:name"` entries; polars schemas only), so `cfgen --help`, the DAG
-and the release stages read every declaration and run no stage's code, and a command loads only the logic of the
-stage it runs and the sections it reads. Its CLI command, the whole-DAG flow's order, the caption steps and
+flow and no model library (a data stage names its logic as `"module:name"` entries; a table stage names no flow:
+`flows.hooks` holds what it runs; polars schemas only), so `cfgen --help`, the DAG and the release stages read every
+declaration and run no stage's code, and a command loads only the logic of the stage it runs and the sections it
+reads. Its CLI command, the whole-DAG flow's order, the caption steps and
 `dvc.yaml`'s stages derive from it (`tests/core/test_stages.py` checks `dvc.yaml` against it).
 
 A stage's name is its DVC stage and, with `-` for `_`, its CLI command; `reads` are the params sections it reads (its
@@ -81,7 +82,7 @@ SAMPLE_CODE = ("tasks.image.render:load_models", "tasks.image.render:canonical",
 """What a sample's render and measurement execute (both image stages key it)."""
 
 STAGES: tuple[Stage | TableStage, ...] = (
-    TableStage("params", flow="flows.params:check_params", show="flows.params:show",
+    TableStage("params",
                help="Validate every section of the params file and stamp it (paths.params_checked): every DVC stage "
                     "depends on the stamp, so a typo anywhere stops `dvc repro` before any stage works or loses an "
                     "output."),
@@ -108,68 +109,52 @@ STAGES: tuple[Stage | TableStage, ...] = (
     Stage("selection", data="selected", output=schemas.SELECTED, rejects=schemas.SELECTED_REJECTS,
           module="tasks.image.selection", input=schemas.SAMPLES, after="generate", code=SAMPLE_CODE,
           reads=("selection", "generate")),
-    # the table stages
-    TableStage("judge", flow="flows.judge:judge_flow", after=("selection",), reads=("judge",), models=("judge",),
-               check="flows.judge:check", show="flows.judge:show", sharded=True,
+    # the table stages (what each runs: `flows.hooks`)
+    TableStage("judge", after=("selection",), reads=("judge",), models=("judge",), sharded=True,
                help="The VLM judge: four yes/no questions per selected pair (cached per pair), the verdict from "
                     "judge.thresholds (reject reasons judge_*) and its agreement with the Label Studio labels "
                     "(paths.metrics/judge.json)."),
-    TableStage("truth", flow="flows.truth:truth_flow", after=("generate", "judge", "selection"),
-               reads=("truth", "generate", "selection", "judge", "tiny_models"), check="flows.truth:check",
-               show="flows.truth:show", sharded=True,
+    TableStage("truth", after=("generate", "judge", "selection"),
+               reads=("truth", "generate", "selection", "judge", "tiny_models"), sharded=True,
                help="The toy world's truth of a demo run: every generated sample re-rendered (with and without "
                     "attention sharing) and every selected pair read back by the checker (paths.metrics/truth.json: "
                     "pair_accuracy, minimality, p2p_gain, filter_lift)."),
-    TableStage("validation_tasks", flow="flows.validation:validation_tasks_flow", after=("selection",),
-               reads=("validation",), show="flows.validation:show_tasks",
+    TableStage("validation_tasks", after=("selection",), reads=("validation",),
                help="Label Studio tasks (one per generated image) and labeling config."),
-    TableStage("validation", flow="flows.validation:validation_flow", after=("selection",), reads=("validation",),
-               check="flows.validation:check_export", show="flows.validation:show_results",
+    TableStage("validation", after=("selection",), reads=("validation",),
                help="Read Label Studio's export: Table 1, Fleiss' kappa, the validated subset."),
-    TableStage("evaluate", flow="flows.evaluation:evaluate_flow",
-               after=("inpaint", "removal_captions", "removal_selection", "selection", "validation"),
-               reads=("evaluate", "generate"), models=("evaluate",), show="flows.evaluation:show",
+    TableStage("evaluate", after=("inpaint", "removal_captions", "removal_selection", "selection", "validation"),
+               reads=("evaluate", "generate"), models=("evaluate",),
                help="Zero-shot retrieval R@k and ITM score differences of every `evaluate.models` entry on the "
                     "selected pairs (and ODmAP@k on the object-removal pairs)."),
-    TableStage("report", flow="flows.release.report:report_flow", after=("truth",), after_steps=True,
-               reads=("sites", "similarity", "selection"), show="flows.release.report:show",
+    TableStage("report", after=("truth",), after_steps=True, reads=("sites", "similarity", "selection"),
                help="reports/metrics.json, figures and plot data for the current run."),
-    TableStage("export", flow="flows.release.export:export_flow", after=("judge", "perplexity", "selection",
-                                                                         "validation"),
+    TableStage("export", after=("judge", "perplexity", "selection", "validation"),
                reads=("export", "candidates", "similarity", "perplexity", "generate", "judge"),
-               show="flows.release.export:show",
                help="Write the selected pairs as a Hugging Face `datasets` folder (images embedded)."),
-    TableStage("mixtures", flow="flows.release.mixtures:mixtures_flow", after=("selection",), reads=("mixtures",),
-               show="flows.release.mixtures:show",
+    TableStage("mixtures", after=("selection",), reads=("mixtures",),
                help="Build the base / medium / all training mixtures as `datasets` configs."),
-    TableStage("datasheet", flow="flows.release.datasheet:datasheet_flow",  # reads every section
+    TableStage("datasheet",  # reads every section
                after=("evaluate", "export", "judge", "mixtures", "perplexity", "report", "truth", "validation"),
-               check="flows.release.datasheet:check",
                help="Generate the datasheet and the dataset card that embeds it."),
-    TableStage("gallery", flow="flows.release.gallery:gallery", after_steps=True,
+    TableStage("gallery", after_steps=True,
                after=("inpaint", "judge", "removal_captions", "removal_masks", "removal_selection", "report", "truth",
                       "validation"),
-               reads=("gallery",), check="flows.release.gallery:check", show="flows.release.gallery:show",
+               reads=("gallery",),
                help="The static pair gallery (paths.gallery): every accepted pair, the rejects of every stage, the "
                     "object-removal pairs and the run's funnel; open its index.html from the file system or any "
                     "static host."),
     # object removal
-    TableStage("removal_masks", flow="flows.removal.masks:removal_masks_flow", reads=("removal_masks",),
-               show="flows.engine.console:show_json",
+    TableStage("removal_masks", reads=("removal_masks",),
                help="Object removal: which (image, class) pairs to remove, from the COCO instances file."),
-    TableStage("removal_captions", flow="flows.removal.captions:removal_captions_flow", after=("removal_masks",),
-               reads=("removal_captions",), show="flows.engine.console:show_json",
+    TableStage("removal_captions", after=("removal_masks",), reads=("removal_captions",),
                help="Object removal: the edited captions and the ODmAP gallery."),
-    TableStage("inpaint", flow="flows.removal.inpaint:inpaint_flow", after=("removal_captions",),
-               reads=("inpaint",), models=("inpaint",), show="flows.engine.console:show_json",
+    TableStage("inpaint", after=("removal_captions",), reads=("inpaint",), models=("inpaint",),
                help="Object removal: fill each removed region (cached per edit)."),
-    TableStage("removal_selection", flow="flows.removal.selection:removal_selection_flow", after=("inpaint",),
-               reads=("removal_selection",), models=("removal_selection",), show="flows.engine.console:show_json",
+    TableStage("removal_selection", after=("inpaint",), reads=("removal_selection",), models=("removal_selection",),
                help="Object removal: the CLIP check and the splits."),
-    TableStage("removal_export", flow="flows.removal.export:removal_export_flow",
-               after=("inpaint", "removal_captions", "removal_masks", "removal_selection"),
+    TableStage("removal_export", after=("inpaint", "removal_captions", "removal_masks", "removal_selection"),
                reads=("export", "removal_masks", "removal_captions", "inpaint", "removal_selection"),
-               show="flows.engine.console:show_json",
                help="Object removal: the pairs as a `datasets` folder with its card."),
 )
 DECLARED = {declared.name: declared for declared in STAGES}

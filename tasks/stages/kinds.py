@@ -1,15 +1,14 @@
-"""The two kinds of stage declaration the manifest (`tasks.stages`) is made of. A declaration names its stage's logic
-and flow (`"module:name"` entries, each checked against the module's source as it is made: nothing imported), so
-reading every declaration imports no stage's code.
+"""The two kinds of stage declaration the manifest (`tasks.stages`) is made of. A data stage names its logic
+(`"module:name"` entries, each checked against the module's source as it is made: nothing imported), a table stage
+none (its flow, check and show are `flows.hooks`'), so reading every declaration imports no stage's code.
 
 - a data `Stage` (`cfgen NAME SOURCE OUTPUT`): a sharded caption step runs `module.run(frame, section,
   module.load_models(section))` per shard, the image stages map pairs; the first paragraph of `module`'s docstring is
   its help. `code` is what its cached unit executes (default: `run` and `load_models`; the image stages: a sample's
   render and measurement), `behaviours` the edit types' functions it runs besides (`tasks.core.edits.behaviours`);
   its cache keys hold both. `input` is what it reads from the output of `after`; `data` is the `paths` entry it writes.
-- a `TableStage` (`cfgen NAME`): `flow(params)` reads and writes whole tables at `paths`, after `check(params)` and the
-  pre-flight of the models of `models` (sections); `sharded` runs it on the engine's task runner; `show(result)`
-  prints its result. `after_steps` adds every data stage to its `after`: it reads what each one writes (report: their
+- a `TableStage` (`cfgen NAME`): its flow (`flows.hooks`) reads and writes whole tables at `paths`, after its check
+  and the pre-flight of the models of `models` (sections); `sharded` runs it on the engine's task runner. `after_steps` adds every data stage to its `after`: it reads what each one writes (report: their
   metrics; gallery: their rejects too), so a new data stage needs no edit of it.
 
 `reads` are the params sections a stage's command assembles (besides the shared ones).
@@ -91,20 +90,12 @@ class Stage:
 @dataclass(frozen=True)
 class TableStage:
     name: str
-    flow: str
     help: str
     after: tuple[str, ...] = ()
     reads: tuple[str, ...] | None = None  # None: every section
     models: tuple[str, ...] = ()
-    check: str | None = None
-    show: str | None = None
     sharded: bool = False
     after_steps: bool = False
-
-    def __post_init__(self) -> None:
-        for entry in (self.flow, self.check, self.show):
-            if entry is not None:
-                check_entry(entry)
 
     @property
     def command(self) -> str:

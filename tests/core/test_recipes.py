@@ -107,7 +107,8 @@ def manifest_checks(project: Path, env: dict[str, str]) -> str:
     """The last line of the copy's own `dvc.yaml`-against-manifest tests."""
     checks = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/core/test_stages.py", "-k",
-         "checked_against_the_manifest or runs_what_its_declaration_says or a_cli_command or names_each"],
+         "checked_against_the_manifest or runs_what_its_declaration_says or a_cli_command or names_each "
+         "or has_hooks"],
         cwd=project, env=env, capture_output=True, text=True, timeout=600)
     return checks.stdout.splitlines()[-1] if checks.stdout else checks.stderr[-3000:]
 
@@ -127,7 +128,7 @@ def test_a_new_caption_stage_is_the_four_files_the_readme_names(tmp_path):
     project = tmp_path / "project"
     assert follow_caption_stage(project) == sorted(CAPTION_STAGE) and len(CAPTION_STAGE) == 4
     env = environment(tmp_path, project)
-    assert manifest_checks(project, env).startswith("4 passed, ")
+    assert manifest_checks(project, env).startswith("5 passed, ")
     probe = "from tasks.stages import caption_steps\nprint(caption_steps())"
     placed = subprocess.run([sys.executable, "-c", probe], cwd=project, env=env, capture_output=True, text=True)
     assert placed.stdout.split("\n")[0] == ("('sites', 'saliency', 'candidates', 'relations', 'colours', 'similarity',"
@@ -168,10 +169,16 @@ def lengths(params: Params) -> dict[str, int]:
     write_json({"pairs": frame.height, **counts}, params.paths.metrics / "lengths.json")
     return counts
 '''
-TABLE_DECLARATION = """    TableStage("lengths", flow="flows.lengths:lengths", after=("perplexity",), reads=(),
+TABLE_DECLARATION = """    TableStage("lengths", after=("perplexity",), reads=(),
                help="How many words C_o and C_c have (paths.metrics/lengths.json)."),
-    # the table stages
-"""
+    # the table stages"""
+TABLE_HOOKS = '''def _lengths() -> Hooks:
+    from flows import lengths
+
+    return Hooks(lengths.lengths)
+
+
+HOOKS: dict'''
 TABLE_DVC_STAGE = '''
   lengths:
     cmd: cfgen lengths
@@ -183,16 +190,18 @@ TABLE_DVC_STAGE = '''
   generate:'''
 TABLE_STAGE = {
     "flows/lengths.py": [(None, TABLE_FLOW)],
-    "tasks/stages/__init__.py": [("    # the table stages\n", TABLE_DECLARATION)],
+    "tasks/stages/__init__.py": [("    # the table stages", TABLE_DECLARATION)],
+    "flows/hooks.py": [("HOOKS: dict", TABLE_HOOKS), ('"removal_export": _removal_export}',
+                                                       '"removal_export": _removal_export, "lengths": _lengths}')],
     "dvc.yaml": [("\n  generate:", TABLE_DVC_STAGE)],
 }
 
 
-def test_a_new_table_stage_is_its_flow_its_declaration_and_its_dvc_stage(tmp_path):
+def test_a_new_table_stage_is_its_flow_its_declaration_its_hooks_and_its_dvc_stage(tmp_path):
     project = tmp_path / "project"
-    assert follow(TABLE_STAGE, project) == sorted(TABLE_STAGE) and len(TABLE_STAGE) == 3
+    assert follow(TABLE_STAGE, project) == sorted(TABLE_STAGE) and len(TABLE_STAGE) == 4
     env = environment(tmp_path, project)
-    assert manifest_checks(project, env).startswith("4 passed, ")
+    assert manifest_checks(project, env).startswith("5 passed, ")
     rows = [("1", "9", "A dog on a couch.", "A cat on a couch.", "noun", 1, 2, 5, "dog", "cat", -1.0, 0.8, 12.0)]
     source = tmp_path / "counterfactual_captions.parquet"
     pl.DataFrame(rows, schema=schemas.COUNTERFACTUALS, orient="row").write_parquet(source)

@@ -87,6 +87,28 @@ def test_reading_every_declaration_imports_no_stage_logic_and_no_model_library()
     assert found.stdout.splitlines()[-1] == "[]", found.stderr[-2000:]
 
 
+def test_every_table_stage_and_nothing_else_has_hooks_and_each_imports_its_own_flow_only():
+    """`flows.hooks.HOOKS` has one entry per declared table stage; importing it imports no flow; a stage's entry
+    imports its own flow module (and no other stage's); a stage without one is one line naming where it goes."""
+    from flows.hooks import HOOKS, hooks
+
+    assert set(HOOKS) == {name for name, s in stages().items() if isinstance(s, TableStage)}
+    probe = ("import sys, flows.hooks as h\nbefore = set(sys.modules)\nh.hooks('mixtures')\n"
+             "print(sorted(m for m in set(sys.modules) - before if m.startswith('flows.')))\n"
+             "print(sorted(m for m in before if m.startswith('flows.')))")
+    found = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    loaded, imported = found.stdout.splitlines()[-2:]
+    assert imported == "['flows.hooks']", found.stderr[-2000:]
+    assert loaded == "['flows.engine', 'flows.engine.console', 'flows.release', 'flows.release.mixtures']"
+    for name in HOOKS:
+        runs = hooks(name)
+        assert callable(runs.flow) and all(h is None or callable(h) for h in (runs.check, runs.show)), name
+    assert hooks("truth").flow.__module__ == "flows.truth"
+    assert getattr(hooks("gallery").check, "__module__", None) == "flows.release.gallery"
+    with pytest.raises(ValueError, match="table stage nowhere has no hooks: its entry goes in flows.hooks.HOOKS"):
+        hooks("nowhere")
+
+
 def test_every_declared_stage_is_a_dvc_stage_and_a_cli_command_and_nothing_else_is():
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     assert set(stages()) == set(dvc)
