@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 
@@ -127,8 +128,10 @@ HOOKS: dict[str, Callable[[], Hooks]] = {
 (`tests/core/test_stages.py`: one entry for every declared table stage, and none besides)."""
 
 
+@cache
 def hooks(name: str) -> Hooks:
-    """Table stage `name`'s hooks, its flow module imported (and no other stage's)."""
+    """Table stage `name`'s hooks, its flow module imported (and no other stage's); made once per process (its
+    command, `runners.api_for` and `runners.run_table` each ask)."""
     if name not in HOOKS:
         raise ValueError(f"table stage {name} has no hooks: its entry goes in flows.hooks.HOOKS")
     return HOOKS[name]()

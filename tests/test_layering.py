@@ -72,7 +72,7 @@ def violations(root: Path) -> list[str]:
 def named_flows(path: Path) -> list[str]:
     """The string constants in `path` that name a module of `flows` (`"flows.x"`, `"flows.x:name"`): an import that
     no tool follows, resolved at run time."""
-    constants = (node.value for node in ast.walk(ast.parse(path.read_bytes())) if isinstance(node, ast.Constant))
+    constants = (node.value for node in ast.walk(source.parse(path)) if isinstance(node, ast.Constant))
     return sorted(c for c in constants if isinstance(c, str) and re.fullmatch(r"flows(\.\w+)+(:\w+)?", c))
 
 

@@ -3,8 +3,8 @@ every params section (`Sections`, each a class beside its stage's logic). A decl
 flow and no model library (a data stage names its logic as `"module:name"` entries; a table stage names no flow:
 `flows.hooks` holds what it runs; polars schemas only), so `cfgen --help`, the DAG and the release stages read every
 declaration and run no stage's code, and a command loads only the logic of the stage it runs and the sections it
-reads. Its CLI command, the whole-DAG flow's order, the caption steps and
-`dvc.yaml`'s stages derive from it (`tests/core/test_stages.py` checks `dvc.yaml` against it).
+reads. Its CLI command, the whole-DAG flow's order, the caption steps and `dvc.yaml`'s stages derive from it
+(`tests/core/test_stages.py` checks `dvc.yaml` against it).
 
 A stage's name is its DVC stage and, with `-` for `_`, its CLI command; `reads` are the params sections it reads (its
 command assembles those and the shared ones: an edit to another section's module is none of its code), `after` the

@@ -8,8 +8,9 @@ none (its flow, check and show are `flows.hooks`'), so reading every declaration
   render and measurement), `behaviours` the edit types' functions it runs besides (`tasks.core.edits.behaviours`);
   its cache keys hold both. `input` is what it reads from the output of `after`; `data` is the `paths` entry it writes.
 - a `TableStage` (`cfgen NAME`): its flow (`flows.hooks`) reads and writes whole tables at `paths`, after its check
-  and the pre-flight of the models of `models` (sections); `sharded` runs it on the engine's task runner. `after_steps` adds every data stage to its `after`: it reads what each one writes (report: their
-  metrics; gallery: their rejects too), so a new data stage needs no edit of it.
+  and the pre-flight of the models of `models` (sections); `sharded` runs it on the engine's task runner.
+  `after_steps` adds every data stage to its `after`: it reads what each one writes (report: their metrics; gallery:
+  their rejects too), so a new data stage needs no edit of it.
 
 `reads` are the params sections a stage's command assembles (besides the shared ones).
 """
