@@ -103,8 +103,8 @@ def table_command(name: str):
         from flows.hooks import hooks
 
         with user_errors():
+            params = load_params(params_file, param or [], declared.sections)  # before its flow module is imported
             runs = hooks(declared.name)
-            params = load_params(params_file, param or [], declared.sections)
             if runs.check is not None:
                 runs.check(params)
             if declared.models:
