@@ -136,6 +136,7 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="tracebac
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s",
                         handlers=[RichHandler(console=console, show_path=False)])
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Prefect API call otherwise
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # "generated new fontManager", once per fresh cache
     VERBOSE["on"] = verbose
     stop_on_signals()
     use_project_environment()

@@ -260,6 +260,16 @@ def test_every_table_command_in_a_project_without_its_inputs_is_one_line(tmp_pat
         assert "_" not in "".join(re.findall(r"`cfgen [^`]+`", errors[0])), errors[0]
 
 
+def test_a_first_import_of_matplotlib_adds_no_line_to_an_error(tmp_path):
+    """With matplotlib's font list not yet built (a fresh clone), a command whose flow imports matplotlib and then
+    stops on a missing input still prints one line: matplotlib's "generated new fontManager" is not shown."""
+    fonts = tmp_path / "matplotlib"
+    code, out, err, _ = cfgen(tmp_path, "judge", env_extra={"MPLCONFIGDIR": str(fonts)})
+    assert any(fonts.glob("fontlist-*.json")), "the font list was already built: nothing was checked"
+    assert code == 2 and err.strip().splitlines() == [
+        "error: input data/processed/selected.parquet does not exist: run `cfgen selection` first"], out + err
+
+
 @pytest.mark.parametrize("args, says", [
     (("ingest", "", "out.parquet"), "`cfgen ingest '' out.parquet`: SOURCE is empty; give a path"),
     (("ingest", "a.tsv", ""), "`cfgen ingest a.tsv ''`: OUTPUT is empty; give a path"),
